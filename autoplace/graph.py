@@ -1,0 +1,163 @@
+"""The op graph: one node per kernel, the dataflow edges between them.
+
+This module is pure data (no TVM): the frontends in :mod:`autoplace.frontend` build an
+:class:`OpGraph` from a Relax IRModule, an ONNX file or a TE compute graph, and everything
+downstream (space, simulator, search) reads only this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Op kinds used for capability matching (a profile unit's ``accepts`` list).
+OP_KINDS = (
+    "conv2d",
+    "matmul",
+    "pool",
+    "elementwise",
+    "reduce",
+    "softmax",
+    "norm",
+    "injective",
+    "other",
+)
+
+
+class GraphError(ValueError):
+    """A graph file or graph value is malformed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Op:
+    """One kernel of the graph (one ``call_tir`` after fusion).
+
+    ``bytes_read`` counts every input tensor (produced by other ops, graph inputs and
+    weights); ``external_bytes`` is the part of it that comes from graph inputs and
+    weights, i.e. not from another op. ``output_bytes`` is what the kernel writes.
+    """
+
+    name: str
+    kind: str
+    flops: float
+    bytes_read: int
+    output_bytes: int
+    external_bytes: int = 0
+    func: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise GraphError("op name must be non-empty")
+        if self.kind not in OP_KINDS:
+            raise GraphError(f"op {self.name!r}: kind must be one of {OP_KINDS}, got {self.kind!r}")
+        for field in ("flops", "bytes_read", "output_bytes", "external_bytes"):
+            if getattr(self, field) < 0:
+                raise GraphError(f"op {self.name!r}: {field} >= 0 must hold, got {getattr(self, field)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Edge:
+    """Data flowing from op ``src`` to op ``dst`` (indices into ``OpGraph.ops``)."""
+
+    src: int
+    dst: int
+    nbytes: int
+
+    def __post_init__(self) -> None:
+        if self.src >= self.dst:
+            raise GraphError(f"edge {self.src}->{self.dst}: src < dst must hold (topological order)")
+        if self.nbytes < 0:
+            raise GraphError(f"edge {self.src}->{self.dst}: nbytes >= 0 must hold, got {self.nbytes}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpGraph:
+    """Ops in topological order and the edges between them (at most one per pair)."""
+
+    name: str
+    ops: tuple[Op, ...]
+    edges: tuple[Edge, ...]
+
+    def __post_init__(self) -> None:
+        names = [op.name for op in self.ops]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise GraphError(f"graph {self.name!r}: duplicate op name {dup!r}")
+        seen = set()
+        for e in self.edges:
+            if not 0 <= e.src < len(self.ops) or not 0 <= e.dst < len(self.ops):
+                raise GraphError(f"graph {self.name!r}: edge {e.src}->{e.dst} out of range")
+            if (e.src, e.dst) in seen:
+                raise GraphError(f"graph {self.name!r}: duplicate edge {e.src}->{e.dst}")
+            seen.add((e.src, e.dst))
+
+    # -- derived views -----------------------------------------------------------------
+    def index(self, name: str) -> int:
+        """Index of the op called ``name``."""
+        for i, op in enumerate(self.ops):
+            if op.name == name:
+                return i
+        raise KeyError(f"graph {self.name!r} has no op {name!r}")
+
+    def in_edges(self) -> list[list[int]]:
+        """For each op, the indices (into ``edges``) of its incoming edges."""
+        res: list[list[int]] = [[] for _ in self.ops]
+        for k, e in enumerate(self.edges):
+            res[e.dst].append(k)
+        return res
+
+    def out_edges(self) -> list[list[int]]:
+        """For each op, the indices (into ``edges``) of its outgoing edges."""
+        res: list[list[int]] = [[] for _ in self.ops]
+        for k, e in enumerate(self.edges):
+            res[e.src].append(k)
+        return res
+
+    def edge_name(self, k: int) -> str:
+        """Stable name of edge ``k``: ``"src->dst"`` with op names."""
+        e = self.edges[k]
+        return f"{self.ops[e.src].name}->{self.ops[e.dst].name}"
+
+    @property
+    def total_flops(self) -> float:
+        return float(sum(op.flops for op in self.ops))
+
+    # -- serialisation -----------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "ops": [dataclasses.asdict(op) for op in self.ops],
+            "edges": [[e.src, e.dst, e.nbytes] for e in self.edges],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, *, source: str = "<dict>") -> OpGraph:
+        try:
+            ops = tuple(Op(**o) for o in d["ops"])
+            edges = tuple(Edge(src=s, dst=t, nbytes=b) for s, t, b in d["edges"])
+            return cls(name=d["name"], ops=ops, edges=edges)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GraphError(f"{source}: not an op graph: {exc}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> OpGraph:
+        """Read a graph written by :meth:`save`."""
+        try:
+            d = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise GraphError(f"{path}: cannot read op graph: {exc}") from None
+        return cls.from_dict(d, source=str(path))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable hash of the structure (names, kinds, costs, edges); the name is excluded."""
+        body = self.to_dict()
+        body.pop("name")
+        blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

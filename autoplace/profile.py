@@ -1,0 +1,175 @@
+"""Hardware profiles: named compute units, memory scopes and copy paths.
+
+A profile is data: a TOML file (``hwprofiles/*.toml``) read with :mod:`tomllib` into the
+frozen dataclasses below. The TOML schema, in units a datasheet uses::
+
+    name = "soc"
+    description = "two CPUs, two accelerators, DRAM + on-chip SRAM"
+    host = "cpu1"              # the unit that performs sync copies
+    default_scope = "dram"     # where graph inputs and weights live; every unit reads it
+
+    [units.cpu1]
+    target = { kind = "llvm", num-cores = 1 }   # a TVM target dict
+    rpc_key = "soc-cpu1"       # optional: the RPC tracker key of a real board
+    accepts = ["*"]            # op kinds it runs (see autoplace.graph.OP_KINDS), "*" = all
+    launch_overhead_us = 2.0   # fixed cost per kernel launch
+    power_w = 1.5              # optional: active power, for energy (default 0)
+    [units.cpu1.gflops]        # throughput per op kind; "default" for the others
+    default = 8.0
+    conv2d = 12.0
+
+    [scopes.dram]
+    capacity_mib = 2048
+    bandwidth_gbps = 12.8      # GB/s seen by a kernel reading or writing this scope
+    access = ["cpu1", "cpu2"]  # units that may read and write it, or ["*"]
+
+    [[copies]]                 # a copy path between two scopes
+    src = "dram"
+    dst = "sram1"
+    bandwidth_gbps = 6.0
+    latency_us = 1.0
+    modes = ["sync", "async"]  # sync: the host copies; async: a DMA engine copies
+    dma = "dma0"               # the async engine (one copy at a time); default "dma:src->dst"
+    bidirectional = true       # also dst -> src with the same numbers (default false)
+
+A ``[mesh]`` table generates a grid of processing elements from templates; see
+:func:`autoplace.profile_io.load_profile` for that part of the schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+COPY_MODES = ("sync", "async")
+
+
+class ProfileError(ValueError):
+    """A profile is malformed; the message names the file, the key and what is wrong."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unit:
+    """A compute unit (the seed threads' "target_arch": ``cpu1``, ``dsp_cpu``, ...)."""
+
+    name: str
+    target: Mapping[str, object]
+    accepts: frozenset[str]
+    gflops: Mapping[str, float]
+    launch_overhead_s: float = 0.0
+    power_w: float = 0.0
+    rpc_key: str | None = None
+
+    def accepts_kind(self, kind: str) -> bool:
+        return "*" in self.accepts or kind in self.accepts
+
+    def flops_per_s(self, kind: str) -> float:
+        """Throughput for ``kind`` in FLOP/s (``gflops[kind]`` or ``gflops["default"]``)."""
+        return 1e9 * float(self.gflops.get(kind, self.gflops["default"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scope:
+    """A memory scope: capacity, bandwidth, and the units that can read and write it."""
+
+    name: str
+    capacity_bytes: int
+    bandwidth_bps: float
+    access: frozenset[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyPath:
+    """A direct copy path from scope ``src`` to scope ``dst``."""
+
+    src: str
+    dst: str
+    bandwidth_bps: float
+    latency_s: float
+    modes: tuple[str, ...]
+    engine: str
+
+    def seconds(self, nbytes: int) -> float:
+        return self.latency_s + nbytes / self.bandwidth_bps
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """A validated hardware profile."""
+
+    name: str
+    host: str
+    default_scope: str
+    units: tuple[Unit, ...]
+    scopes: tuple[Scope, ...]
+    copies: tuple[CopyPath, ...]
+    description: str = ""
+    source: str = field(default="<memory>", compare=False)
+
+    def unit(self, name: str) -> Unit:
+        for u in self.units:
+            if u.name == name:
+                return u
+        raise KeyError(f"profile {self.name!r} has no unit {name!r}")
+
+    def scope(self, name: str) -> Scope:
+        for s in self.scopes:
+            if s.name == name:
+                return s
+        raise KeyError(f"profile {self.name!r} has no scope {name!r}")
+
+    def scopes_of(self, unit: str) -> list[str]:
+        """Scopes ``unit`` may read and write, in profile order."""
+        return [s.name for s in self.scopes if "*" in s.access or unit in s.access]
+
+    def home_scope(self, unit: str) -> str:
+        """The scope a unit writes by default: the default scope if it can, else its first."""
+        scopes = self.scopes_of(unit)
+        return self.default_scope if self.default_scope in scopes else scopes[0]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "host": self.host,
+            "default_scope": self.default_scope,
+            "units": [
+                {
+                    "name": u.name,
+                    "target": dict(u.target),
+                    "accepts": sorted(u.accepts),
+                    "gflops": dict(sorted(u.gflops.items())),
+                    "launch_overhead_s": u.launch_overhead_s,
+                    "power_w": u.power_w,
+                    "rpc_key": u.rpc_key,
+                }
+                for u in self.units
+            ],
+            "scopes": [
+                {
+                    "name": s.name,
+                    "capacity_bytes": s.capacity_bytes,
+                    "bandwidth_bps": s.bandwidth_bps,
+                    "access": sorted(s.access),
+                }
+                for s in self.scopes
+            ],
+            "copies": [
+                {
+                    "src": c.src,
+                    "dst": c.dst,
+                    "bandwidth_bps": c.bandwidth_bps,
+                    "latency_s": c.latency_s,
+                    "modes": list(c.modes),
+                    "engine": c.engine,
+                }
+                for c in self.copies
+            ],
+        }
+
+    @property
+    def hash(self) -> str:
+        """Stable hash of the hardware described (not of the file's formatting)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
