@@ -1,0 +1,190 @@
+"""The ``autoplace`` command line: tune, best, profiles, graph.
+
+Bad input gives one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+
+from autoplace.graph import GraphError, OpGraph
+from autoplace.profile import ProfileError
+from autoplace.records import RecordError
+from autoplace.space import Placement, PlacementError
+
+DEFAULT_MODEL = "squeezenet"
+DEFAULT_PROFILE = "soc"
+USER_ERRORS = (GraphError, ProfileError, PlacementError, RecordError, ValueError, OSError)
+
+
+class CliError(Exception):
+    """A user error to report in one line."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="autoplace", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("tune", help="search the best placement of a model on a profile")
+    t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
+                   help=f"bundled model name, .onnx or graph .json (default {DEFAULT_MODEL})")
+    t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
+    t.add_argument("--trials", type=_positive_int, default=200, help="search trials")
+    t.add_argument("--log", default=None, help="tuning log (default tune-MODEL-HW.jsonl)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--batch-size", type=_positive_int, default=8)
+    t.add_argument("--sampler", choices=("tpe", "random"), default="tpe")
+    t.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///tune.db")
+    t.add_argument("--study", default=None, help="Optuna study name")
+    t.add_argument("--resume", action="store_true", help="continue an existing study")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b = sub.add_parser("best", help="the best placement in a log, as a table")
+    b.add_argument("log")
+    b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
+    sub.add_parser("profiles", help="bundled hardware profiles and their units")
+    g = sub.add_parser("graph", help="ops of a model: kinds, FLOPs, bytes")
+    g.add_argument("model")
+    return ap
+
+
+def _load(model: str, hw: str):
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+    from autoplace.space import SearchSpace
+
+    graph = load_graph(model)
+    profile = load_profile(hw)
+    return graph, profile, SearchSpace(graph, profile)
+
+
+def cmd_tune(args) -> int:
+    from autoplace.measure.simulator import Simulator
+    from autoplace.records import TuningLog
+    from autoplace.search import TuneConfig, tune
+
+    config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
+                        sampler=args.sampler, storage=args.storage, study_name=args.study,
+                        resume=args.resume, progress=not args.no_progress)
+    graph, profile, space = _load(args.model, args.hw)
+    log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
+    print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
+          f"({len(profile.units)} units), space 10^{space.log10_size:.1f}, log {log_path}")
+    with TuningLog(log_path) as log:
+        result = tune(space, Simulator(graph, profile, space=space), log, config)
+    _report(result, log_path)
+    return 130 if result.interrupted else 0
+
+
+def _report(result, log_path: str) -> None:
+    if result.interrupted:
+        print(f"interrupted: {result.measured} candidates are in {log_path}; "
+              "run again with the same --storage and --resume to continue")
+    if result.best is None:
+        print("no feasible placement found")
+        return
+    best = result.best.result.latency_s
+    print(f"best: {best * 1e3:.4f} ms ({result.best.strategy}, trial {result.best.trial})")
+    for name, rec in sorted(result.baselines.items()):
+        lat = rec.result.latency_s
+        text = (f"{lat * 1e3:.4f} ms  (best is {lat / best:.2f}x faster)" if rec.result.ok
+                else f"infeasible: {rec.result.detail}")
+        print(f"  baseline {name:<24} {text}")
+
+
+def cmd_best(args) -> int:
+    from autoplace.records import best, read
+
+    records = read(args.log)
+    rec = best(records)
+    if rec is None:
+        raise CliError(f"{args.log}: no valid record")
+    graph = _graph_or_none(args.model or rec.graph)
+    print(f"{rec.graph} on {rec.profile}: {rec.result.latency_s * 1e3:.4f} ms "
+          f"({rec.strategy}, trial {rec.trial}, {len(records)} records)")
+    print(format_placement(rec.placement, graph))
+    return 0
+
+
+def _graph_or_none(spec: str) -> OpGraph | None:
+    from autoplace.models import load_graph
+
+    try:
+        return load_graph(spec)
+    except GraphError:
+        return None
+
+
+def format_placement(placement: Placement, graph: OpGraph | None) -> str:
+    """The placement as a text table: op, kind, unit, scope, copy modes in."""
+    kinds = {op.name: op.kind for op in graph.ops} if graph else {}
+    copies_in: dict[str, list[str]] = {}
+    for edge, mode in placement.copies.items():
+        src, dst = edge.split("->", 1)
+        copies_in.setdefault(dst, []).append(f"{src}:{mode}")
+    rows = [("op", "kind", "unit", "scope", "copies in")]
+    rows += [(name, kinds.get(name, "?"), unit, scope, ", ".join(copies_in.get(name, [])))
+             for name, (unit, scope) in placement.ops.items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4]
+                     for r in rows).rstrip()
+
+
+def cmd_profiles(args) -> int:
+    from autoplace.profile_io import bundled_profiles, load_profile
+
+    for name, path in sorted(bundled_profiles().items()):
+        prof = load_profile(path)
+        units = ", ".join(u.name for u in prof.units[:8])
+        more = f" (+{len(prof.units) - 8} more)" if len(prof.units) > 8 else ""
+        print(f"{name:<10} {len(prof.units):>3} units, {len(prof.scopes):>3} scopes, "
+              f"{len(prof.copies):>3} copy paths: {units}{more}")
+    return 0
+
+
+def cmd_graph(args) -> int:
+    from autoplace.models import load_graph
+
+    g = load_graph(args.model)
+    print(f"{g.name}: {len(g.ops)} ops, {len(g.edges)} edges, "
+          f"{g.total_flops / 1e9:.3f} GFLOP, fingerprint {g.fingerprint}")
+    print(f"{'op':<36} {'kind':<12} {'MFLOP':>10} {'read KiB':>10} {'out KiB':>10}")
+    for op in g.ops:
+        print(f"{op.name:<36} {op.kind:<12} {op.flops / 1e6:>10.3f} "
+              f"{op.bytes_read / 1024:>10.1f} {op.output_bytes / 1024:>10.1f}")
+    return 0
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"autoplace: warning: {message}", file=sys.stderr)
+
+
+COMMANDS = {"tune": cmd_tune, "best": cmd_best, "profiles": cmd_profiles, "graph": cmd_graph}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    warnings.showwarning = _one_line_warning
+    try:
+        return COMMANDS[args.command](args)
+    except (CliError, *USER_ERRORS) as exc:
+        print(f"autoplace: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autoplace: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The ``Measurer`` contract shared by the simulator, local and RPC measurement."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoplace.space import Placement
+
+
+class ErrorKind(enum.Enum):
+    """Why a candidate has no valid latency."""
+
+    INVALID = "invalid"  # does not fit the graph and profile
+    NO_COPY_PATH = "no_copy_path"  # two scopes with no route for the copy mode
+    OUT_OF_MEMORY = "out_of_memory"  # peak live bytes exceed a scope's capacity
+    BUILD = "build"
+    RUN = "run"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """One interval of a timeline: an op on a unit, or a copy hop on a unit or DMA engine."""
+
+    kind: str  # "op" or "copy"
+    name: str  # op name, or edge name for a copy
+    resource: str  # unit name or DMA engine name
+    start: float
+    end: float
+    mode: str = ""  # copy mode for copies
+    src: str = ""  # scope copied from (copies) / read (ops)
+    dst: str = ""  # scope copied to / written
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureResult:
+    """A measured (or simulated) candidate. ``error`` is None when it is valid.
+
+    An infeasible placement (``OUT_OF_MEMORY``) keeps its metrics so a user can see how far
+    over it is; other failures carry only ``error`` and ``detail``.
+    """
+
+    latency_s: float | None = None
+    error: ErrorKind | None = None
+    detail: str = ""
+    unit_busy_s: Mapping[str, float] = field(default_factory=dict)
+    copy_bytes: Mapping[str, int] = field(default_factory=dict)
+    peak_bytes: Mapping[str, int] = field(default_factory=dict)
+    energy_j: float | None = None
+    timeline: tuple[Event, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.error is None and (self.latency_s is None or self.latency_s < 0):
+            raise ValueError(f"a valid result needs latency_s >= 0, got {self.latency_s!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def failure(cls, error: ErrorKind, detail: str) -> MeasureResult:
+        return cls(error=error, detail=detail)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (without the timeline)."""
+        return {
+            "latency_s": self.latency_s,
+            "error": self.error.value if self.error else None,
+            "detail": self.detail,
+            "unit_busy_s": dict(self.unit_busy_s),
+            "copy_bytes": dict(self.copy_bytes),
+            "peak_bytes": dict(self.peak_bytes),
+            "energy_j": self.energy_j,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> MeasureResult:
+        return cls(
+            latency_s=d.get("latency_s"),
+            error=ErrorKind(d["error"]) if d.get("error") else None,
+            detail=d.get("detail", ""),
+            unit_busy_s=d.get("unit_busy_s", {}),
+            copy_bytes=d.get("copy_bytes", {}),
+            peak_bytes=d.get("peak_bytes", {}),
+            energy_j=d.get("energy_j"),
+        )
+
+
+class Measurer(ABC):
+    """Measures placements of one graph on one profile.
+
+    ``measure`` returns one result per placement, in order; a failing candidate is a
+    result with an ``error``, never an exception (exceptions mean misuse).
+    """
+
+    #: Short name written to the tuning log ("simulator", "local", "rpc").
+    name: str = "measurer"
+
+    @abstractmethod
+    def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
+        """Measure each placement; same order and length as the input."""
+
+    def close(self) -> None:
+        """Release workers, sessions or files (default: nothing)."""

@@ -1,0 +1,173 @@
+"""A deterministic event-driven model of a hardware profile (see docs/simulator.md).
+
+Every resource (a unit, or a DMA engine) executes its work in program order: the ops in the
+graph's topological order, each op's incoming copies just before it. A piece of work starts
+when its resource is free and its inputs are ready, so independent ops on different units
+and async copies on DMA engines overlap, while sync copies hold the host unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autoplace.graph import Op, OpGraph
+from autoplace.measure.base import ErrorKind, Event, MeasureResult, Measurer
+from autoplace.profile import Profile
+from autoplace.space import Placement, SearchSpace
+
+MIB = 1 << 20
+
+
+def op_seconds(op: Op, unit, scope, default_scope) -> float:
+    """Roofline time of ``op`` on ``unit`` writing ``scope``, plus the launch overhead.
+
+    ``overhead + max(flops / throughput, internal_bytes / bw(scope) + external / bw(default))``
+    where internal bytes are the op's reads from other ops plus its output.
+    """
+    compute = op.flops / unit.flops_per_s(op.kind)
+    internal = op.bytes_read - op.external_bytes + op.output_bytes
+    memory = internal / scope.bandwidth_bps + op.external_bytes / default_scope.bandwidth_bps
+    return unit.launch_overhead_s + max(compute, memory)
+
+
+class _Run:
+    """State of one simulated execution (resources' free times, buffers, timeline)."""
+
+    def __init__(self, sim: Simulator, placement: Placement, record: bool):
+        self.sim, self.p, self.record = sim, placement, record
+        self.free: dict[str, float] = {}
+        self.busy: dict[str, float] = {u.name: 0.0 for u in sim.profile.units}
+        self.copy_bytes = {"sync": 0, "async": 0}
+        self.buffers: list[list] = []  # [scope, nbytes, alloc_t, free_t]
+        self.events: list[Event] = []
+
+    def occupy(self, resource: str, ready: float, secs: float) -> tuple[float, float]:
+        start = max(ready, self.free.get(resource, 0.0))
+        end = start + secs
+        self.free[resource] = end
+        if resource in self.busy:
+            self.busy[resource] += secs
+        return start, end
+
+    def copy(self, k: int, src: str, dst: str, ready: float) -> tuple[float, list, float]:
+        """Schedule the copy of edge ``k``: its arrival time, final buffer, first hop's end."""
+        sim, name = self.sim, self.sim.space.edge_names[k]
+        mode, nbytes = self.p.copies[name], sim.graph.edges[k].nbytes
+        self.copy_bytes[mode] += nbytes
+        prev, t, first_end = None, ready, None
+        for hop in sim.space.route(src, dst, mode):
+            res = sim.profile.host if mode == "sync" else hop.engine
+            start, t = self.occupy(res, t, hop.seconds(nbytes))
+            first_end = t if first_end is None else first_end
+            if prev is not None:
+                prev[3] = t  # an intermediate buffer lives until the next hop is done
+            prev = [hop.dst, nbytes, start, None]
+            self.buffers.append(prev)
+            if self.record:
+                self.events.append(Event(kind="copy", name=name, resource=res, start=start,
+                                         end=t, mode=mode, src=hop.src, dst=hop.dst))
+        return t, prev, first_end
+
+
+class Simulator(Measurer):
+    """The default measurer: fast, deterministic, needs no TVM.
+
+    ``timeline=True`` also returns each result's timeline (slower).
+    """
+
+    name = "simulator"
+
+    def __init__(self, graph: OpGraph, profile: Profile, *, timeline: bool = False,
+                 space: SearchSpace | None = None):
+        self.graph, self.profile, self.timeline = graph, profile, timeline
+        self.space = space or SearchSpace(graph, profile)
+        self._in_edges = graph.in_edges()
+        self._out_count = [len(x) for x in graph.out_edges()]
+        default = profile.scope(profile.default_scope)
+        self._dur = [
+            {(u, s): op_seconds(op, profile.unit(u), profile.scope(s), default)
+             for u, s in choices}
+            for op, choices in zip(graph.ops, self.space.op_choices)
+        ]
+
+    def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
+        return [self.simulate(p) for p in placements]
+
+    def simulate(self, placement: Placement, *, timeline: bool | None = None) -> MeasureResult:
+        """Simulate one placement."""
+        problem = self.space.check(placement)
+        if problem:
+            kind = ErrorKind.NO_COPY_PATH if "no copy path" in problem else ErrorKind.INVALID
+            return MeasureResult.failure(kind, problem)
+        run = _Run(self, placement, self.timeline if timeline is None else timeline)
+        latency = self._schedule(run)
+        return self._result(run, latency)
+
+    def _schedule(self, run: _Run) -> float:
+        g, p = self.graph, run.p
+        finish: list[float] = []
+        outputs: list[list] = []
+        last_use = [0.0] * len(g.ops)
+        for i, op in enumerate(g.ops):
+            unit, scope = p.ops[op.name]
+            ready, staged = 0.0, []
+            for k in self._in_edges[i]:
+                src = g.edges[k].src
+                src_scope = p.ops[g.ops[src].name][1]
+                if src_scope == scope:
+                    arrive = finish[src]
+                else:
+                    arrive, buf, read_done = run.copy(k, src_scope, scope, finish[src])
+                    staged.append(buf)
+                    last_use[src] = max(last_use[src], read_done)
+                ready = max(ready, arrive)
+            start, end = run.occupy(unit, ready, self._dur[i][(unit, scope)])
+            finish.append(end)
+            outputs.append([scope, op.output_bytes, start, None])
+            for k in self._in_edges[i]:
+                if p.ops[g.ops[g.edges[k].src].name][1] == scope:
+                    last_use[g.edges[k].src] = max(last_use[g.edges[k].src], end)
+            for buf in staged:
+                buf[3] = end
+            if run.record:
+                run.events.append(Event(kind="op", name=op.name, resource=unit, start=start,
+                                        end=end, src=scope, dst=scope))
+        makespan = max(finish, default=0.0)
+        for i, buf in enumerate(outputs):
+            buf[3] = max(last_use[i], finish[i]) if self._out_count[i] else makespan
+        run.buffers.extend(outputs)
+        return makespan
+
+    def _result(self, run: _Run, latency: float) -> MeasureResult:
+        peaks = _peaks(run.buffers)
+        energy = sum(run.busy[u.name] * u.power_w for u in self.profile.units)
+        result = dict(
+            latency_s=latency, unit_busy_s=run.busy, copy_bytes=run.copy_bytes,
+            peak_bytes=peaks, energy_j=energy,
+            timeline=tuple(sorted(run.events, key=lambda e: (e.start, e.end, e.resource))),
+        )
+        for s in self.profile.scopes:
+            over = peaks.get(s.name, 0) - s.capacity_bytes
+            if over > 0:
+                detail = (f"scope {s.name!r} peak {peaks[s.name] / MIB:.2f} MiB exceeds capacity "
+                          f"{s.capacity_bytes / MIB:.2f} MiB by {over} bytes")
+                return MeasureResult(error=ErrorKind.OUT_OF_MEMORY, detail=detail, **result)
+        return MeasureResult(**result)
+
+
+def _peaks(buffers: list[list]) -> dict[str, int]:
+    """Peak live bytes per scope; a buffer freed at t is reusable by one allocated at t."""
+    events: dict[str, list[tuple[float, int]]] = {}
+    for scope, nbytes, alloc, free in buffers:
+        ev = events.setdefault(scope, [])
+        ev.append((alloc, nbytes))
+        ev.append((free, -nbytes))
+    peaks = {}
+    for scope, ev in events.items():
+        ev.sort(key=lambda x: (x[0], x[1]))  # frees (negative) first at equal times
+        live = peak = 0
+        for _, d in ev:
+            live += d
+            peak = max(peak, live)
+        peaks[scope] = peak
+    return peaks

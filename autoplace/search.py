@@ -1,0 +1,231 @@
+"""The search: an Optuna study over per-op (unit, scope) and per-edge copy-mode parameters.
+
+Optuna's ``ask``/``tell`` drive it. Before the search, the baselines (every feasible
+single-unit placement, and a greedy one) are measured, logged and added to the study as
+completed trials so the sampler starts from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+from autoplace.measure.base import MeasureResult, Measurer
+from autoplace.measure.simulator import op_seconds
+from autoplace.records import Record, TuningLog
+from autoplace.space import Placement, SearchSpace
+
+SAMPLERS = ("tpe", "random")
+
+
+class SearchError(ValueError):
+    """The search cannot start (e.g. a study that exists without ``resume``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneConfig:
+    """Settings of one tuning job."""
+
+    trials: int = 200
+    seed: int = 0
+    batch_size: int = 8
+    sampler: str = "tpe"
+    storage: str | None = None
+    study_name: str | None = None
+    resume: bool = False
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.trials <= 0:
+            raise ValueError(f"trials > 0 must hold, got trials={self.trials}")
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size > 0 must hold, got batch_size={self.batch_size}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneResult:
+    """What a tuning job found: the best record, the baselines, how far it got."""
+
+    best: Record | None
+    baselines: dict[str, Record]
+    measured: int
+    log10_space: float
+    interrupted: bool = False
+
+
+# -- the parameterisation -------------------------------------------------------------------
+def op_param(name: str) -> str:
+    return f"op:{name}"
+
+
+def copy_param(edge: str) -> str:
+    return f"copy:{edge}"
+
+
+def distributions(space: SearchSpace) -> dict[str, CategoricalDistribution]:
+    """One categorical per op ("unit@scope"), one per edge with a choice of copy mode."""
+    dists = {
+        op_param(op.name): CategoricalDistribution([f"{u}@{s}" for u, s in choices])
+        for op, choices in zip(space.graph.ops, space.op_choices)
+    }
+    for name, modes in zip(space.edge_names, space.edge_modes):
+        if len(modes) > 1:
+            dists[copy_param(name)] = CategoricalDistribution(modes)
+    return dists
+
+
+def to_placement(space: SearchSpace, params: dict) -> Placement:
+    """Decode Optuna parameters into a placement (copy modes repaired to fit routes)."""
+    choice = []
+    for op, choices in zip(space.graph.ops, space.op_choices):
+        unit, scope = params[op_param(op.name)].split("@", 1)
+        choice.append(choices.index((unit, scope)))
+    prefs = {k: params[copy_param(n)] for k, n in enumerate(space.edge_names)
+             if copy_param(n) in params}
+    return space.decode(choice, prefs)
+
+
+def to_params(space: SearchSpace, placement: Placement) -> dict:
+    """Optuna parameters of a placement (edges without a copy keep no parameter)."""
+    params = {op_param(k): f"{u}@{s}" for k, (u, s) in placement.ops.items()}
+    free = {n for n, m in zip(space.edge_names, space.edge_modes) if len(m) > 1}
+    params.update({copy_param(n): m for n, m in placement.copies.items() if n in free})
+    return params
+
+
+# -- baselines ------------------------------------------------------------------------------
+def greedy(space: SearchSpace) -> Placement:
+    """Each op on the (unit, scope) that runs it fastest alone; copies async where possible."""
+    prof = space.profile
+    default = prof.scope(prof.default_scope)
+    choice = [
+        min(range(len(cs)), key=lambda j, op=op, cs=cs: op_seconds(
+            op, prof.unit(cs[j][0]), prof.scope(cs[j][1]), default))
+        for op, cs in zip(space.graph.ops, space.op_choices)
+    ]
+    return space.decode(choice, {k: "async" for k in range(len(space.edge_names))})
+
+
+def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:
+    """Named baseline placements: ``single:<unit>`` for each unit that takes every op, greedy."""
+    out = [(f"single:{u.name}", p) for u in space.profile.units
+           if (p := space.uniform(u.name)) is not None]
+    return out + [("greedy", greedy(space))]
+
+
+# -- the job --------------------------------------------------------------------------------
+class Tuner:
+    """One tuning job: a graph on a profile, a measurer, a log, a study."""
+
+    def __init__(self, space: SearchSpace, measurer: Measurer, log: TuningLog,
+                 config: TuneConfig):
+        self.space, self.measurer, self.log, self.config = space, measurer, log, config
+        self.dists = distributions(space)
+        self.study = self._study()
+        self.records: list[Record] = []
+
+    def _study(self) -> optuna.Study:
+        cfg, g = self.config, self.space.graph
+        name = cfg.study_name or f"autoplace-{g.name}-{self.space.profile.name}-{g.fingerprint[:8]}"
+        sampler = (optuna.samplers.TPESampler(seed=cfg.seed, multivariate=True)
+                   if cfg.sampler == "tpe" else optuna.samplers.RandomSampler(seed=cfg.seed))
+        if cfg.storage and not cfg.resume and name in optuna.get_all_study_names(cfg.storage):
+            raise SearchError(f"study {name!r} already exists in {cfg.storage}; "
+                              "pass --resume to continue it")
+        return optuna.create_study(study_name=name, storage=cfg.storage, sampler=sampler,
+                                   direction="minimize", load_if_exists=cfg.resume)
+
+    def _record(self, strategy: str, trial: int, placement: Placement,
+                result: MeasureResult) -> Record:
+        g, p = self.space.graph, self.space.profile
+        rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name,
+                     profile_hash=p.hash, strategy=strategy, trial=trial,
+                     seed=self.config.seed, measurer=self.measurer.name,
+                     placement=placement, result=result)
+        self.log.append(rec)
+        self.records.append(rec)
+        return rec
+
+    def run_baselines(self) -> dict[str, Record]:
+        """Measure, log and add to the study every baseline (skipped when resuming)."""
+        done = {t.user_attrs.get("strategy") for t in self.study.get_trials(deepcopy=False)}
+        todo = [(n, p) for n, p in baselines(self.space) if n not in done]
+        results = self.measurer.measure([p for _, p in todo])
+        out = {}
+        for (name, placement), res in zip(todo, results):
+            number = len(self.study.get_trials(deepcopy=False))
+            out[name] = self._record(name, number, placement, res)
+            params = to_params(self.space, placement)
+            self.study.add_trial(optuna.trial.create_trial(
+                params=params, distributions={k: self.dists[k] for k in params},
+                value=res.latency_s if res.ok else None,
+                state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
+                user_attrs=self._attrs(name, res)))
+        return out
+
+    @staticmethod
+    def _attrs(strategy: str, res: MeasureResult) -> dict:
+        attrs = {"strategy": strategy}
+        if not res.ok:
+            attrs["error"] = f"{res.error.value}: {res.detail}"
+        return attrs
+
+    def _tell(self, trial: optuna.Trial, res: MeasureResult) -> None:
+        for k, v in self._attrs(self.config.sampler, res).items():
+            trial.set_user_attr(k, v)
+        if res.ok:
+            self.study.tell(trial, res.latency_s)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    def search_trials_done(self) -> int:
+        return sum(1 for t in self.study.get_trials(deepcopy=False)
+                   if t.user_attrs.get("strategy") == self.config.sampler
+                   and t.state in (TrialState.COMPLETE, TrialState.FAIL))
+
+    def run_search(self, progress) -> int:
+        """Ask, measure, log, tell in batches until ``trials`` search trials are done."""
+        cfg, measured = self.config, 0
+        remaining = cfg.trials - self.search_trials_done()
+        while remaining > 0:
+            batch = [self.study.ask(self.dists) for _ in range(min(cfg.batch_size, remaining))]
+            try:
+                placements = [to_placement(self.space, t.params) for t in batch]
+                results = self.measurer.measure(placements)
+                for t, pl, res in zip(batch, placements, results):
+                    self._record(cfg.sampler, t.number, pl, res)
+                    self._tell(t, res)
+                    batch = batch[1:]
+            finally:
+                for t in batch:  # asked but never measured (interrupted): not a result
+                    self.study.tell(t, state=TrialState.FAIL)
+            measured += len(placements)
+            remaining -= len(placements)
+            progress(len(placements))
+        return measured
+
+
+def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
+         config: TuneConfig) -> TuneResult:
+    """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged."""
+    from tqdm import tqdm
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tuner = Tuner(space, measurer, log, config)
+    interrupted, base = False, {}
+    with tqdm(total=config.trials, disable=not config.progress, unit="trial") as bar:
+        try:
+            base = tuner.run_baselines()
+            tuner.run_search(bar.update)
+        except KeyboardInterrupt:
+            interrupted = True
+    best = min((r for r in tuner.records if r.result.ok),
+               key=lambda r: (r.result.latency_s, r.trial), default=None)
+    return TuneResult(best=best, baselines=base, measured=len(tuner.records),
+                      log10_space=space.log10_size, interrupted=interrupted)

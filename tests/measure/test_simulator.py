@@ -1,0 +1,104 @@
+"""Simulator results recomputed by hand (the formulas are in docs/simulator.md)."""
+
+from __future__ import annotations
+
+import pytest
+from factories import chain_graph, fork_graph, tiny_profile
+
+from autoplace.measure import ErrorKind
+from autoplace.measure.simulator import Simulator
+from autoplace.space import SearchSpace
+
+
+def run(graph, profile, spec, **kw):
+    space = SearchSpace(graph, profile)
+    return Simulator(graph, profile, timeline=True, space=space).simulate(space.from_user(spec))
+
+
+def test_chain_on_one_unit_adds_op_times():
+    # X: max(1e6/1e9, 1000/1e9 + 1000/1e9) = 1 ms; Y: 2 ms; Z: 1 ms, back to back on cpu.
+    r = run(chain_graph(), tiny_profile(), {"X": "cpu", "Y": "cpu", "Z": "cpu"})
+    assert r.ok
+    assert r.latency_s == pytest.approx(4e-3)
+    assert r.unit_busy_s == pytest.approx({"cpu": 4e-3, "acc": 0.0})
+    assert r.energy_j == pytest.approx(4e-3 * 1.0)
+    # X's output lives until Y ends (3 ms); Y's and Z's until the end: never more than two.
+    assert r.peak_bytes == {"dram": 2000}
+    assert r.copy_bytes == {"sync": 0, "async": 0}
+
+
+def test_chain_through_accelerator_scope_copies_by_dma():
+    spec = {"X": "cpu", "Y": {"unit": "acc", "scope": "sram"}, "Z": "cpu"}
+    r = run(chain_graph(), tiny_profile(), spec)
+    # X 0..1 ms; copy 1 us + 1000 B / 1 GB/s = 2 us; Y = 1 us overhead + 2e6/1e10 = 201 us;
+    # copy back 2 us; Z 1 ms.
+    assert r.latency_s == pytest.approx(1e-3 + 2e-6 + 201e-6 + 2e-6 + 1e-3)
+    assert r.copy_bytes == {"sync": 0, "async": 2000}
+    lanes = [(e.kind, e.name, e.resource) for e in r.timeline]
+    assert lanes == [("op", "X", "cpu"), ("copy", "X->Y", "dma0"), ("op", "Y", "acc"),
+                     ("copy", "Y->Z", "dma0"), ("op", "Z", "cpu")]
+    assert r.peak_bytes == {"dram": 2000, "sram": 2000}
+    assert r.energy_j == pytest.approx(2e-3 * 1.0 + 201e-6 * 2.0)
+
+
+@pytest.mark.parametrize("mode, expected_ms", [("sync", 6.004), ("async", 6.000)])
+def test_fork_join_sync_copies_hold_the_host(mode, expected_ms):
+    # S on cpu 0..1 ms. L on acc in sram (401 us) needs S->L and L->J copies (2 us each).
+    # async: R runs on cpu 1..5 ms while dma0 copies; J 5..6 ms.
+    # sync: the cpu performs both copies, so R starts at 1.002 and J at 5.004 ms.
+    spec = {"ops": {"S": "cpu", "L": {"unit": "acc", "scope": "sram"}, "R": "cpu", "J": "cpu"},
+            "copies": {"S->L": mode, "L->J": mode}}
+    r = run(fork_graph(), tiny_profile(), spec)
+    assert r.latency_s == pytest.approx(expected_ms * 1e-3)
+    assert r.copy_bytes[mode] == 2000
+    host_busy = 6e-3 + (4e-6 if mode == "sync" else 0.0)
+    assert r.unit_busy_s["cpu"] == pytest.approx(host_busy)
+    copy_lanes = {e.resource for e in r.timeline if e.kind == "copy"}
+    assert copy_lanes == ({"cpu"} if mode == "sync" else {"dma0"})
+
+
+def test_parallel_branches_overlap_on_two_units():
+    # L on acc (dram: 1 us + max(400 us, 2000 B / 1 GB/s)) overlaps R on cpu (4 ms).
+    spec = {"S": "cpu", "L": "acc", "R": "cpu", "J": "cpu"}
+    r = run(fork_graph(), tiny_profile(), spec)
+    assert r.latency_s == pytest.approx(1e-3 + 4e-3 + 1e-3)
+    ops = {e.name: (e.start, e.end) for e in r.timeline}
+    assert ops["L"] == pytest.approx((1e-3, 1e-3 + 401e-6))
+    assert ops["R"] == pytest.approx((1e-3, 5e-3))
+
+
+def test_capacity_overflow_is_infeasible_with_scope_and_overshoot():
+    profile = tiny_profile(sram_mib=1500 / (1 << 20))  # 1500 bytes of sram
+    spec = {"X": {"unit": "acc", "scope": "sram"}, "Y": {"unit": "acc", "scope": "sram"},
+            "Z": "cpu"}
+    r = run(chain_graph(), profile, spec)
+    assert r.error is ErrorKind.OUT_OF_MEMORY
+    assert "'sram'" in r.detail and "by 500 bytes" in r.detail
+    assert r.peak_bytes["sram"] == 2000  # metrics are kept for infeasible placements
+
+
+def test_graph_output_lives_until_the_end_and_frees_are_reused():
+    # With all ops in sram (capacity 2000): X freed when Y ends, reused by Z's output.
+    profile = tiny_profile(sram_mib=2000 / (1 << 20))
+    spec = {k: {"unit": "acc", "scope": "sram"} for k in "XYZ"}
+    r = run(chain_graph(), profile, spec)
+    assert r.ok and r.peak_bytes["sram"] == 2000
+
+
+def test_invalid_placement_is_a_value_not_an_exception():
+    graph, profile = chain_graph(), tiny_profile()
+    space = SearchSpace(graph, profile)
+    good = space.from_user({"X": "cpu"})
+    bad = type(good)(ops={**good.ops, "X": ("acc", "nowhere")}, copies={})
+    r = Simulator(graph, profile).simulate(bad)
+    assert r.error is ErrorKind.INVALID and "nowhere" in r.detail
+
+
+def test_no_route_is_reported_as_no_copy_path():
+    profile = tiny_profile(modes=("sync",))
+    profile = type(profile)(**{**profile.__dict__, "copies": profile.copies[:1]})  # dram->sram
+    graph = chain_graph()
+    space = SearchSpace(graph, profile)
+    p = space.decode([2, 2, 0], {})  # X, Y in sram; Z on cpu in dram: sram->dram has no path
+    r = Simulator(graph, profile, space=space).simulate(p)
+    assert r.error is ErrorKind.NO_COPY_PATH and "'sram' to 'dram'" in r.detail

@@ -1,0 +1,118 @@
+"""Search space: choices, size, hand-written placements, validation, JSON round trip."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from factories import chain_graph, fork_graph, tiny_profile
+
+from autoplace.graph import Edge, Op, OpGraph
+from autoplace.profile import ProfileError
+from autoplace.space import Placement, PlacementError, SearchSpace
+
+
+@pytest.fixture
+def space():
+    return SearchSpace(chain_graph(), tiny_profile())
+
+
+def test_choices_follow_capability_and_access(space):
+    assert space.op_choices[0] == [("cpu", "dram"), ("acc", "dram"), ("acc", "sram")]
+    assert space.edge_modes == [["sync", "async"], ["sync", "async"]]
+    # 3 ops x 3 choices, 2 edges x 2 modes
+    assert space.log10_size == pytest.approx(3 * math.log10(3) + 2 * math.log10(2))
+
+
+def test_a_kind_only_the_cpu_accepts_narrows_the_choices():
+    g = OpGraph(name="g", ops=(Op(name="a", kind="conv2d", flops=1, bytes_read=1,
+                                   output_bytes=1),), edges=())
+    assert SearchSpace(g, tiny_profile()).op_choices == [[("cpu", "dram")]]
+
+
+def test_an_op_no_unit_accepts_is_a_profile_error():
+    prof = tiny_profile()
+    cpu_only_ew = type(prof.units[0])(**{**prof.units[0].__dict__,
+                                         "accepts": frozenset({"elementwise"})})
+    prof = type(prof)(**{**prof.__dict__, "units": (cpu_only_ew, prof.units[1])})
+    g = OpGraph(name="g", ops=(Op(name="k", kind="conv2d", flops=1, bytes_read=1,
+                                   output_bytes=1),), edges=())
+    with pytest.raises(ProfileError, match="no unit accepts op 'k' of kind 'conv2d'"):
+        SearchSpace(g, prof)
+
+
+def test_hand_written_placement_fills_defaults(space):
+    p = space.from_user({"X": "cpu", "Y": {"unit": "acc", "scope": "sram"}})
+    assert p.ops == {"X": ("cpu", "dram"), "Y": ("acc", "sram"), "Z": ("cpu", "dram")}
+    assert p.copies == {"X->Y": "async", "Y->Z": "async"}  # async where the route allows
+    p2 = space.from_user({"ops": {"Y": {"unit": "acc", "scope": "sram"}},
+                          "copies": {"X->Y": "sync"}})
+    assert p2.copies == {"X->Y": "sync", "Y->Z": "async"}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"X": "gpu"}, "op 'X': unknown unit 'gpu'"),
+    ({"X": {"unit": "cpu", "scope": "sram"}}, "op 'X': unit 'cpu' cannot write scope 'sram'"),
+    ({"Q": "cpu"}, "has no op 'Q'"),
+    ({"ops": {"Y": {"unit": "acc", "scope": "sram"}}, "copies": {"X->Y": "dma"}},
+     "edge 'X->Y': copy dram->sram supports ['sync', 'async'], got 'dma'"),
+    ({"ops": {"X": "cpu"}, "copies": {"X->Y": "sync"}}, "edge 'X->Y' needs no copy"),
+])
+def test_bad_hand_written_placements_name_the_problem(space, spec, message):
+    with pytest.raises(PlacementError) as err:
+        space.from_user(spec)
+    assert message in str(err.value)
+
+
+def test_unit_rejecting_a_kind_is_named():
+    g = OpGraph(name="g", ops=(Op(name="c", kind="conv2d", flops=1, bytes_read=1,
+                                   output_bytes=1),), edges=())
+    space = SearchSpace(g, tiny_profile())
+    with pytest.raises(PlacementError, match="unit 'acc' does not accept kind 'conv2d'"):
+        space.from_user({"c": "acc"})
+
+
+def test_placement_json_round_trip(space):
+    p = space.from_user({"X": "cpu", "Y": {"unit": "acc", "scope": "sram"}})
+    q = Placement.from_json(p.to_json())
+    assert q == p
+    assert space.check(q) is None
+    with pytest.raises(PlacementError, match="not JSON"):
+        Placement.from_json("{oops")
+    with pytest.raises(PlacementError, match="missing or malformed"):
+        Placement.from_dict({"ops": {"X": {"scope": "dram"}}})
+
+
+def test_decode_repairs_an_unsupported_mode():
+    prof = tiny_profile(modes=("sync",))
+    space = SearchSpace(fork_graph(), prof)
+    p = space.decode([0, 2, 0, 0], {0: "async"})  # S->L needs dram->sram, sync only
+    assert p.copies == {"S->L": "sync", "L->J": "sync"}
+    assert space.check(p) is None
+
+
+def test_uniform_placements(space):
+    assert space.uniform("cpu").ops == {k: ("cpu", "dram") for k in "XYZ"}
+    g = OpGraph(name="g", ops=(Op(name="c", kind="conv2d", flops=1, bytes_read=1,
+                                   output_bytes=1),), edges=())
+    assert SearchSpace(g, tiny_profile()).uniform("acc") is None
+
+
+def test_routes_take_the_cheapest_multi_hop_path():
+    from autoplace.profile import CopyPath, Scope
+
+    prof = tiny_profile()
+    far = Scope(name="far", capacity_bytes=1 << 20, bandwidth_bps=1e9, access=frozenset({"acc"}))
+    hop = CopyPath(src="sram", dst="far", bandwidth_bps=1e9, latency_s=0.0,
+                   modes=("async",), engine="dma1")
+    prof = type(prof)(**{**prof.__dict__, "scopes": prof.scopes + (far,),
+                         "copies": prof.copies + (hop,)})
+    g = OpGraph(name="g", ops=(Op(name="a", kind="elementwise", flops=1, bytes_read=1,
+                                   output_bytes=1),
+                                Op(name="b", kind="elementwise", flops=1, bytes_read=1,
+                                   output_bytes=1)),
+                edges=(Edge(src=0, dst=1, nbytes=1),))
+    space = SearchSpace(g, prof)
+    assert [(c.src, c.dst) for c in space.route("dram", "far", "async")] == [
+        ("dram", "sram"), ("sram", "far")]
+    assert space.modes_between("dram", "far") == ["async"]
