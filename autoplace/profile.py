@@ -67,7 +67,7 @@ class Unit:
 
     def flops_per_s(self, kind: str) -> float:
         """Throughput for ``kind`` in FLOP/s (``gflops[kind]`` or ``gflops["default"]``)."""
-        return 1e9 * float(self.gflops.get(kind, self.gflops["default"]))
+        return 1e9 * float(self.gflops[kind] if kind in self.gflops else self.gflops["default"])
 
 
 @dataclass(frozen=True, kw_only=True)
