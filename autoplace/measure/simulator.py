@@ -8,11 +8,15 @@ and async copies on DMA engines overlap, while sync copies hold the host unit.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from autoplace.graph import Op, OpGraph
+from autoplace.measure.batch import BatchModel
 from autoplace.measure.base import ErrorKind, Event, MeasureResult, Measurer
-from autoplace.profile import Profile
+from autoplace.profile import COPY_MODES, Profile
 from autoplace.space import Placement, SearchSpace
 
 MIB = 1 << 20
@@ -90,8 +94,67 @@ class Simulator(Measurer):
             for op, choices in zip(graph.ops, self.space.op_choices)
         ]
 
+        self._index = [{c: j for j, c in enumerate(cs)} for cs in self.space.op_choices]
+        self._op_names = [op.name for op in graph.ops]
+        self._batch = BatchModel(self.space, self._dur)
+
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
-        return [self.simulate(p) for p in placements]
+        if self.timeline:
+            return [self.simulate(p) for p in placements]
+        encoded = [self._encode(p) for p in placements]
+        rows = [n for n, enc in enumerate(encoded) if enc is not None]
+        results = [None if enc else self.simulate(p) for p, enc in zip(placements, encoded)]
+        if rows:
+            choice = np.array([encoded[n][0] for n in rows], dtype=np.int64)
+            mode = np.array([encoded[n][1] for n in rows], dtype=np.int64)
+            out = self._batch.run(choice, mode)
+            consistent = self._copies_match(choice, np.array([encoded[n][2] for n in rows]))
+            for b, n in enumerate(rows):
+                fine = consistent[b] and not out["no_route"][b]
+                # the reference path names the op, edge or scopes that are wrong
+                results[n] = self._from_batch(out, b) if fine else self.simulate(placements[n])
+        return results
+
+    def _encode(self, p: Placement) -> tuple[list[int], list[int], list[bool]] | None:
+        """Choice index per op, mode index and has-a-copy per edge; None if malformed."""
+        if len(p.ops) != len(self.graph.ops):
+            return None
+        ops, copies = p.ops, p.copies
+        try:
+            choice = [idx[ops[name]] for idx, name in zip(self._index, self._op_names)]
+            mode = [COPY_MODES.index(copies[name]) if name in copies else 0
+                    for name in self.space.edge_names]
+        except (KeyError, ValueError):
+            return None
+        has = [name in copies for name in self.space.edge_names]
+        return (choice, mode, has) if sum(has) == len(copies) else None
+
+    def _copies_match(self, choice: np.ndarray, has_copy: np.ndarray) -> np.ndarray:
+        """Rows whose copies are exactly the edges that cross scopes."""
+        scope = self._batch.c_scope[np.arange(choice.shape[1]), choice]
+        src, dst = self._batch.src, self._batch.dst
+        cross = scope[:, src] != scope[:, dst]
+        return (cross == has_copy.reshape(cross.shape)).all(axis=1)
+
+    def _from_batch(self, out: dict, b: int) -> MeasureResult:
+        m = self._batch
+        peaks = {s: int(v) for s, v in zip(m.scopes, out["peak"][b]) if v > 0}
+        result = dict(
+            latency_s=float(out["latency"][b]),
+            unit_busy_s={u: float(v) for u, v in zip(m.units, out["busy"][b])},
+            copy_bytes={c: int(v) for c, v in zip(COPY_MODES, out["copy_bytes"][b])},
+            peak_bytes=peaks, energy_j=float(out["energy"][b]),
+        )
+        return self._capacity_check(MeasureResult(**result), peaks)
+
+    def _capacity_check(self, result: MeasureResult, peaks: dict[str, int]) -> MeasureResult:
+        for s in self.profile.scopes:
+            over = peaks.get(s.name, 0) - s.capacity_bytes
+            if over > 0:
+                detail = (f"scope {s.name!r} peak {peaks[s.name] / MIB:.2f} MiB exceeds capacity "
+                          f"{s.capacity_bytes / MIB:.2f} MiB by {over} bytes")
+                return dataclasses.replace(result, error=ErrorKind.OUT_OF_MEMORY, detail=detail)
+        return result
 
     def simulate(self, placement: Placement, *, timeline: bool | None = None) -> MeasureResult:
         """Simulate one placement."""
@@ -141,18 +204,12 @@ class Simulator(Measurer):
     def _result(self, run: _Run, latency: float) -> MeasureResult:
         peaks = _peaks(run.buffers)
         energy = sum(run.busy[u.name] * u.power_w for u in self.profile.units)
-        result = dict(
+        result = MeasureResult(
             latency_s=latency, unit_busy_s=run.busy, copy_bytes=run.copy_bytes,
             peak_bytes=peaks, energy_j=energy,
             timeline=tuple(sorted(run.events, key=lambda e: (e.start, e.end, e.resource))),
         )
-        for s in self.profile.scopes:
-            over = peaks.get(s.name, 0) - s.capacity_bytes
-            if over > 0:
-                detail = (f"scope {s.name!r} peak {peaks[s.name] / MIB:.2f} MiB exceeds capacity "
-                          f"{s.capacity_bytes / MIB:.2f} MiB by {over} bytes")
-                return MeasureResult(error=ErrorKind.OUT_OF_MEMORY, detail=detail, **result)
-        return MeasureResult(**result)
+        return self._capacity_check(result, peaks)
 
 
 def _peaks(buffers: list[list]) -> dict[str, int]:
@@ -169,5 +226,6 @@ def _peaks(buffers: list[list]) -> dict[str, int]:
         for _, d in ev:
             live += d
             peak = max(peak, live)
-        peaks[scope] = peak
+        if peak > 0:
+            peaks[scope] = peak
     return peaks
