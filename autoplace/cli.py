@@ -34,9 +34,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not usage + error
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="autoplace", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = _Parser(prog="autoplace", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"bundled model name, .onnx or graph .json (default {DEFAULT_MODEL})")
@@ -98,7 +103,7 @@ def _report(result, log_path: str) -> None:
     print(f"best: {best * 1e3:.4f} ms ({result.best.strategy}, trial {result.best.trial})")
     for name, rec in sorted(result.baselines.items()):
         lat = rec.result.latency_s
-        text = (f"{lat * 1e3:.4f} ms  (best is {lat / best:.2f}x faster)" if rec.result.ok
+        text = (f"{lat * 1e3:.4f} ms  ({lat / best:.2f}x the best)" if rec.result.ok
                 else f"infeasible: {rec.result.detail}")
         print(f"  baseline {name:<24} {text}")
 
@@ -134,8 +139,9 @@ def format_placement(placement: Placement, graph: OpGraph | None) -> str:
         src, dst = edge.split("->", 1)
         copies_in.setdefault(dst, []).append(f"{src}:{mode}")
     rows = [("op", "kind", "unit", "scope", "copies in")]
-    rows += [(name, kinds.get(name, "?"), unit, scope, ", ".join(copies_in.get(name, [])))
-             for name, (unit, scope) in placement.ops.items()]
+    order = [op.name for op in graph.ops] if graph else list(placement.ops)
+    rows += [(name, kinds.get(name, "?"), *placement.ops[name], ", ".join(copies_in.get(name, [])))
+             for name in order if name in placement.ops]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4]
                      for r in rows).rstrip()

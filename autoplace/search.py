@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
@@ -38,8 +39,12 @@ class TuneConfig:
     study_name: str | None = None
     resume: bool = False
     progress: bool = False
+    #: share of each batch proposed as one-parameter mutations of the best so far
+    mutation_ratio: float = 0.5
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.mutation_ratio <= 1.0:
+            raise ValueError(f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}")
         if self.trials <= 0:
             raise ValueError(f"trials > 0 must hold, got trials={self.trials}")
         if self.batch_size <= 0:
@@ -129,6 +134,9 @@ class Tuner:
         self.dists = distributions(space)
         self.study = self._study()
         self.records: list[Record] = []
+        self.rng = np.random.default_rng(config.seed)
+        self.incumbent: tuple[float, dict] | None = None  # (latency, params) of the best
+        self.seen: set[str] = set()
 
     def _study(self) -> optuna.Study:
         cfg, g = self.config, self.space.graph
@@ -150,6 +158,9 @@ class Tuner:
                      placement=placement, result=result)
         self.log.append(rec)
         self.records.append(rec)
+        self.seen.add(placement.to_json())
+        if result.ok and (self.incumbent is None or result.latency_s < self.incumbent[0]):
+            self.incumbent = (result.latency_s, to_params(self.space, placement))
         return rec
 
     def run_baselines(self) -> dict[str, Record]:
@@ -176,8 +187,8 @@ class Tuner:
             attrs["error"] = f"{res.error.value}: {res.detail}"
         return attrs
 
-    def _tell(self, trial: optuna.Trial, res: MeasureResult) -> None:
-        for k, v in self._attrs(self.config.sampler, res).items():
+    def _tell(self, trial: optuna.Trial, strategy: str, res: MeasureResult) -> None:
+        for k, v in self._attrs(strategy, res).items():
             trial.set_user_attr(k, v)
         if res.ok:
             self.study.tell(trial, res.latency_s)
@@ -186,24 +197,52 @@ class Tuner:
 
     def search_trials_done(self) -> int:
         return sum(1 for t in self.study.get_trials(deepcopy=False)
-                   if t.user_attrs.get("strategy") == self.config.sampler
+                   if t.user_attrs.get("strategy") in (self.config.sampler, "mutate")
                    and t.state in (TrialState.COMPLETE, TrialState.FAIL))
+
+    def mutate(self) -> dict | None:
+        """One-parameter change of the incumbent not measured yet (None if none found)."""
+        if self.incumbent is None:
+            return None
+        names = sorted(self.dists)
+        for _ in range(20):
+            params = dict(self.incumbent[1])
+            name = names[self.rng.integers(len(names))]
+            choices = [c for c in self.dists[name].choices if c != params.get(name)]
+            if not choices:
+                continue
+            params[name] = choices[self.rng.integers(len(choices))]
+            if to_placement(self.space, self._complete(params)).to_json() not in self.seen:
+                return params
+        return None
+
+    def _complete(self, params: dict) -> dict:
+        """Fill parameters a decode does not use with any valid value."""
+        return {**{k: d.choices[0] for k, d in self.dists.items()}, **params}
+
+    def _ask(self) -> tuple[optuna.Trial, str]:
+        if self.rng.random() < self.config.mutation_ratio:
+            params = self.mutate()
+            if params is not None:
+                self.study.enqueue_trial(params)
+                return self.study.ask(self.dists), "mutate"
+        return self.study.ask(self.dists), self.config.sampler
 
     def run_search(self, progress) -> int:
         """Ask, measure, log, tell in batches until ``trials`` search trials are done."""
         cfg, measured = self.config, 0
         remaining = cfg.trials - self.search_trials_done()
         while remaining > 0:
-            batch = [self.study.ask(self.dists) for _ in range(min(cfg.batch_size, remaining))]
+            batch = [self._ask() for _ in range(min(cfg.batch_size, remaining))]
             try:
-                placements = [to_placement(self.space, t.params) for t in batch]
+                placements = [to_placement(self.space, t.params) for t, _ in batch]
                 results = self.measurer.measure(placements)
-                for t, pl, res in zip(batch, placements, results):
-                    self._record(cfg.sampler, t.number, pl, res)
-                    self._tell(t, res)
+                for (t, strategy), pl, res in zip(batch, placements, results):
+                    self._record(strategy, t.number, pl, res)
+                    self._tell(t, strategy, res)
                     batch = batch[1:]
             finally:
-                for t in batch:  # asked but never measured (interrupted): not a result
+                for t, _ in batch:  # asked but never measured (interrupted): not a result
                     self.study.tell(t, state=TrialState.FAIL)
             measured += len(placements)
             remaining -= len(placements)

@@ -30,6 +30,8 @@ def test_config_is_validated():
         TuneConfig(trials=0)
     with pytest.raises(ValueError, match="sampler must be one of"):
         TuneConfig(sampler="grid")
+    with pytest.raises(ValueError, match="mutation_ratio <= 1 must hold, got 1.5"):
+        TuneConfig(mutation_ratio=1.5)
 
 
 def test_baselines_come_first_and_are_logged(tmp_path):
@@ -66,7 +68,7 @@ def test_resume_continues_the_study(tmp_path):
                      storage=storage, resume=True)
     strategies = [r.strategy for r in records]
     assert strategies.count("greedy") == 1  # baselines are not measured again
-    assert strategies.count("tpe") == 20
+    assert strategies.count("tpe") + strategies.count("mutate") == 20
     study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
     assert len(study.trials) == 3 + 20
     assert sorted(r.trial for r in records) == list(range(23))

@@ -1,0 +1,131 @@
+"""The command line end to end, in subprocesses: results, one-line errors, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autoplace.records import read
+
+
+def cli(*args, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_tune_best_graph_profiles(tmp_path):
+    log = tmp_path / "seed.jsonl"
+    p = cli("tune", "seed_te", "--hw", "soc", "--trials", 24, "--log", log, "--seed", 3,
+            "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert "tuning seed_te (4 ops) on soc (4 units)" in p.stdout
+    assert "baseline greedy" in p.stdout and "baseline single:cpu1" in p.stdout
+    records = read(log)
+    assert len(records) == 24 + 5  # all four units take elementwise ops; plus greedy
+    best_ms = min(r.result.latency_s for r in records if r.result.ok) * 1e3
+    assert f"best: {best_ms:.4f} ms" in p.stdout
+
+    b = cli("best", log)
+    assert b.returncode == 0, b.stderr
+    lines = b.stdout.splitlines()
+    assert lines[1].split()[:2] == ["op", "kind"]
+    assert [ln.split()[0] for ln in lines[2:]] == ["C", "D", "E", "F"]
+    assert all(ln.split()[1] == "elementwise" for ln in lines[2:])
+
+    g = cli("graph", "seed_te")
+    assert g.returncode == 0 and "seed_te: 4 ops, 4 edges" in g.stdout
+    prof = cli("profiles")
+    assert prof.returncode == 0
+    assert [ln.split()[0] for ln in prof.stdout.splitlines()] == ["biglittle", "host", "mesh", "soc"]
+
+
+def test_tune_from_an_onnx_path(tmp_path):
+    from autoplace.models import bundled_onnx_path, load_graph
+
+    p = cli("tune", bundled_onnx_path("alexnet"), "--hw", "biglittle", "--trials", 8,
+            "--log", tmp_path / "a.jsonl", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert {r.graph_fp for r in read(tmp_path / "a.jsonl")} == {
+        load_graph("alexnet").fingerprint}
+
+
+BAD_PROFILE = """
+name = "bad"
+host = "cpu"
+default_scope = "dram"
+[units.cpu]
+target = { kind = "llvm" }
+accepts = ["*"]
+[units.cpu.gflops]
+default = -1.0
+[scopes.dram]
+capacity_mib = 10
+bandwidth_gbps = 1.0
+access = ["*"]
+"""
+
+
+def test_user_errors_are_one_line_exit_2(tmp_path):
+    assert_one_line_error(cli("tune", "nosuchmodel"), "nosuchmodel", "squeezenet")
+    assert_one_line_error(cli("tune", tmp_path / "missing.onnx"), "missing.onnx")
+    (tmp_path / "corrupt.onnx").write_bytes(b"\x00not an onnx file")
+    assert_one_line_error(cli("tune", tmp_path / "corrupt.onnx"), "corrupt.onnx")
+    (tmp_path / "bad.toml").write_text(BAD_PROFILE)
+    assert_one_line_error(cli("tune", "seed_te", "--hw", tmp_path / "bad.toml"),
+                          "bad.toml", "units.cpu.gflops.default")
+    conv_only = BAD_PROFILE.replace('["*"]\n[units', '["conv2d"]\n[units', 1)
+    (tmp_path / "conv.toml").write_text(conv_only.replace("-1.0", "1.0"))
+    assert_one_line_error(cli("tune", "seed_te", "--hw", tmp_path / "conv.toml"),
+                          "conv.toml", "no unit accepts op 'C' of kind 'elementwise'")
+    assert_one_line_error(cli("tune", "--trials", "0"), "--trials", "got 0")
+    assert_one_line_error(cli("tune", "--seed", "x"), "--seed")
+    assert_one_line_error(cli("best", tmp_path / "none.jsonl"), "none.jsonl")
+
+
+def test_corrupt_log_line_is_named(tmp_path):
+    log = tmp_path / "log.jsonl"
+    assert cli("tune", "seed_te", "--trials", 8, "--log", log, "--no-progress").returncode == 0
+    lines = log.read_text().splitlines()
+    lines[2] = "{broken"
+    log.write_text("\n".join(lines) + "\n")
+    assert_one_line_error(cli("best", log), "log.jsonl:3", "corrupt record")
+
+
+def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path):
+    log = tmp_path / "log.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--trials", "100000",
+         "--log", str(log), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and (not log.exists() or log.stat().st_size < 20000):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in out and "Traceback" not in err
+    text = log.read_text()
+    assert text.endswith("\n")
+    records = [json.loads(line) for line in text.splitlines()]
+    assert len(records) == len(read(log)) > 3
+    assert [r["trial"] for r in records] == sorted({r["trial"] for r in records})
+
+
+@pytest.mark.parametrize("argv", [["tune", "--help"], ["--help"]])
+def test_help(argv):
+    p = cli(*argv)
+    assert p.returncode == 0 and "usage: autoplace" in p.stdout
