@@ -8,6 +8,7 @@ downstream (space, simulator, search) reads only this.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -55,7 +56,8 @@ class Op:
             raise GraphError(f"op {self.name!r}: kind must be one of {OP_KINDS}, got {self.kind!r}")
         for field in ("flops", "bytes_read", "output_bytes", "external_bytes"):
             if getattr(self, field) < 0:
-                raise GraphError(f"op {self.name!r}: {field} >= 0 must hold, got {getattr(self, field)}")
+                value = getattr(self, field)
+                raise GraphError(f"op {self.name!r}: {field} >= 0 must hold, got {value}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,9 +70,11 @@ class Edge:
 
     def __post_init__(self) -> None:
         if self.src >= self.dst:
-            raise GraphError(f"edge {self.src}->{self.dst}: src < dst must hold (topological order)")
+            raise GraphError(f"edge {self.src}->{self.dst}: src < dst must hold "
+                             "(ops are in topological order)")
         if self.nbytes < 0:
-            raise GraphError(f"edge {self.src}->{self.dst}: nbytes >= 0 must hold, got {self.nbytes}")
+            raise GraphError(f"edge {self.src}->{self.dst}: nbytes >= 0 must hold, "
+                             f"got {self.nbytes}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,7 +125,7 @@ class OpGraph:
         e = self.edges[k]
         return f"{self.ops[e.src].name}->{self.ops[e.dst].name}"
 
-    @property
+    @functools.cached_property
     def total_flops(self) -> float:
         return float(sum(op.flops for op in self.ops))
 
@@ -154,7 +158,7 @@ class OpGraph:
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         """Stable hash of the structure (names, kinds, costs, edges); the name is excluded."""
         body = self.to_dict()

@@ -38,6 +38,7 @@ A ``[mesh]`` table generates a grid of processing elements from templates; see
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -168,7 +169,7 @@ class Profile:
             ],
         }
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
         """Stable hash of the hardware described (not of the file's formatting)."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))

@@ -9,13 +9,10 @@ by the DMA engine of the PE it starts from (uplinks: the PE's own engine both wa
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoplace.profile import CopyPath, Scope
-from autoplace.profile_io import Table, parse_copy_fields, parse_scope, parse_unit
-
-if TYPE_CHECKING:
-    from autoplace.profile_io import ProfileParts
+from autoplace.profile_toml import ProfileParts, Table, parse_copy_fields, parse_scope, parse_unit
 
 
 def _dimension(mesh: Table, name: str) -> int:

@@ -7,7 +7,7 @@ completed trials so the sampler starts from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,12 +15,31 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from autoplace.measure.base import MeasureResult, Measurer
+from autoplace.measure.base import Measurer, MeasureResult
 from autoplace.measure.simulator import op_seconds
 from autoplace.records import Record, TuningLog
 from autoplace.space import Placement, SearchSpace
 
 SAMPLERS = ("tpe", "random")
+
+try:
+    from optuna.study._tell import _tell_with_warning
+except ImportError:  # pragma: no cover - a future Optuna without it
+    _tell_with_warning = None
+
+
+def _finish(study: optuna.Study, trial: optuna.Trial, value: float | None,
+            state: TrialState) -> None:
+    """``study.tell`` without its deep copy of the finished trial.
+
+    ``Study.tell`` returns a deep copy of the trial, which costs ~10 ms with 300
+    parameters; the search never uses it, so call the routine ``tell`` wraps.
+    """
+    if _tell_with_warning is None:
+        study.tell(trial, value, state=state)
+    else:
+        _tell_with_warning(study=study, trial=trial, value_or_values=value, state=state,
+                           suppress_warning=True)
 
 
 class SearchError(ValueError):
@@ -62,6 +81,8 @@ class TuneResult:
     measured: int
     log10_space: float
     interrupted: bool = False
+    wall_s: float = 0.0  # whole job
+    measure_s: float = 0.0  # inside the measurer; the rest is search overhead
 
 
 # -- the parameterisation -------------------------------------------------------------------
@@ -106,14 +127,19 @@ def to_params(space: SearchSpace, placement: Placement) -> dict:
 
 # -- baselines ------------------------------------------------------------------------------
 def greedy(space: SearchSpace) -> Placement:
-    """Each op on the (unit, scope) that runs it fastest alone; copies async where possible."""
+    """Each op on the unit that runs it fastest, in that unit's home scope.
+
+    Home scopes (the default scope where the unit can use it) keep the greedy placement
+    clear of small on-chip memories, so it is feasible whenever the default scope is big
+    enough; copies are async where the route allows.
+    """
     prof = space.profile
     default = prof.scope(prof.default_scope)
-    choice = [
-        min(range(len(cs)), key=lambda j, op=op, cs=cs: op_seconds(
-            op, prof.unit(cs[j][0]), prof.scope(cs[j][1]), default))
-        for op, cs in zip(space.graph.ops, space.op_choices)
-    ]
+    choice = []
+    for op, cs in zip(space.graph.ops, space.op_choices):
+        homes = [j for j, (u, s) in enumerate(cs) if s == prof.home_scope(u)] or range(len(cs))
+        choice.append(min(homes, key=lambda j, op=op, cs=cs: op_seconds(
+            op, prof.unit(cs[j][0]), prof.scope(cs[j][1]), default)))
     return space.decode(choice, {k: "async" for k in range(len(space.edge_names))})
 
 
@@ -137,6 +163,14 @@ class Tuner:
         self.rng = np.random.default_rng(config.seed)
         self.incumbent: tuple[float, dict] | None = None  # (latency, params) of the best
         self.seen: set[str] = set()
+        self.measure_s = 0.0
+
+    def _measure(self, placements: list[Placement]) -> list[MeasureResult]:
+        t0 = time.perf_counter()
+        try:
+            return self.measurer.measure(placements)
+        finally:
+            self.measure_s += time.perf_counter() - t0
 
     def _study(self) -> optuna.Study:
         cfg, g = self.config, self.space.graph
@@ -167,7 +201,7 @@ class Tuner:
         """Measure, log and add to the study every baseline (skipped when resuming)."""
         done = {t.user_attrs.get("strategy") for t in self.study.get_trials(deepcopy=False)}
         todo = [(n, p) for n, p in baselines(self.space) if n not in done]
-        results = self.measurer.measure([p for _, p in todo])
+        results = self._measure([p for _, p in todo])
         out = {}
         for (name, placement), res in zip(todo, results):
             number = len(self.study.get_trials(deepcopy=False))
@@ -191,9 +225,9 @@ class Tuner:
         for k, v in self._attrs(strategy, res).items():
             trial.set_user_attr(k, v)
         if res.ok:
-            self.study.tell(trial, res.latency_s)
+            _finish(self.study, trial, res.latency_s, TrialState.COMPLETE)
         else:
-            self.study.tell(trial, state=TrialState.FAIL)
+            _finish(self.study, trial, None, TrialState.FAIL)
 
     def search_trials_done(self) -> int:
         return sum(1 for t in self.study.get_trials(deepcopy=False)
@@ -236,14 +270,14 @@ class Tuner:
             batch = [self._ask() for _ in range(min(cfg.batch_size, remaining))]
             try:
                 placements = [to_placement(self.space, t.params) for t, _ in batch]
-                results = self.measurer.measure(placements)
+                results = self._measure(placements)
                 for (t, strategy), pl, res in zip(batch, placements, results):
                     self._record(strategy, t.number, pl, res)
                     self._tell(t, strategy, res)
                     batch = batch[1:]
             finally:
                 for t, _ in batch:  # asked but never measured (interrupted): not a result
-                    self.study.tell(t, state=TrialState.FAIL)
+                    _finish(self.study, t, None, TrialState.FAIL)
             measured += len(placements)
             remaining -= len(placements)
             progress(len(placements))
@@ -256,6 +290,7 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
     from tqdm import tqdm
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t0 = time.perf_counter()
     tuner = Tuner(space, measurer, log, config)
     interrupted, base = False, {}
     with tqdm(total=config.trials, disable=not config.progress, unit="trial") as bar:
@@ -267,4 +302,5 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
     best = min((r for r in tuner.records if r.result.ok),
                key=lambda r: (r.result.latency_s, r.trial), default=None)
     return TuneResult(best=best, baselines=base, measured=len(tuner.records),
-                      log10_space=space.log10_size, interrupted=interrupted)
+                      log10_space=space.log10_size, interrupted=interrupted,
+                      wall_s=time.perf_counter() - t0, measure_s=tuner.measure_s)

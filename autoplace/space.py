@@ -108,7 +108,7 @@ class SearchSpace:
         self.routes: dict[str, dict[tuple[str, str], Route]] = {
             m: _cheapest_routes(profile, m) for m in COPY_MODES
         }
-        self.edge_modes: list[list[str]] = [self._possible_modes(k) for k in range(len(graph.edges))]
+        self.edge_modes = [self._possible_modes(k) for k in range(len(graph.edges))]
         self.edge_names = [graph.edge_name(k) for k in range(len(graph.edges))]
 
     def _choices(self, op) -> list[tuple[str, str]]:
@@ -256,4 +256,5 @@ class SearchSpace:
         """Raise :class:`PlacementError` if ``placement`` does not fit."""
         problem = self.check(placement)
         if problem:
-            raise PlacementError(f"{problem} (graph {self.graph.name}, profile {self.profile.name})")
+            where = f"graph {self.graph.name}, profile {self.profile.name}"
+            raise PlacementError(f"{problem} ({where})")

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -50,7 +49,8 @@ def test_tune_best_graph_profiles(tmp_path):
     assert g.returncode == 0 and "seed_te: 4 ops, 4 edges" in g.stdout
     prof = cli("profiles")
     assert prof.returncode == 0
-    assert [ln.split()[0] for ln in prof.stdout.splitlines()] == ["biglittle", "host", "mesh", "soc"]
+    names = [ln.split()[0] for ln in prof.stdout.splitlines()]
+    assert names == ["biglittle", "host", "mesh", "soc"]
 
 
 def test_tune_from_an_onnx_path(tmp_path):

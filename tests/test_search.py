@@ -6,10 +6,19 @@ import optuna
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
+from autoplace.graph import Op, OpGraph
 from autoplace.measure.simulator import Simulator
 from autoplace.records import TuningLog, read
-from autoplace.search import (SearchError, TuneConfig, baselines, distributions, greedy,
-                              to_params, to_placement, tune)
+from autoplace.search import (
+    SearchError,
+    TuneConfig,
+    baselines,
+    distributions,
+    greedy,
+    to_params,
+    to_placement,
+    tune,
+)
 from autoplace.space import SearchSpace
 
 
@@ -40,7 +49,8 @@ def test_baselines_come_first_and_are_logged(tmp_path):
     assert [r.strategy for r in records[:3]] == ["single:cpu", "single:acc", "greedy"]
     assert [r.trial for r in records] == list(range(len(records)))
     assert len(records) == 3 + 16 == result.measured
-    assert result.best.result.latency_s <= min(b.result.latency_s for b in result.baselines.values())
+    best_baseline = min(b.result.latency_s for b in result.baselines.values())
+    assert result.best.result.latency_s <= best_baseline
 
 
 def test_same_seed_same_records(tmp_path):
@@ -86,5 +96,8 @@ def test_params_round_trip_through_optuna(tmp_path):
 
 def test_greedy_puts_each_op_on_its_fastest_choice():
     space = SearchSpace(chain_graph(), tiny_profile())
-    # acc is 10x faster; the ops are compute-bound, so dram and sram tie and the first wins
+    # acc is 10x faster; its home scope is dram (the default scope, which it can use)
     assert set(greedy(space).ops.values()) == {("acc", "dram")}
+    conv = OpGraph(name="g", ops=(Op(name="c", kind="conv2d", flops=1e6, bytes_read=1,
+                                     output_bytes=1),), edges=())
+    assert greedy(SearchSpace(conv, tiny_profile())).ops == {"c": ("cpu", "dram")}

@@ -1,5 +1,5 @@
 """Measurers: a batch of placements in, results out in the same order, failures as values."""
 
-from autoplace.measure.base import ErrorKind, Event, MeasureResult, Measurer
+from autoplace.measure.base import ErrorKind, Event, Measurer, MeasureResult
 
 __all__ = ["ErrorKind", "Event", "MeasureResult", "Measurer"]

@@ -104,5 +104,5 @@ class Measurer(ABC):
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
         """Measure each placement; same order and length as the input."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release workers, sessions or files (default: nothing)."""

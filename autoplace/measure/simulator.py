@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from autoplace.graph import Op, OpGraph
+from autoplace.measure.base import ErrorKind, Event, Measurer, MeasureResult
 from autoplace.measure.batch import BatchModel
-from autoplace.measure.base import ErrorKind, Event, MeasureResult, Measurer
 from autoplace.profile import COPY_MODES, Profile
 from autoplace.space import Placement, SearchSpace
 

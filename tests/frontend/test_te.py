@@ -48,7 +48,8 @@ def test_seed_matches_shipped_json(seed) -> None:
 
 def test_seed_module_is_unfused_and_computes_the_graph(seed) -> None:
     mod, _ = seed
-    prims = sorted(gv.name_hint for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    prims = sorted(gv.name_hint for gv, f in mod.functions_items()
+                   if isinstance(f, tvm.tirx.PrimFunc))
     assert prims == ["C", "D", "E", "F"]
     vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
     rng = np.random.default_rng(0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from factories import chain_graph, tiny_profile
 
-from autoplace.measure import ErrorKind, MeasureResult, Measurer
+from autoplace.measure import ErrorKind, Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.space import SearchSpace
 

@@ -1,0 +1,180 @@
+"""TOML reading helpers for profiles: typed table access with file + dotted-key errors.
+
+Shared by :mod:`autoplace.profile_io` (the document) and :mod:`autoplace.profile_mesh`
+(the generated grid), so neither imports the other's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autoplace.graph import OP_KINDS
+from autoplace.profile import COPY_MODES, CopyPath, ProfileError, Scope, Unit
+
+REQUIRED: Any = object()
+_TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a float",
+               dict: "a table", list: "an array"}
+MIB = 1 << 20
+
+
+def type_name(value: object) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+class Table:
+    """A TOML table being read: typed getters whose errors name the file and the dotted key."""
+
+    def __init__(self, source: str, path: str, data: Mapping[str, Any]) -> None:
+        self.source, self.path, self.data = source, path, data
+        self.used: set[str] = set()
+
+    def key(self, name: str) -> str:
+        """The dotted path of ``name`` inside this table."""
+        return f"{self.path}.{name}" if self.path else name
+
+    def error(self, key: str, what: str) -> ProfileError:
+        """A one-line error naming the file and ``key``."""
+        return ProfileError(f"{self.source}: {key}: {what}")
+
+    def get(self, name: str, kinds: tuple[type, ...], what: str, default: Any = REQUIRED) -> Any:
+        """The value of ``name`` if its type is one of ``kinds``, else ``default``."""
+        self.used.add(name)
+        if name not in self.data:
+            if default is REQUIRED:
+                raise self.error(self.key(name), "missing required key")
+            return default
+        value = self.data[name]
+        # bool is an int subclass in Python, but `true` is never a valid TOML number here
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise self.error(self.key(name), f"must be {what}, got {type_name(value)} {value!r}")
+        return value
+
+    def string(self, name: str, default: Any = REQUIRED) -> Any:
+        """A string value."""
+        return self.get(name, (str,), "a string", default)
+
+    def number(self, name: str, default: Any = REQUIRED, *, positive: bool = False) -> float:
+        """A number that is > 0 (``positive``) or >= 0."""
+        value = self.get(name, (int, float), "a number", default)
+        if positive and not value > 0:
+            raise self.error(self.key(name), f"must be > 0, got {value!r}")
+        if not value >= 0:
+            raise self.error(self.key(name), f"must be >= 0, got {value!r}")
+        return float(value)
+
+    def strings(self, name: str, default: Any = REQUIRED) -> list[str]:
+        """A non-empty array of strings."""
+        value = self.get(name, (list,), "an array of strings", default)
+        bad = [v for v in value if not isinstance(v, str)]
+        if bad:
+            raise self.error(self.key(name), f"must be an array of strings, got {bad[0]!r}")
+        if not value:
+            raise self.error(self.key(name), "must not be empty")
+        return list(value)
+
+    def table(self, name: str, default: Any = REQUIRED) -> Table | Any:
+        """A sub-table, read as a :class:`Table`."""
+        value = self.get(name, (dict,), "a table", default)
+        return Table(self.source, self.key(name), value) if isinstance(value, dict) else value
+
+    def subtables(self) -> Iterator[tuple[str, Table]]:
+        """Every entry of this table, each of which must itself be a table."""
+        for name in self.data:
+            yield name, self.table(name)
+
+    def finish(self) -> None:
+        """Fail on the first key no getter asked for."""
+        unknown = [k for k in self.data if k not in self.used]
+        if unknown:
+            raise self.error(self.key(unknown[0]), "unknown key")
+
+
+# -- units, scopes, copies --------------------------------------------------------------------
+def _target(t: Table) -> dict[str, Any]:
+    target = t.data.get("target")
+    t.used.add("target")
+    if target is None:
+        raise t.error(t.key("target"), "missing required key")
+    if not isinstance(target, dict) or not isinstance(target.get("kind"), str):
+        raise t.error(t.key("target"), f"must be a table with a string 'kind', got {target!r}")
+    return dict(target)
+
+
+def _gflops(t: Table, accepts: list[str]) -> dict[str, float]:
+    table = t.table("gflops")
+    for kind in table.data:
+        if kind != "default" and kind not in OP_KINDS:
+            raise t.error(table.key(kind), f"unknown op kind {kind!r} (expected 'default' or "
+                          f"one of {', '.join(OP_KINDS)})")
+    gflops = {kind: table.number(kind, positive=True) for kind in table.data}
+    if "default" not in gflops:
+        if "*" in accepts:
+            raise t.error(table.key("default"), "missing: required when accepts is '*'")
+        for kind in accepts:
+            if kind not in gflops:
+                raise t.error(table.key("default"), f"missing: accepts {kind!r} has no entry")
+    return gflops
+
+
+def parse_unit(t: Table, name: str) -> Unit:
+    """Read one ``[units.<name>]`` table (or a mesh unit template) into a :class:`Unit`."""
+    target = _target(t)
+    accepts = t.strings("accepts")
+    for kind in accepts:
+        if kind != "*" and kind not in OP_KINDS:
+            raise t.error(t.key("accepts"), f"unknown op kind {kind!r} (expected '*' or one "
+                          f"of {', '.join(OP_KINDS)})")
+    unit = Unit(name=name, target=target, accepts=frozenset(accepts), gflops=_gflops(t, accepts),
+                launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
+                power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None))
+    t.finish()
+    return unit
+
+
+def parse_scope(t: Table, name: str) -> Scope:
+    """Read one ``[scopes.<name>]`` table (or a mesh scope template) into a :class:`Scope`."""
+    scope = Scope(name=name, capacity_bytes=round(MIB * t.number("capacity_mib", positive=True)),
+                  bandwidth_bps=1e9 * t.number("bandwidth_gbps", positive=True),
+                  access=frozenset(t.strings("access")))
+    t.finish()
+    return scope
+
+
+def parse_copy_fields(t: Table) -> dict[str, Any]:
+    """The ``bandwidth_gbps``, ``latency_us`` and ``modes`` of a copy path, as CopyPath fields."""
+    modes = t.strings("modes", ["sync"])
+    for mode in modes:
+        if mode not in COPY_MODES:
+            raise t.error(t.key("modes"), f"unknown copy mode {mode!r} (expected one of "
+                          f"{', '.join(COPY_MODES)})")
+    return {"bandwidth_bps": 1e9 * t.number("bandwidth_gbps", positive=True),
+            "latency_s": 1e-6 * t.number("latency_us", 0.0),
+            "modes": tuple(m for m in COPY_MODES if m in modes)}
+
+
+def parse_copy(t: Table, scopes: set[str]) -> list[CopyPath]:
+    src, dst = t.string("src"), t.string("dst")
+    for key, name in (("src", src), ("dst", dst)):
+        if name not in scopes:
+            raise t.error(t.key(key), f"scope {name!r} is not defined")
+    if src == dst:
+        raise t.error(t.key("dst"), f"copy from scope {src!r} to itself")
+    fields = parse_copy_fields(t)
+    engine = t.string("dma", f"dma:{src}->{dst}")
+    both = t.get("bidirectional", (bool,), "a boolean", False)
+    t.finish()
+    forward = CopyPath(src=src, dst=dst, engine=engine, **fields)
+    return [forward, CopyPath(src=dst, dst=src, engine=engine, **fields)] if both else [forward]
+
+
+# -- the whole document ---------------------------------------------------------------------------
+@dataclass
+class ProfileParts:
+    """Units, scopes and copies read so far, with the key each unit came from (for errors)."""
+
+    units: dict[str, Unit]
+    scopes: dict[str, Scope]
+    copies: list[tuple[str, CopyPath]]
+    origin: dict[str, str]

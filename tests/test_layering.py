@@ -1,0 +1,58 @@
+"""Imports flow one way: graph/profile -> space -> measure -> records -> search -> cli.
+
+Parsed from the source (module-level and function-level imports alike), so a shortcut that
+creates a cycle or pulls TVM into the tuning path fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "autoplace"
+
+# each module may import only autoplace modules of a lower rank
+RANK = {
+    "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
+    "frontend": 1, "models": 2, "space": 4, "measure": 5, "records": 6, "search": 7,
+    "cli": 8, "__main__": 9,
+}
+
+
+def module_key(path: Path) -> str:
+    rel = path.relative_to(PKG).with_suffix("")
+    return rel.parts[0]
+
+
+def autoplace_imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoplace."):
+            out.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[1] for a in node.names
+                       if a.name.startswith("autoplace."))
+    return out
+
+
+SOURCES = sorted(p for p in PKG.rglob("*.py") if p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_point_down(path):
+    me = module_key(path)
+    for dep in autoplace_imports(path) - {me}:
+        assert RANK[dep] < RANK[me], f"{path.name} ({me}) imports {dep}: against the layering"
+
+
+def test_tuning_path_does_not_load_tvm():
+    code = ("import sys, autoplace.cli, autoplace.search, autoplace.measure.simulator, "
+            "autoplace.models, autoplace.profile_io; "
+            "from autoplace.models import load_graph; load_graph('resnet50'); "
+            "print(sorted(m for m in ('tvm', 'tvm_ffi', 'onnx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
