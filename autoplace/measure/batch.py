@@ -166,16 +166,18 @@ class _State:
 def _peaks(scope, nbytes, alloc, free, n_scopes: int) -> np.ndarray:
     """Peak live bytes per (row, scope); frees sort before allocations at equal times.
 
-    One sort by (scope, time, delta) per row: every scope's allocations and frees cancel,
-    so a single running sum restarts from zero at each scope's first event.
+    One stable sort per row by scope, then time, with the free events placed first so they
+    win ties: every scope's allocations and frees cancel, so a single running sum restarts
+    from zero at each scope's first event.
     """
-    times = np.concatenate([alloc, free], axis=1)
-    delta = np.concatenate([nbytes, -nbytes], axis=1)
+    times = np.concatenate([free, alloc], axis=1)
+    span = times.max(initial=0.0) * 2.0 + 1.0
     where = np.concatenate([scope, scope], axis=1)
-    order = np.lexsort((delta, times, where), axis=1)
-    live = np.cumsum(np.take_along_axis(delta, order, axis=1), axis=1)
+    order = np.argsort(where * span + times, axis=1, kind="stable")
+    live = np.cumsum(np.take_along_axis(np.concatenate([-nbytes, nbytes], axis=1), order,
+                                        axis=1), axis=1)
     where = np.take_along_axis(where, order, axis=1)
     peaks = np.zeros((len(times), n_scopes))
-    rows = np.broadcast_to(np.arange(len(times))[:, None], live.shape)
-    np.maximum.at(peaks, (rows, where), live)
+    for s in range(n_scopes):
+        peaks[:, s] = np.where(where == s, live, 0.0).max(axis=1, initial=0.0)
     return peaks

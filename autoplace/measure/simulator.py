@@ -20,6 +20,8 @@ from autoplace.profile import COPY_MODES, Profile
 from autoplace.space import Placement, SearchSpace
 
 MIB = 1 << 20
+_MODE_INDEX = {m: i for i, m in enumerate(COPY_MODES)}
+_MODE_SET = frozenset(COPY_MODES)
 
 
 def op_seconds(op: Op, unit, scope, default_scope) -> float:
@@ -96,6 +98,8 @@ class Simulator(Measurer):
 
         self._index = [{c: j for j, c in enumerate(cs)} for cs in self.space.op_choices]
         self._op_names = [op.name for op in graph.ops]
+        self._edge_pos = {name: k for k, name in enumerate(self.space.edge_names)}
+        self._edge_set = self._edge_pos.keys()
         self._batch = BatchModel(self.space, self._dur)
 
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
@@ -107,34 +111,35 @@ class Simulator(Measurer):
         if rows:
             choice = np.array([encoded[n][0] for n in rows], dtype=np.int64)
             mode = np.array([encoded[n][1] for n in rows], dtype=np.int64)
-            out = self._batch.run(choice, mode)
-            consistent = self._copies_match(choice, np.array([encoded[n][2] for n in rows]))
+            mode = mode.reshape(len(rows), len(self.graph.edges))
+            consistent = self._copies_match(choice, mode)
+            out = self._batch.run(choice, np.maximum(mode, 0))
             for b, n in enumerate(rows):
                 fine = consistent[b] and not out["no_route"][b]
                 # the reference path names the op, edge or scopes that are wrong
                 results[n] = self._from_batch(out, b) if fine else self.simulate(placements[n])
         return results
 
-    def _encode(self, p: Placement) -> tuple[list[int], list[int], list[bool]] | None:
-        """Choice index per op, mode index and has-a-copy per edge; None if malformed."""
-        if len(p.ops) != len(self.graph.ops):
-            return None
+    def _encode(self, p: Placement) -> tuple[list[int], list[int]] | None:
+        """Choice index per op and mode index per edge (-1: no copy); None if malformed."""
         ops, copies = p.ops, p.copies
+        if (len(ops) != len(self._op_names) or not copies.keys() <= self._edge_set
+                or not set(copies.values()) <= _MODE_SET):
+            return None
         try:
             choice = [idx[ops[name]] for idx, name in zip(self._index, self._op_names)]
-            mode = [COPY_MODES.index(copies[name]) if name in copies else 0
-                    for name in self.space.edge_names]
-        except (KeyError, ValueError):
+        except KeyError:
             return None
-        has = [name in copies for name in self.space.edge_names]
-        return (choice, mode, has) if sum(has) == len(copies) else None
+        mode = [-1] * len(self._edge_pos)
+        for name, m in copies.items():
+            mode[self._edge_pos[name]] = _MODE_INDEX[m]
+        return choice, mode
 
-    def _copies_match(self, choice: np.ndarray, has_copy: np.ndarray) -> np.ndarray:
+    def _copies_match(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
         """Rows whose copies are exactly the edges that cross scopes."""
         scope = self._batch.c_scope[np.arange(choice.shape[1]), choice]
-        src, dst = self._batch.src, self._batch.dst
-        cross = scope[:, src] != scope[:, dst]
-        return (cross == has_copy.reshape(cross.shape)).all(axis=1)
+        cross = scope[:, self._batch.src] != scope[:, self._batch.dst]
+        return (cross == (mode >= 0)).all(axis=1)
 
     def _from_batch(self, out: dict, b: int) -> MeasureResult:
         m = self._batch
