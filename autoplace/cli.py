@@ -20,6 +20,15 @@ DEFAULT_PROFILE = "soc"
 USER_ERRORS = (GraphError, ProfileError, PlacementError, RecordError, ValueError, OSError)
 
 
+def _extensions() -> list:
+    """Modules adding subcommands: ``register(subparsers)`` adds parsers with
+    ``set_defaults(run=handler)``; a handler takes the parsed args and returns the exit code.
+    They import TVM only inside their handlers."""
+    from autoplace import cli_analysis, cli_real
+
+    return [cli_real.register, cli_analysis.register]
+
+
 class CliError(Exception):
     """A user error to report in one line."""
 
@@ -43,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="autoplace", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
+    t.set_defaults(run=cmd_tune)
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"bundled model name, .onnx or graph .json (default {DEFAULT_MODEL})")
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
@@ -55,12 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--study", default=None, help="Optuna study name")
     t.add_argument("--resume", action="store_true", help="continue an existing study")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--measurer", choices=("simulator", "local", "rpc"), default="simulator",
+                   help="simulated hardware, this host, or boards through TVM RPC")
+    t.add_argument("--rpc-tracker", default=None, help="HOST:PORT of the TVM RPC tracker")
+    t.add_argument("--rpc-key", default=None, help="device key on the tracker")
+    t.add_argument("--timeout", type=float, default=60.0,
+                   help="per-candidate measurement timeout in seconds (local, rpc)")
     b = sub.add_parser("best", help="the best placement in a log, as a table")
+    b.set_defaults(run=cmd_best)
     b.add_argument("log")
     b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
-    sub.add_parser("profiles", help="bundled hardware profiles and their units")
+    sub.add_parser("profiles", help="bundled hardware profiles and their units").set_defaults(
+        run=cmd_profiles)
     g = sub.add_parser("graph", help="ops of a model: kinds, FLOPs, bytes")
     g.add_argument("model")
+    g.set_defaults(run=cmd_graph)
+    for register in _extensions():
+        register(sub)
     return ap
 
 
@@ -74,8 +95,18 @@ def _load(model: str, hw: str):
     return graph, profile, SearchSpace(graph, profile)
 
 
+def make_measurer(args, graph, profile, space):
+    """The measurer ``--measurer`` names (real ones live in :mod:`autoplace.cli_real`)."""
+    if args.measurer == "simulator":
+        from autoplace.measure.simulator import Simulator
+
+        return Simulator(graph, profile, space=space)
+    from autoplace.cli_real import real_measurer
+
+    return real_measurer(args, graph, profile, space)
+
+
 def cmd_tune(args) -> int:
-    from autoplace.measure.simulator import Simulator
     from autoplace.records import TuningLog
     from autoplace.search import TuneConfig, tune
 
@@ -86,8 +117,12 @@ def cmd_tune(args) -> int:
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
           f"({len(profile.units)} units), space 10^{space.log10_size:.1f}, log {log_path}")
-    with TuningLog(log_path) as log:
-        result = tune(space, Simulator(graph, profile, space=space), log, config)
+    measurer = make_measurer(args, graph, profile, space)
+    try:
+        with TuningLog(log_path) as log:
+            result = tune(space, measurer, log, config)
+    finally:
+        measurer.close()
     _report(result, log_path)
     return 130 if result.interrupted else 0
 
@@ -176,14 +211,11 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"autoplace: warning: {message}", file=sys.stderr)
 
 
-COMMANDS = {"tune": cmd_tune, "best": cmd_best, "profiles": cmd_profiles, "graph": cmd_graph}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.showwarning = _one_line_warning
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except (CliError, *USER_ERRORS) as exc:
         print(f"autoplace: error: {exc}", file=sys.stderr)
         return 2
