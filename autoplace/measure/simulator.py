@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from autoplace.graph import Op, OpGraph
+from autoplace.estimate import op_seconds
+from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, Event, Measurer, MeasureResult
 from autoplace.measure.batch import BatchModel
 from autoplace.profile import COPY_MODES, Profile
@@ -22,18 +23,7 @@ from autoplace.space import Placement, SearchSpace
 MIB = 1 << 20
 _MODE_INDEX = {m: i for i, m in enumerate(COPY_MODES)}
 _MODE_SET = frozenset(COPY_MODES)
-
-
-def op_seconds(op: Op, unit, scope, default_scope) -> float:
-    """Roofline time of ``op`` on ``unit`` writing ``scope``, plus the launch overhead.
-
-    ``overhead + max(flops / throughput, internal_bytes / bw(scope) + external / bw(default))``
-    where internal bytes are the op's reads from other ops plus its output.
-    """
-    compute = op.flops / unit.flops_per_s(op.kind)
-    internal = op.bytes_read - op.external_bytes + op.output_bytes
-    memory = internal / scope.bandwidth_bps + op.external_bytes / default_scope.bandwidth_bps
-    return unit.launch_overhead_s + max(compute, memory)
+__all__ = ["Simulator", "op_seconds"]  # op_seconds lives in autoplace.estimate
 
 
 class _Run:
@@ -114,6 +104,7 @@ class Simulator(Measurer):
             mode = mode.reshape(len(rows), len(self.graph.edges))
             consistent = self._copies_match(choice, mode)
             out = self._batch.run(choice, np.maximum(mode, 0))
+            out = {k: v.tolist() for k, v in out.items()}  # python floats, once per batch
             for b, n in enumerate(rows):
                 fine = consistent[b] and not out["no_route"][b]
                 # the reference path names the op, edge or scopes that are wrong
@@ -144,13 +135,12 @@ class Simulator(Measurer):
     def _from_batch(self, out: dict, b: int) -> MeasureResult:
         m = self._batch
         peaks = {s: int(v) for s, v in zip(m.scopes, out["peak"][b]) if v > 0}
-        result = dict(
-            latency_s=float(out["latency"][b]),
-            unit_busy_s={u: float(v) for u, v in zip(m.units, out["busy"][b])},
+        result = MeasureResult(
+            latency_s=out["latency"][b], unit_busy_s=dict(zip(m.units, out["busy"][b])),
             copy_bytes={c: int(v) for c, v in zip(COPY_MODES, out["copy_bytes"][b])},
-            peak_bytes=peaks, energy_j=float(out["energy"][b]),
+            peak_bytes=peaks, energy_j=out["energy"][b],
         )
-        return self._capacity_check(MeasureResult(**result), peaks)
+        return self._capacity_check(result, peaks)
 
     def _capacity_check(self, result: MeasureResult, peaks: dict[str, int]) -> MeasureResult:
         for s in self.profile.scopes:
