@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from autoplace.graph import OpGraph
 from autoplace.profile import COPY_MODES, CopyPath, Profile, ProfileError
+from autoplace.profile_io import check_graph
 
 #: A route is the sequence of copy paths a copy takes from one scope to another.
 Route = tuple[CopyPath, ...]
@@ -102,6 +103,7 @@ class SearchSpace:
     """
 
     def __init__(self, graph: OpGraph, profile: Profile):
+        check_graph(profile, graph)
         self.graph = graph
         self.profile = profile
         self.op_choices: list[list[tuple[str, str]]] = [self._choices(op) for op in graph.ops]
@@ -118,11 +120,9 @@ class SearchSpace:
             if u.accepts_kind(op.kind)
             for s in self.profile.scopes_of(u.name)
         ]
-        if not res:
-            raise ProfileError(
-                f"{self.profile.source}: no unit accepts op {op.name!r} of kind {op.kind!r} "
-                f"(graph {self.graph.name})"
-            )
+        if not res:  # only for profiles built in code: the loader rejects scope-less units
+            raise ProfileError(f"{self.profile.source}: no unit accepting op {op.name!r} "
+                               "can write any scope")
         return res
 
     def _possible_modes(self, k: int) -> list[str]:
