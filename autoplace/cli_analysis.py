@@ -2,6 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def register(sub) -> None:
     """Add the analysis subcommands to the ``autoplace`` parser."""
+    r = sub.add_parser("report", help="an HTML report of a tuning log: tables and pictures")
+    r.add_argument("log", help="tuning log (JSON lines)")
+    r.add_argument("--out", default=None, help="output directory (default LOG-report/)")
+    r.add_argument("--model", default=None,
+                   help="the log's model, if not a bundled name (.onnx or graph .json)")
+    r.add_argument("--hw", default=None, help="the log's profile, if not bundled (.toml)")
+    r.set_defaults(run=cmd_report)
+
+
+def cmd_report(args) -> int:
+    """Write the report and print where it is."""
+    from autoplace.report import write_report
+
+    log = Path(args.log)
+    out = Path(args.out) if args.out else log.with_name(f"{log.stem}-report")
+    page = write_report(log, out, model=args.model, hw=args.hw)
+    print(f"report: {page} (pictures beside it)")
+    return 0

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO
 
-from autoplace.measure.base import MeasureResult
+from autoplace.measure.base import ErrorKind, MeasureResult
 from autoplace.space import Placement
 
 SCHEMA_VERSION = 1
@@ -151,31 +151,130 @@ def read(path: str | Path) -> list[Record]:
     return records
 
 
-def _flat(r: Record) -> dict:
-    res = r.result
-    row = {
-        "graph": r.graph, "graph_fp": r.graph_fp, "profile": r.profile,
-        "profile_hash": r.profile_hash, "strategy": r.strategy, "trial": r.trial,
-        "seed": r.seed, "measurer": r.measurer, "latency_s": res.latency_s,
-        "error": res.error.value if res.error else None, "detail": res.detail,
-        "energy_j": res.energy_j, "time": r.time,
-    }
-    row.update({f"busy_s.{k}": v for k, v in res.unit_busy_s.items()})
-    row.update({f"copy_bytes.{k}": v for k, v in res.copy_bytes.items()})
-    row.update({f"peak_bytes.{k}": v for k, v in res.peak_bytes.items()})
-    row["placement"] = r.placement.to_json()
-    return row
+#: Columns with few distinct values: categorical in :func:`load`'s frame.
+_CATEGORIES = ("log", "graph", "graph_fp", "profile", "profile_hash", "strategy", "measurer")
+_HEADER = ("graph", "graph_fp", "profile", "profile_hash", "strategy", "trial", "seed",
+           "measurer")
+#: (column prefix, result key) of the per-unit / per-mode / per-scope metrics
+_METRICS = (("busy_s", "unit_busy_s"), ("copy_bytes", "copy_bytes"),
+            ("peak_bytes", "peak_bytes"))
 
 
-def load(*paths: str | Path):
-    """Records of one or more logs as a ``pandas.DataFrame``, one row per record."""
+def _decode_std(line: bytes) -> dict:
+    d = json.loads(line)
+    d["placement"] = json.dumps(d["placement"], sort_keys=True)
+    return d
+
+
+@functools.cache
+def _line_decoder(fast: bool = True):
+    """(decode, errors): one log line to a dict whose ``placement`` is its JSON text.
+
+    With msgspec (``fast``) the placement stays raw text and is never built as objects,
+    which makes :func:`load` several times faster; otherwise the standard library does it.
+    """
+    try:
+        import msgspec
+    except ImportError:
+        fast = False
+    if not fast:
+        return _decode_std, (ValueError, KeyError, TypeError, AttributeError)
+
+    fields = [(k, object) for k in ("schema", *_HEADER, "result", "time")]
+    line_type = msgspec.defstruct("Line", [*fields, ("placement", msgspec.Raw)])
+    decoder = msgspec.json.Decoder(line_type)
+
+    def decode(line: bytes) -> dict:
+        d = msgspec.structs.asdict(decoder.decode(line))
+        d["placement"] = bytes(d["placement"]).decode()
+        return d
+
+    return decode, (msgspec.DecodeError, ValueError, KeyError, TypeError, AttributeError)
+
+
+def _flat(path: Path, *, fast: bool = True) -> list[dict]:
+    """The records of one log as plain dicts, placement as JSON text (no Record objects).
+
+    Same rules as :func:`read`: a torn last line is skipped with a warning; any other corrupt
+    line, unknown schema version or error kind is an error naming the file and line.
+    """
+    decode, errors = _line_decoder(fast)
+    kinds = {e.value for e in ErrorKind} | {None}
+    out = []
+    try:
+        with open(path, "rb") as fh:
+            for no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    d = decode(line)
+                    if d["schema"] != SCHEMA_VERSION:
+                        raise ValueError(f"schema version {d['schema']!r} is not "
+                                         f"{SCHEMA_VERSION}")
+                    if d["result"].get("error") not in kinds:
+                        raise ValueError(f"unknown error kind {d['result']['error']!r}")
+                except errors as exc:
+                    if not line.endswith(b"\n"):  # only the last line can be torn
+                        warnings.warn(f"{path}:{no}: skipping a torn last line", stacklevel=3)
+                        break
+                    raise RecordError(f"{path}:{no}: corrupt record: {exc}") from None
+                out.append(d)
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read log: {exc}") from None
+    return out
+
+
+def _columns(logs: list[tuple[str, list[dict]]]) -> dict[str, list]:
+    """Flat columns over the records of several logs (metrics of other units/scopes: 0)."""
+    recs = [d for _, ds in logs for d in ds]
+    res = [d["result"] for d in recs]
+    cols: dict[str, list] = {"log": [name for name, ds in logs for _ in ds],
+                             "seq": [i for _, ds in logs for i in range(len(ds))]}
+    cols.update({k: [d[k] for d in recs] for k in _HEADER})
+    cols["error"] = [r.get("error") for r in res]
+    cols["ok"] = [e is None for e in cols["error"]]
+    cols["latency_s"] = [r.get("latency_s") for r in res]
+    cols["energy_j"] = [r.get("energy_j") for r in res]
+    for prefix, key in _METRICS:
+        # an empty mapping means "not measured" (a failure); a name left out of a
+        # measured one means 0 (the simulator omits scopes that were never used)
+        got = [r.get(key) or None for r in res]
+        for name in dict.fromkeys(k for m in got if m for k in m):
+            cols[f"{prefix}.{name}"] = [m.get(name, 0) if m else None for m in got]
+    cols["detail"] = [r.get("detail", "") for r in res]
+    cols["time"] = [d["time"] for d in recs]
+    cols["placement"] = [d["placement"] for d in recs]
+    return cols
+
+
+def load(*paths: str | Path, fast: bool = True):
+    """Records of one or more logs as a ``pandas.DataFrame``, one row per measured candidate.
+
+    Columns: ``log`` (the file), ``seq`` (position in it), graph, profile, strategy, trial,
+    seed, measurer, ``ok``, ``error`` (an :class:`ErrorKind` value or NaN), ``latency_s``,
+    ``energy_j``, ``busy_s.<unit>``, ``copy_bytes.<mode>``, ``peak_bytes.<scope>``
+    (missing for failures without metrics), ``detail``, ``time`` (UTC) and ``placement``
+    (its JSON text: :meth:`Placement.from_json` reads it). Repeated strings are categorical.
+    ``fast=False`` uses only the standard library (same frame, slower).
+    """
     import pandas as pd
 
-    rows = [_flat(r) for p in paths for r in read(p)]
-    df = pd.DataFrame(rows)
-    for col in ("graph", "profile", "strategy", "measurer", "error"):
-        if col in df:
-            df[col] = df[col].astype("category")
+    if not paths:
+        raise ValueError("load() needs at least one log path")
+    cols = _columns([(str(p), _flat(Path(p), fast=fast)) for p in paths])
+    df = pd.DataFrame(cols)
+    for col in _CATEGORIES:
+        df[col] = df[col].astype("category")
+    df["log"] = df["log"].cat.set_categories(list(dict.fromkeys(map(str, paths))))
+    df["error"] = df["error"].astype(pd.CategoricalDtype([e.value for e in ErrorKind]))
+    df["seed"] = df["seed"].astype("Int64")
+    df["latency_s"] = df["latency_s"].astype("float64")
+    df["energy_j"] = df["energy_j"].astype("float64")
+    for col in df.columns[df.columns.str.startswith(("copy_bytes.", "peak_bytes."))]:
+        df[col] = df[col].astype("Int64")
+    for col in df.columns[df.columns.str.startswith("busy_s.")]:
+        df[col] = df[col].astype("float64")
+    df["time"] = pd.to_datetime(df["time"], format="ISO8601", utc=True)
     return df
 
 

@@ -1,0 +1,154 @@
+"""A self-contained HTML report of a tuning log: tables and pictures of its best placement.
+
+``write_report(log, out)`` writes ``out/report.html`` (PNGs embedded, so the file can be
+mailed alone) and the same pictures as ``out/*.png``. The schedule pictures come from the
+simulator, replaying the best placement on the log's graph and profile.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from autoplace import analysis, plots
+from autoplace.graph import OpGraph
+from autoplace.measure.base import MeasureResult
+from autoplace.measure.simulator import Simulator
+from autoplace.profile import Profile
+from autoplace.space import Placement
+
+PICTURES = ("gantt", "convergence", "utilisation", "occupancy")
+
+
+class ReportError(ValueError):
+    """The log cannot be reported (empty, or its graph or profile cannot be found)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subject:
+    """What the pictures show: the best row of the log, replayed on its graph and profile."""
+
+    graph: OpGraph
+    profile: Profile
+    row: pd.Series
+    placement: Placement
+    result: MeasureResult
+
+
+def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> Subject:
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+
+    ok = df[df["ok"]]
+    if ok.empty:
+        raise ReportError(f"{log}: no feasible record to report")
+    row = ok.loc[ok["latency_s"].idxmin()]
+    graph, profile = load_graph(model or row["graph"]), load_profile(hw or row["profile"])
+    if graph.fingerprint != row["graph_fp"]:
+        raise ReportError(f"{log}: graph {graph.name!r} (fingerprint {graph.fingerprint}) is "
+                          f"not the log's {row['graph_fp']}; pass --model with the right one")
+    if profile.hash != row["profile_hash"]:
+        raise ReportError(f"{log}: profile {profile.name!r} (hash {profile.hash}) is not the "
+                          f"log's {row['profile_hash']}; pass --hw with the right one")
+    placement = Placement.from_json(row["placement"])
+    result = Simulator(graph, profile, timeline=True).simulate(placement)
+    return Subject(graph=graph, profile=profile, row=row, placement=placement, result=result)
+
+
+def placement_table(s: Subject) -> pd.DataFrame:
+    """The best placement, one row per op in graph order, with its simulated time."""
+    view = analysis.placements(s.row.to_frame().T, s.graph)
+    ops = {e.name: e for e in s.result.timeline if e.kind == "op"}
+    critical = {e.name for e in analysis.critical_path(s.graph, s.result.timeline)
+                if e.kind == "op"}
+    copies: dict[str, list[str]] = {}
+    for edge, mode in s.placement.copies.items():
+        src, dst = edge.split("->", 1)
+        copies.setdefault(dst, []).append(f"{src} ({mode})")
+    return pd.DataFrame({
+        "op": view["op"].astype(str), "kind": view["kind"].astype(str),
+        "unit": view["unit"].astype(str), "scope": view["scope"].astype(str),
+        "copies in": [", ".join(copies.get(n, [])) for n in view["op"]],
+        "start (ms)": [ops[n].start * 1e3 for n in view["op"]],
+        "time (ms)": [(ops[n].end - ops[n].start) * 1e3 for n in view["op"]],
+        "critical": ["yes" if n in critical else "" for n in view["op"]],
+    })
+
+
+def pictures(s: Subject, df: pd.DataFrame) -> dict[str, object]:
+    """The report's figures by name (see :data:`PICTURES`)."""
+    units = [u.name for u in s.profile.units]
+    tl = s.result.timeline
+    mine = df[(df["graph_fp"] == s.row["graph_fp"]) & (df["profile_hash"] == s.row["profile_hash"])]
+    base = mine[analysis.is_baseline(mine["strategy"])]
+    baselines = dict(zip(base["strategy"].astype(str), base["latency_s"].where(base["ok"])))
+    title = f"{s.graph.name} on {s.profile.name}"
+    curves = analysis.convergence(mine, "log", search_only=len(base) < len(mine))
+    labels = {k: f"search ({Path(k).name})" for k in curves["log"].unique()}
+    return {
+        "gantt": plots.gantt(s.graph, tl, units=units, title=(
+            f"{title}: best placement ({s.row['strategy']}, trial {s.row['trial']}), "
+            f"{s.result.latency_s * 1e3:.3f} ms simulated")),
+        "convergence": plots.convergence(curves, labels=labels, baselines=baselines,
+                                         title=f"{title}: best latency so far"),
+        "utilisation": plots.utilisation(analysis.utilisation(tl, 80, units),
+                                         title=f"{title}: utilisation of the best placement"),
+        "occupancy": plots.occupancy(
+            analysis.occupancy(s.graph, tl),
+            capacities={sc.name: sc.capacity_bytes for sc in s.profile.scopes},
+            title=f"{title}: memory occupancy of the best placement"),
+    }
+
+
+def _table(df: pd.DataFrame) -> str:
+    return df.to_html(index=False, border=0, classes="t", na_rep="",
+                      float_format=lambda x: f"{x:.4g}")
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
+
+
+_STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;color:#222}"
+          "table.t{border-collapse:collapse;font-size:13px;margin-bottom:1.5em}"
+          ".t td,.t th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}"
+          "img{max-width:100%}")
+
+
+def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
+                 hw: str | None = None) -> Path:
+    """Write ``out/report.html`` and ``out/<picture>.png`` for ``log``; returns the HTML."""
+    log, out = Path(log), Path(out)
+    df = analysis.load(log)
+    s = _subject(df, log, model, hw)
+    out.mkdir(parents=True, exist_ok=True)
+    pngs = {}
+    for name, fig in pictures(s, df).items():
+        pngs[name] = out / f"{name}.png"
+        plots.save(fig, pngs[name])
+    errors = df["error"].value_counts()
+    body = [
+        f"<h1>Tuning report: {html.escape(s.graph.name)} on {html.escape(s.profile.name)}</h1>",
+        f"<p>{html.escape(str(log))}: {len(df)} candidates measured, {int(df['ok'].sum())} "
+        f"feasible; best {s.row['latency_s'] * 1e3:.4f} ms ({html.escape(str(s.row['strategy']))}"
+        f", trial {s.row['trial']}, measured by {html.escape(str(s.row['measurer']))}).</p>",
+        "<h2>Best against the baselines</h2>", _table(analysis.summary(df)),
+        "<h2>Strategies</h2>", _table(analysis.strategy_table(df).reset_index()),
+        "<h2>Infeasible candidates</h2>",
+        _table(errors[errors > 0].rename_axis("error").reset_index()) if errors.any()
+        else "<p>none</p>",
+        "<h2>Convergence</h2>", _img(pngs["convergence"]),
+        "<h2>Schedule of the best placement (simulated)</h2>", _img(pngs["gantt"]),
+        _img(pngs["utilisation"]), _img(pngs["occupancy"]),
+        "<h2>The best placement</h2>", _table(placement_table(s)),
+    ]
+    page = out / "report.html"
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>autoplace "
+                    f"report</title><style>{_STYLE}</style></head><body>"
+                    + "\n".join(body) + "</body></html>\n", encoding="utf-8")
+    return page
