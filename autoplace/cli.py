@@ -9,6 +9,7 @@ import argparse
 import sys
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from autoplace.graph import GraphError, OpGraph
 from autoplace.profile import ProfileError
@@ -59,8 +60,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trials", type=_positive_int, default=200, help="search trials")
     t.add_argument("--log", default=None, help="tuning log (default tune-MODEL-HW.jsonl)")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--batch-size", type=_positive_int, default=8)
-    t.add_argument("--sampler", choices=("tpe", "random"), default="tpe")
+    t.add_argument("--batch-size", type=_positive_int, default=8,
+                   help="candidates measured per round (default 8)")
+    t.add_argument("--sampler", choices=("evolve", "tpe", "random"), default="evolve",
+                   help="evolve: model-guided evolution (default); tpe/random: Optuna's")
+    t.add_argument("--cost-model", choices=("xgb", "analytic", "none"), default="xgb",
+                   help="rank candidates with XGBoost (default), the analytic estimate, "
+                        "or not at all")
+    t.add_argument("--candidates", type=_positive_int, default=512,
+                   help="candidates the cost model ranks per round (evolve; default 512)")
+    t.add_argument("--warm-start", nargs="+", default=[], metavar="FILE",
+                   help="earlier tuning logs (.jsonl) of this profile, and/or one saved "
+                        "cost model (.json/.ubj), to start the cost model from")
+    t.add_argument("--save-model", default=None, metavar="FILE",
+                   help="write the final cost model (.json or .ubj)")
     t.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///tune.db")
     t.add_argument("--study", default=None, help="Optuna study name")
     t.add_argument("--resume", action="store_true", help="continue an existing study")
@@ -112,7 +125,12 @@ def cmd_tune(args) -> int:
 
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
                         sampler=args.sampler, storage=args.storage, study_name=args.study,
-                        resume=args.resume, progress=not args.no_progress)
+                        resume=args.resume, progress=not args.no_progress,
+                        cost_model=args.cost_model, candidates=args.candidates,
+                        warm_start=tuple(args.warm_start), save_model=args.save_model)
+    for path in args.warm_start:
+        if not Path(path).is_file():
+            raise CliError(f"--warm-start: no such file: {path}")
     graph, profile, space = _load(args.model, args.hw)
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
@@ -128,6 +146,8 @@ def cmd_tune(args) -> int:
 
 
 def _report(result, log_path: str) -> None:
+    if result.warm_start:
+        print(result.warm_start)
     if result.interrupted:
         print(f"interrupted: {result.measured} candidates are in {log_path}; "
               "run again with the same --storage and --resume to continue")
@@ -141,6 +161,11 @@ def _report(result, log_path: str) -> None:
         text = (f"{lat * 1e3:.4f} ms  ({lat / best:.2f}x the best)" if rec.result.ok
                 else f"infeasible: {rec.result.detail}")
         print(f"  baseline {name:<24} {text}")
+    rhos = [s["spearman"] for s in result.stats[-10:] if s.get("spearman") is not None]
+    if rhos:
+        side = Path(log_path).with_name(Path(log_path).stem + ".model.jsonl")
+        print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
+              f"{len(rhos)} batches (per round in {side})")
 
 
 def cmd_best(args) -> int:

@@ -1,12 +1,188 @@
-"""Subcommands and measurers of the real side: compile, run, serve, calibrate (issue 3)."""
+"""Subcommands and measurers of the real side: compile, run, serve, calibrate (issue 3).
+
+TVM is imported inside the handlers only, so ``autoplace tune`` with the simulator never
+loads it.
+"""
 
 from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _timing_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repeat", type=int, default=5, help="timed repeats; the median is kept")
+    p.add_argument("--number", type=int, default=1, help="runs per repeat")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
 
 
 def register(sub) -> None:
     """Add the real-side subcommands to the ``autoplace`` parser."""
+    c = sub.add_parser("compile", help="build the best placement of a log into a library")
+    c.add_argument("model", help="bundled model name or .onnx path")
+    c.add_argument("--hw", required=True, help="bundled profile name or .toml path")
+    c.add_argument("--log", required=True, help="tuning log (JSON lines)")
+    c.add_argument("-o", "--output", required=True, help="library to write (.so)")
+    c.set_defaults(run=cmd_compile)
+    r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it")
+    r.add_argument("target", help="a library from `autoplace compile`, or a model")
+    r.add_argument("--hw", default=None, help="profile (with a model and --log)")
+    r.add_argument("--log", default=None, help="tuning log (with a model and --hw)")
+    _timing_args(r)
+    r.set_defaults(run=cmd_run)
+    s = sub.add_parser("serve", help="a TVM RPC server that also simulates a profile")
+    s.add_argument("--hw", required=True, help="the profile the server simulates")
+    s.add_argument("--tracker", required=True, help="HOST:PORT of the TVM RPC tracker")
+    s.add_argument("--key", required=True, help="device key to register under")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=9090, help="first port to try")
+    s.add_argument("--port-end", type=int, default=9199, help="last port to try")
+    s.set_defaults(run=cmd_serve)
+    k = sub.add_parser("calibrate", help="measure kernels and write a calibrated profile")
+    k.add_argument("--hw", required=True, help="profile to calibrate")
+    k.add_argument("--model", action="append", default=None,
+                   help="model whose kernels are measured (repeatable; default squeezenet)")
+    k.add_argument("--unit", default=None, help="unit to calibrate (default: the host unit)")
+    k.add_argument("--rpc-tracker", default=None, help="HOST:PORT: measure on a board")
+    k.add_argument("--rpc-key", default=None, help="device key on the tracker")
+    k.add_argument("-o", "--output", default=None,
+                   help="profile to write (default HW-calibrated.toml)")
+    _timing_args(k)
+    k.set_defaults(run=cmd_calibrate)
+
+
+def _check_rpc(args) -> None:
+    if bool(args.rpc_tracker) != bool(args.rpc_key):
+        raise ValueError("--rpc-tracker and --rpc-key go together")
 
 
 def real_measurer(args, graph, profile, space):
-    """The local or RPC measurer named by ``--measurer``."""
-    raise ValueError(f"--measurer {args.measurer}: not available yet; use --measurer simulator")
+    """The local or RPC measurer named by ``--measurer`` (``rpc-sim``: simulated boards)."""
+    from autoplace.build.run import TimeSettings
+
+    settings = TimeSettings()
+    if args.measurer == "rpc-sim":
+        from autoplace.measure.rpc import RPCMeasurer
+
+        _need_rpc(args)
+        return RPCMeasurer(None, graph, profile, space=space, tracker=args.rpc_tracker,
+                           key=args.rpc_key, mode="simulate", timeout=args.timeout)
+    mod = _module_of(args.model, graph)
+    if args.measurer == "local":
+        from autoplace.measure.local import LocalMeasurer
+
+        return LocalMeasurer(mod, graph, profile, space=space, settings=settings,
+                             timeout=args.timeout)
+    if args.measurer == "rpc":
+        from autoplace.measure.rpc import RPCMeasurer
+
+        _need_rpc(args)
+        return RPCMeasurer(mod, graph, profile, space=space, tracker=args.rpc_tracker,
+                           key=args.rpc_key, settings=settings, timeout=args.timeout)
+    raise ValueError(f"--measurer {args.measurer!r}: unknown")
+
+
+def _need_rpc(args) -> None:
+    if not args.rpc_tracker or not args.rpc_key:
+        raise ValueError(f"--measurer {args.measurer} needs --rpc-tracker HOST:PORT and "
+                         "--rpc-key KEY")
+
+
+def _module_of(model: str, graph):
+    """The fused module of ``model``; its graph must be the one being tuned."""
+    from autoplace.models import load_module
+
+    mod, fresh = load_module(model)
+    if fresh.fingerprint != graph.fingerprint:
+        raise ValueError(f"{model}: the module's op graph (fingerprint {fresh.fingerprint}) "
+                         f"differs from the graph being tuned ({graph.fingerprint}); "
+                         "regenerate the shipped graphs (python -m autoplace.models --regenerate)")
+    return mod
+
+
+def _best_placed(model: str, hw: str, log: str):
+    from autoplace.build import apply, best_record
+    from autoplace.models import load_module
+    from autoplace.profile_io import load_profile
+    from autoplace.records import read
+
+    mod, graph = load_module(model)
+    profile = load_profile(hw)
+    try:
+        rec = best_record(read(log), graph, profile)
+    except ValueError as exc:
+        raise ValueError(f"{log}: {exc}") from None
+    return apply(mod, rec.placement, profile, graph=graph), rec
+
+
+def cmd_compile(args) -> int:
+    from autoplace.build import compile_placed
+
+    placed, rec = _best_placed(args.model, args.hw, args.log)
+    exe = compile_placed(placed)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    exe.export_library(args.output)
+    units = sorted({u for u, _ in rec.placement.ops.values()})
+    print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
+          f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
+          f"{len(rec.placement.copies)} copies -> {args.output}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from autoplace.build.run import Loaded, TimeSettings, median, random_inputs
+
+    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
+    loaded = Loaded(_load_target(args))
+    args_ = loaded.inputs(random_inputs(loaded.meta, args.seed))
+    outputs = loaded.run(args_)
+    times = loaded.time(args_, settings)
+    shapes = ", ".join(str(tuple(o.shape)) for o in outputs)
+    graph = (loaded.meta.get("graph") or {}).get("name", "?")
+    print(f"{args.target} ({graph}, {len(loaded.devices)} vdevices): median "
+          f"{median(times) * 1e3:.3f} ms over {len(times)} repeats (min {min(times) * 1e3:.3f},"
+          f" max {max(times) * 1e3:.3f}); outputs {shapes}")
+    return 0
+
+
+def _load_target(args):
+    import tvm
+
+    path = Path(args.target)
+    if path.suffix in (".so", ".tar", ".dylib") or path.is_file() and path.suffix != ".onnx":
+        if not path.is_file():
+            raise ValueError(f"{path}: no such library")
+        try:
+            return tvm.runtime.load_module(str(path))
+        except Exception as exc:  # noqa: BLE001 - TVM raises many kinds here
+            raise ValueError(f"{path}: cannot load library: {str(exc).splitlines()[0]}") from None
+    if not args.log or not args.hw:
+        raise ValueError(f"{args.target}: a model needs --log LOG and --hw PROFILE "
+                         "(or give a library built by `autoplace compile`)")
+    from autoplace.build import compile_placed
+
+    placed, _ = _best_placed(args.target, args.hw, args.log)
+    return compile_placed(placed)
+
+
+def cmd_serve(args) -> int:
+    from autoplace.measure import server
+    from autoplace.profile_io import load_profile
+
+    profile = load_profile(args.hw)
+    server.parse_addr(args.tracker)
+    srv = server.start(profile, args.tracker, args.key, host=args.host, port=args.port,
+                       port_end=args.port_end)
+    print(f"READY port={srv.port} key={args.key} profile={profile.name} "
+          f"tracker={args.tracker}", flush=True)
+    server.serve_forever(srv)
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from autoplace.calibrate import calibrate_cli
+
+    _check_rpc(args)
+    return calibrate_cli(args, out=sys.stdout)

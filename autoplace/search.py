@@ -1,26 +1,49 @@
-"""The search: an Optuna study over per-op (unit, scope) and per-edge copy-mode parameters.
+"""The search: baselines first, then model-guided evolution or an Optuna sampler.
 
-Optuna's ``ask``/``tell`` drive it. Before the search, the baselines (every feasible
-single-unit placement, and a greedy one) are measured, logged and added to the study as
-completed trials so the sampler starts from them.
+Before the search, the baselines (every feasible single-unit placement, and greedy) are
+measured, logged and added to the Optuna study. Then, with the default sampler
+``evolve`` (docs/search.md), each round the cost model ranks ``candidates`` evolved
+placements and only the best ``batch_size`` are measured; the first round also measures
+HEFT's placement. With ``tpe`` or ``random``, Optuna's sampler proposes per-op parameters
+(``ask``/``tell``), mixed with mutations of the best so far (ranked by the cost model unless
+``cost_model="none"``). Every measured candidate is logged and is a trial of the study.
 """
 
 from __future__ import annotations
 
+import json
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import optuna
-from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
+from autoplace.baselines import baselines, greedy, heft
+from autoplace.cost_model import XGBCostModel, encode
+from autoplace.estimate import SpaceTables
+from autoplace.guided import COST_MODELS, GuidedProposer, make_model
 from autoplace.measure.base import Measurer, MeasureResult
-from autoplace.measure.simulator import op_seconds
+from autoplace.params import (
+    copy_param,
+    decode_args,
+    distributions,
+    format_genome,
+    op_param,
+    parse_genome,
+    to_params,
+    to_placement,
+)
 from autoplace.records import Record, TuningLog
 from autoplace.space import Placement, SearchSpace
+from autoplace.warm_start import MODEL_SUFFIXES, load_rows, split_paths
 
-SAMPLERS = ("tpe", "random")
+__all__ = ["SAMPLERS", "SearchError", "TuneConfig", "TuneResult", "Tuner", "baselines",
+           "copy_param", "distributions", "greedy", "op_param", "to_params", "to_placement",
+           "tune"]
+
+SAMPLERS = ("evolve", "tpe", "random")
 
 try:
     from optuna.study._tell import _tell_with_warning
@@ -53,23 +76,51 @@ class TuneConfig:
     trials: int = 200
     seed: int = 0
     batch_size: int = 8
-    sampler: str = "tpe"
+    sampler: str = "evolve"
     storage: str | None = None
     study_name: str | None = None
     resume: bool = False
     progress: bool = False
-    #: share of each batch proposed as one-parameter mutations of the best so far
+    #: tpe/random: share of each batch proposed as mutations of the best so far
     mutation_ratio: float = 0.5
+    #: "xgb" (learned), "analytic" (the features' estimate) or "none" (no ranking)
+    cost_model: str = "xgb"
+    #: evolve: candidates the model ranks per round (over three generations)
+    candidates: int = 512
+    #: evolve: share of each batch drawn from below the model's top
+    explore: float = 0.1
+    #: earlier tuning logs (.jsonl) and at most one saved model (.json/.ubj)
+    warm_start: tuple[str, ...] = ()
+    #: write the final cost model here (.json or .ubj)
+    save_model: str | None = None
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.mutation_ratio <= 1.0:
-            raise ValueError(f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}")
-        if self.trials <= 0:
-            raise ValueError(f"trials > 0 must hold, got trials={self.trials}")
-        if self.batch_size <= 0:
-            raise ValueError(f"batch_size > 0 must hold, got batch_size={self.batch_size}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}")
+        checks = [
+            (0.0 <= self.mutation_ratio <= 1.0,
+             f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
+            (self.trials > 0, f"trials > 0 must hold, got trials={self.trials}"),
+            (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
+            (self.sampler in SAMPLERS,
+             f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
+            (self.cost_model in COST_MODELS,
+             f"cost_model must be one of {COST_MODELS}, got cost_model={self.cost_model!r}"),
+            (self.candidates > 0, f"candidates > 0 must hold, got candidates={self.candidates}"),
+            (0.0 <= self.explore <= 1.0, f"0 <= explore <= 1 must hold, got {self.explore}"),
+            (isinstance(self.warm_start, tuple),
+             f"warm_start must be a tuple of paths, got {self.warm_start!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        self._check_model_files()
+
+    def _check_model_files(self) -> None:
+        if self.save_model is not None and not self.save_model.endswith(MODEL_SUFFIXES):
+            raise ValueError(f"save_model must end in .json or .ubj, got {self.save_model!r}")
+        split_paths(self.warm_start)  # at most one saved model
+        if (self.warm_start or self.save_model is not None) and self.cost_model != "xgb":
+            raise ValueError("warm_start and save_model are for a learned cost model: they "
+                             f"need cost_model='xgb', got {self.cost_model!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,71 +134,9 @@ class TuneResult:
     interrupted: bool = False
     wall_s: float = 0.0  # whole job
     measure_s: float = 0.0  # inside the measurer; the rest is search overhead
-
-
-# -- the parameterisation -------------------------------------------------------------------
-def op_param(name: str) -> str:
-    return f"op:{name}"
-
-
-def copy_param(edge: str) -> str:
-    return f"copy:{edge}"
-
-
-def distributions(space: SearchSpace) -> dict[str, CategoricalDistribution]:
-    """One categorical per op ("unit@scope"), one per edge with a choice of copy mode."""
-    dists = {
-        op_param(op.name): CategoricalDistribution([f"{u}@{s}" for u, s in choices])
-        for op, choices in zip(space.graph.ops, space.op_choices)
-    }
-    for name, modes in zip(space.edge_names, space.edge_modes):
-        if len(modes) > 1:
-            dists[copy_param(name)] = CategoricalDistribution(modes)
-    return dists
-
-
-def to_placement(space: SearchSpace, params: dict) -> Placement:
-    """Decode Optuna parameters into a placement (copy modes repaired to fit routes)."""
-    choice = []
-    for op, choices in zip(space.graph.ops, space.op_choices):
-        unit, scope = params[op_param(op.name)].split("@", 1)
-        choice.append(choices.index((unit, scope)))
-    prefs = {k: params[copy_param(n)] for k, n in enumerate(space.edge_names)
-             if copy_param(n) in params}
-    return space.decode(choice, prefs)
-
-
-def to_params(space: SearchSpace, placement: Placement) -> dict:
-    """Optuna parameters of a placement (edges without a copy keep no parameter)."""
-    params = {op_param(k): f"{u}@{s}" for k, (u, s) in placement.ops.items()}
-    free = {n for n, m in zip(space.edge_names, space.edge_modes) if len(m) > 1}
-    params.update({copy_param(n): m for n, m in placement.copies.items() if n in free})
-    return params
-
-
-# -- baselines ------------------------------------------------------------------------------
-def greedy(space: SearchSpace) -> Placement:
-    """Each op on the unit that runs it fastest, in that unit's home scope.
-
-    Home scopes (the default scope where the unit can use it) keep the greedy placement
-    clear of small on-chip memories, so it is feasible whenever the default scope is big
-    enough; copies are async where the route allows.
-    """
-    prof = space.profile
-    default = prof.scope(prof.default_scope)
-    choice = []
-    for op, cs in zip(space.graph.ops, space.op_choices):
-        homes = [j for j, (u, s) in enumerate(cs) if s == prof.home_scope(u)] or range(len(cs))
-        choice.append(min(homes, key=lambda j, op=op, cs=cs: op_seconds(
-            op, prof.unit(cs[j][0]), prof.scope(cs[j][1]), default)))
-    return space.decode(choice, {k: "async" for k in range(len(space.edge_names))})
-
-
-def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:
-    """Named baseline placements: ``single:<unit>`` for each unit that takes every op, greedy."""
-    out = [(f"single:{u.name}", p) for u in space.profile.units
-           if (p := space.uniform(u.name)) is not None]
-    return out + [("greedy", greedy(space))]
+    #: the cost model's ranking quality per round (also in the ``.model.jsonl`` side file)
+    stats: tuple[dict, ...] = ()
+    warm_start: str = ""
 
 
 # -- the job --------------------------------------------------------------------------------
@@ -157,13 +146,66 @@ class Tuner:
     def __init__(self, space: SearchSpace, measurer: Measurer, log: TuningLog,
                  config: TuneConfig):
         self.space, self.measurer, self.log, self.config = space, measurer, log, config
+        self.tables = SpaceTables(space)
         self.dists = distributions(space)
         self.study = self._study()
         self.records: list[Record] = []
         self.rng = np.random.default_rng(config.seed)
-        self.incumbent: tuple[float, dict] | None = None  # (latency, params) of the best
+        self.incumbent: tuple[float, Placement] | None = None  # latency, placement of the best
         self.seen: set[str] = set()
         self.measure_s = 0.0
+        self.baseline_names = {name for name, _ in baselines(space)}
+        self.stats: list[dict] = []
+        self.stats_path = log.path.with_name(log.path.stem + ".model.jsonl")
+        logs, model_file = split_paths(config.warm_start)
+        self.warm = load_rows(logs, space) if logs else None
+        self.proposer = self._proposer(model_file)
+        self.n_trials = self._replay()
+
+    def _proposer(self, model_file: str | None) -> GuidedProposer | None:
+        cfg = self.config
+        if cfg.sampler != "evolve" and cfg.cost_model == "none":
+            return None
+        if model_file is not None:
+            XGBCostModel.load(model_file)  # a bad file fails now, before any measurement
+        model = make_model(cfg.cost_model, seed=cfg.seed, init_model=model_file)
+        warm = (self.warm.X, self.warm.y) if self.warm is not None else None
+        return GuidedProposer(self.space, self.tables, model=model, candidates=cfg.candidates,
+                              seed=cfg.seed, warm=warm, explore=cfg.explore)
+
+    def _study(self) -> optuna.Study:
+        cfg, g = self.config, self.space.graph
+        name = cfg.study_name or f"autoplace-{g.name}-{self.space.profile.name}-{g.fingerprint[:8]}"
+        sampler = (optuna.samplers.RandomSampler(seed=cfg.seed) if cfg.sampler == "random"
+                   else optuna.samplers.TPESampler(seed=cfg.seed, multivariate=True))
+        if cfg.storage and not cfg.resume and name in optuna.get_all_study_names(cfg.storage):
+            raise SearchError(f"study {name!r} already exists in {cfg.storage}; "
+                              "pass --resume to continue it")
+        return optuna.create_study(study_name=name, storage=cfg.storage, sampler=sampler,
+                                   direction="minimize", load_if_exists=cfg.resume)
+
+    def _replay(self) -> int:
+        """Feed the trials of a resumed study to the proposer; the number of trials."""
+        trials = self.study.get_trials(deepcopy=False)
+        done = [(t, p) for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)
+                and (p := self._trial_placement(t)) is not None]
+        for t, p in done:
+            self.seen.add(p.to_json())
+            if t.value is not None and (self.incumbent is None or t.value < self.incumbent[0]):
+                self.incumbent = (t.value, p)
+        if self.proposer is not None and done:
+            choice, mode = encode(self.space, [p for _, p in done])
+            lat = np.array([np.nan if t.value is None else t.value for t, _ in done])
+            self.proposer.observe(choice, mode, lat)
+        return len(trials)
+
+    def _trial_placement(self, trial) -> Placement | None:
+        genome = trial.user_attrs.get("genome")
+        if genome:
+            return self.space.decode(*decode_args(parse_genome(genome)))
+        if trial.params:
+            return to_placement(self.space, self._complete(trial.params))
+        return None
 
     def _measure(self, placements: list[Placement]) -> list[MeasureResult]:
         t0 = time.perf_counter()
@@ -171,17 +213,6 @@ class Tuner:
             return self.measurer.measure(placements)
         finally:
             self.measure_s += time.perf_counter() - t0
-
-    def _study(self) -> optuna.Study:
-        cfg, g = self.config, self.space.graph
-        name = cfg.study_name or f"autoplace-{g.name}-{self.space.profile.name}-{g.fingerprint[:8]}"
-        sampler = (optuna.samplers.TPESampler(seed=cfg.seed, multivariate=True)
-                   if cfg.sampler == "tpe" else optuna.samplers.RandomSampler(seed=cfg.seed))
-        if cfg.storage and not cfg.resume and name in optuna.get_all_study_names(cfg.storage):
-            raise SearchError(f"study {name!r} already exists in {cfg.storage}; "
-                              "pass --resume to continue it")
-        return optuna.create_study(study_name=name, storage=cfg.storage, sampler=sampler,
-                                   direction="minimize", load_if_exists=cfg.resume)
 
     def _record(self, strategy: str, trial: int, placement: Placement,
                 result: MeasureResult) -> Record:
@@ -192,26 +223,45 @@ class Tuner:
                      placement=placement, result=result)
         self.log.append(rec)
         self.records.append(rec)
-        self.seen.add(placement.to_json())
+        if self.config.sampler != "evolve":  # evolve keeps genome keys in its proposer
+            self.seen.add(placement.to_json())
         if result.ok and (self.incumbent is None or result.latency_s < self.incumbent[0]):
-            self.incumbent = (result.latency_s, to_params(self.space, placement))
+            self.incumbent = (result.latency_s, placement)
         return rec
+
+    def _add_trial(self, strategy: str, placement: Placement, res: MeasureResult,
+                   genome: str) -> None:
+        """A measured candidate as a finished trial: per-op parameters for the Optuna
+        samplers, or only its genome (a few hundred bytes) for ``evolve``."""
+        attrs = self._attrs(strategy, res)
+        if self.config.sampler == "evolve":
+            params, dists = {}, {}
+            attrs["genome"] = genome
+        else:
+            params = to_params(self.space, placement)
+            dists = {k: self.dists[k] for k in params}
+        self.study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, value=res.latency_s if res.ok else None,
+            state=TrialState.COMPLETE if res.ok else TrialState.FAIL, user_attrs=attrs))
+        self.n_trials += 1
+
+    def _observe(self, choice: np.ndarray, mode: np.ndarray,
+                 results: list[MeasureResult]) -> None:
+        if self.proposer is not None and len(choice):
+            lat = np.array([r.latency_s if r.ok else np.nan for r in results])
+            self.proposer.observe(choice, mode, lat)
 
     def run_baselines(self) -> dict[str, Record]:
         """Measure, log and add to the study every baseline (skipped when resuming)."""
         done = {t.user_attrs.get("strategy") for t in self.study.get_trials(deepcopy=False)}
         todo = [(n, p) for n, p in baselines(self.space) if n not in done]
         results = self._measure([p for _, p in todo])
+        choice, mode = encode(self.space, [p for _, p in todo])
         out = {}
-        for (name, placement), res in zip(todo, results):
-            number = len(self.study.get_trials(deepcopy=False))
-            out[name] = self._record(name, number, placement, res)
-            params = to_params(self.space, placement)
-            self.study.add_trial(optuna.trial.create_trial(
-                params=params, distributions={k: self.dists[k] for k in params},
-                value=res.latency_s if res.ok else None,
-                state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
-                user_attrs=self._attrs(name, res)))
+        for b, ((name, placement), res) in enumerate(zip(todo, results)):
+            out[name] = self._record(name, self.n_trials, placement, res)
+            self._add_trial(name, placement, res, format_genome(choice[b], mode[b]))
+        self._observe(choice, mode, results)
         return out
 
     @staticmethod
@@ -221,26 +271,90 @@ class Tuner:
             attrs["error"] = f"{res.error.value}: {res.detail}"
         return attrs
 
-    def _tell(self, trial: optuna.Trial, strategy: str, res: MeasureResult) -> None:
-        for k, v in self._attrs(strategy, res).items():
-            trial.set_user_attr(k, v)
-        if res.ok:
-            _finish(self.study, trial, res.latency_s, TrialState.COMPLETE)
-        else:
-            _finish(self.study, trial, None, TrialState.FAIL)
-
     def search_trials_done(self) -> int:
+        """Finished trials of the search (not baselines, not asked-but-unmeasured)."""
         return sum(1 for t in self.study.get_trials(deepcopy=False)
-                   if t.user_attrs.get("strategy") in (self.config.sampler, "mutate")
+                   if t.user_attrs.get("strategy") not in (None, *self.baseline_names)
                    and t.state in (TrialState.COMPLETE, TrialState.FAIL))
 
+    def run_search(self, progress) -> int:
+        """Search until ``trials`` search trials are done; returns how many were measured."""
+        if self.config.sampler == "evolve":
+            return self._run_guided(progress)
+        return self._run_optuna(progress)
+
+    # -- evolve: model-guided rounds -------------------------------------------------------
+    def _heft_genome(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """HEFT's placement as a genome, if it was not measured yet (it seeds the search)."""
+        choice, mode = encode(self.space, [heft(self.space, self.tables)])
+        self.proposer.seed_population(choice, mode)
+        key = self.proposer.genomes.keys(choice, self.proposer.genomes.normalize(choice, mode))
+        return None if key[0] in self.proposer.measured_genomes else (choice, mode)
+
+    def _run_guided(self, progress) -> int:
+        cfg, measured = self.config, 0
+        remaining = cfg.trials - self.search_trials_done()
+        first = self._heft_genome() if remaining > 0 else None
+        while remaining > 0:
+            n = min(cfg.batch_size, remaining)
+            choice, mode, predicted, labels, rows = self._next_batch(n, first)
+            first = None
+            if not len(choice):
+                warnings.warn(f"search stopped after {measured} trials: no unmeasured "
+                              "placement left to propose", stacklevel=2)
+                break
+            placements = [self.space.decode(*decode_args(g)) for g in zip(choice, mode)]
+            results = self._measure(placements)
+            for b, (label, pl, res) in enumerate(zip(labels, placements, results)):
+                self._record(label, self.n_trials, pl, res)
+                self._add_trial(label, pl, res, format_genome(choice[b], mode[b]))
+            self._observe(choice, mode, results)
+            self._round_stats(predicted, rows)
+            measured, remaining = measured + len(placements), remaining - len(placements)
+            progress(len(placements))
+        return measured
+
+    def _next_batch(self, n: int, first):
+        """``n`` genomes to measure (HEFT's first, if given), predictions, labels, rows."""
+        proposer = self.proposer
+        rows = proposer.fit()
+        parts, labels = [], []
+        if first is not None:
+            parts.append((*first, proposer.score(*first)[0]))
+            labels.append("heft")
+        if n > len(labels):
+            batch = proposer.propose(n - len(labels))
+            parts.append((batch.choice, batch.mode, batch.predicted))
+            labels.extend(batch.strategy)
+        if not labels:
+            return np.zeros((0, 0), dtype=np.int64), None, None, labels, rows
+        choice, mode, predicted = (np.concatenate(x) for x in zip(*parts))
+        return choice, mode, predicted, labels, rows
+
+    def _round_stats(self, predicted: np.ndarray, rows: int) -> None:
+        """Ranking quality of the model on the batch it just chose (before training on it)."""
+        if self.config.cost_model == "none":
+            return
+        stats = {"round": len(self.stats), "measured": len(self.records), "train_rows": rows,
+                 **self.proposer.batch_quality(predicted)}
+        self.stats.append(stats)
+        with open(self.stats_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(stats, sort_keys=True) + "\n")
+
+    # -- tpe / random: Optuna's sampler ----------------------------------------------------
     def mutate(self) -> dict | None:
-        """One-parameter change of the incumbent not measured yet (None if none found)."""
+        """Parameters of a mutation of the best so far not measured yet (None if none found):
+        the model's pick among evolved candidates, or else a random one-parameter change."""
         if self.incumbent is None:
             return None
+        if self.proposer is not None:
+            batch = self.proposer.propose(1)
+            if len(batch.choice):
+                placement = self.space.decode(*decode_args((batch.choice[0], batch.mode[0])))
+                return to_params(self.space, placement)
         names = sorted(self.dists)
         for _ in range(20):
-            params = dict(self.incumbent[1])
+            params = to_params(self.space, self.incumbent[1])
             name = names[self.rng.integers(len(names))]
             choices = [c for c in self.dists[name].choices if c != params.get(name)]
             if not choices:
@@ -262,7 +376,15 @@ class Tuner:
                 return self.study.ask(self.dists), "mutate"
         return self.study.ask(self.dists), self.config.sampler
 
-    def run_search(self, progress) -> int:
+    def _tell(self, trial: optuna.Trial, strategy: str, res: MeasureResult) -> None:
+        for k, v in self._attrs(strategy, res).items():
+            trial.set_user_attr(k, v)
+        if res.ok:
+            _finish(self.study, trial, res.latency_s, TrialState.COMPLETE)
+        else:
+            _finish(self.study, trial, None, TrialState.FAIL)
+
+    def _run_optuna(self, progress) -> int:
         """Ask, measure, log, tell in batches until ``trials`` search trials are done."""
         cfg, measured = self.config, 0
         remaining = cfg.trials - self.search_trials_done()
@@ -278,10 +400,17 @@ class Tuner:
             finally:
                 for t, _ in batch:  # asked but never measured (interrupted): not a result
                     _finish(self.study, t, None, TrialState.FAIL)
+            if self.proposer is not None:
+                self._observe(*encode(self.space, placements), results)
             measured += len(placements)
             remaining -= len(placements)
             progress(len(placements))
         return measured
+
+    def save_model(self, path: str) -> None:
+        """Fit the cost model on everything measured and write it (XGBoost's format)."""
+        self.proposer.fit()
+        self.proposer.model.save(path)
 
 
 def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
@@ -297,10 +426,15 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
         try:
             base = tuner.run_baselines()
             tuner.run_search(bar.update)
+            if config.save_model:
+                tuner.save_model(config.save_model)
         except KeyboardInterrupt:
             interrupted = True
+    base.update({r.strategy: r for r in tuner.records if r.strategy == "heft"})
     best = min((r for r in tuner.records if r.result.ok),
                key=lambda r: (r.result.latency_s, r.trial), default=None)
     return TuneResult(best=best, baselines=base, measured=len(tuner.records),
                       log10_space=space.log10_size, interrupted=interrupted,
-                      wall_s=time.perf_counter() - t0, measure_s=tuner.measure_s)
+                      wall_s=time.perf_counter() - t0, measure_s=tuner.measure_s,
+                      stats=tuple(tuner.stats),
+                      warm_start=tuner.warm.summary() if tuner.warm is not None else "")

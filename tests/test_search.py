@@ -1,25 +1,31 @@
-"""The Optuna search: baselines first, determinism, failures as failed trials, resume."""
+"""The search: baselines first, determinism, failures as failed trials, resume, the model."""
 
 from __future__ import annotations
+
+import json
 
 import optuna
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
-from autoplace.graph import Op, OpGraph
+from autoplace.baselines import heft
 from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
+from autoplace.params import format_genome, parse_genome
+from autoplace.profile_io import load_profile
 from autoplace.records import TuningLog, read
 from autoplace.search import (
     SearchError,
     TuneConfig,
     baselines,
     distributions,
-    greedy,
     to_params,
     to_placement,
     tune,
 )
 from autoplace.space import SearchSpace
+
+SAMPLERS = [dict(), dict(sampler="tpe", cost_model="none"), dict(sampler="tpe")]
 
 
 def run(tmp_path, graph, profile, name="log.jsonl", **cfg):
@@ -41,10 +47,19 @@ def test_config_is_validated():
         TuneConfig(sampler="grid")
     with pytest.raises(ValueError, match="mutation_ratio <= 1 must hold, got 1.5"):
         TuneConfig(mutation_ratio=1.5)
+    with pytest.raises(ValueError, match="cost_model must be one of .* got cost_model='gp'"):
+        TuneConfig(cost_model="gp")
+    with pytest.raises(ValueError, match="candidates > 0 must hold, got candidates=0"):
+        TuneConfig(candidates=0)
+    with pytest.raises(ValueError, match="warm_start must be a tuple"):
+        TuneConfig(warm_start=["a.jsonl"])
+    with pytest.raises(ValueError, match="save_model must end in .json or .ubj, got 'm.pkl'"):
+        TuneConfig(save_model="m.pkl")
 
 
-def test_baselines_come_first_and_are_logged(tmp_path):
-    result, records = run(tmp_path, fork_graph(), tiny_profile(), trials=16, seed=3)
+@pytest.mark.parametrize("cfg", SAMPLERS, ids=["evolve", "tpe", "tpe+xgb"])
+def test_baselines_come_first_and_are_logged(tmp_path, cfg):
+    result, records = run(tmp_path, fork_graph(), tiny_profile(), trials=16, seed=3, **cfg)
     # acc rejects nothing in the fork graph (all elementwise): two single-unit baselines.
     assert [r.strategy for r in records[:3]] == ["single:cpu", "single:acc", "greedy"]
     assert [r.trial for r in records] == list(range(len(records)))
@@ -53,35 +68,106 @@ def test_baselines_come_first_and_are_logged(tmp_path):
     assert result.best.result.latency_s <= best_baseline
 
 
-def test_same_seed_same_records(tmp_path):
-    _, a = run(tmp_path, fork_graph(), tiny_profile(), "a.jsonl", trials=24, seed=5)
-    _, b = run(tmp_path, fork_graph(), tiny_profile(), "b.jsonl", trials=24, seed=5)
-    _, c = run(tmp_path, fork_graph(), tiny_profile(), "c.jsonl", trials=24, seed=6)
+def test_heft_is_the_first_search_candidate(tmp_path):
+    graph, profile = load_graph("squeezenet"), load_profile("soc")
+    result, records = run(tmp_path, graph, profile, trials=8)
+    assert [r.strategy for r in records[:3]] == ["single:cpu1", "single:cpu2", "greedy"]
+    assert records[3].strategy == "heft"
+    assert records[3].placement == heft(SearchSpace(graph, profile))
+    assert result.baselines["heft"].trial == records[3].trial == 3
+    assert {r.strategy for r in records[4:]} <= {"evolve", "explore"}
+    assert result.best.result.latency_s < records[3].result.latency_s  # the search helps
+
+
+@pytest.mark.parametrize("cfg", SAMPLERS, ids=["evolve", "tpe", "tpe+xgb"])
+def test_same_seed_same_records(tmp_path, cfg):
+    _, a = run(tmp_path, fork_graph(), tiny_profile(), "a.jsonl", trials=24, seed=5, **cfg)
+    _, b = run(tmp_path, fork_graph(), tiny_profile(), "b.jsonl", trials=24, seed=5, **cfg)
+    _, c = run(tmp_path, fork_graph(), tiny_profile(), "c.jsonl", trials=24, seed=6, **cfg)
     assert strip(a) == strip(b)
     assert strip(a) != strip(c)
 
 
-def test_infeasible_candidates_are_failed_trials_not_crashes(tmp_path):
+def test_same_seed_same_records_on_a_real_model(tmp_path):
+    graph, profile = load_graph("squeezenet"), load_profile("mesh")
+    _, a = run(tmp_path, graph, profile, "a.jsonl", trials=40, seed=2)
+    _, b = run(tmp_path, graph, profile, "b.jsonl", trials=40, seed=2)
+    assert strip(a) == strip(b)
+
+
+@pytest.mark.parametrize("cfg", SAMPLERS, ids=["evolve", "tpe", "tpe+xgb"])
+def test_infeasible_candidates_are_failed_trials_not_crashes(tmp_path, cfg):
     prof = tiny_profile(sram_mib=1500 / (1 << 20))  # any two live sram tensors overflow
-    result, records = run(tmp_path, chain_graph(), prof, trials=40, seed=0)
+    result, records = run(tmp_path, chain_graph(), prof, trials=40, seed=0, **cfg)
     failed = [r for r in records if not r.result.ok]
     assert failed and all(r.result.error.value == "out_of_memory" for r in failed)
     assert result.best.result.ok
 
 
-def test_resume_continues_the_study(tmp_path):
+def test_a_space_smaller_than_the_budget_stops_with_a_warning(tmp_path):
+    # chain on tiny: 3 choices per op, 27 op assignments, some with two copy modes
+    with pytest.warns(UserWarning, match="no unmeasured placement left"):
+        result, records = run(tmp_path, chain_graph(), tiny_profile(), trials=500,
+                              cost_model="none")
+    keys = [r.placement.to_json() for r in records]
+    search = keys[3:]  # (greedy is single:acc here: baselines may repeat each other)
+    assert len(set(search)) == len(search) < 500 and not set(search) & set(keys[:3])
+
+
+@pytest.mark.parametrize("cfg", SAMPLERS[:2], ids=["evolve", "tpe"])
+def test_resume_continues_the_study(tmp_path, cfg):
     storage = f"sqlite:///{tmp_path / 'tune.db'}"
-    run(tmp_path, fork_graph(), tiny_profile(), trials=10, seed=1, storage=storage)
+    run(tmp_path, fork_graph(), tiny_profile(), trials=10, seed=1, storage=storage, **cfg)
     with pytest.raises(SearchError, match="already exists .* --resume"):
-        run(tmp_path, fork_graph(), tiny_profile(), trials=20, seed=1, storage=storage)
+        run(tmp_path, fork_graph(), tiny_profile(), trials=20, seed=1, storage=storage, **cfg)
     _, records = run(tmp_path, fork_graph(), tiny_profile(), trials=20, seed=1,
-                     storage=storage, resume=True)
+                     storage=storage, resume=True, **cfg)
     strategies = [r.strategy for r in records]
     assert strategies.count("greedy") == 1  # baselines are not measured again
-    assert strategies.count("tpe") + strategies.count("mutate") == 20
+    assert len(records) == 3 + 20
     study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
     assert len(study.trials) == 3 + 20
     assert sorted(r.trial for r in records) == list(range(23))
+    if not cfg:  # evolve never measures a placement twice, across the resume too
+        keys = [r.placement.to_json() for r in records[3:]]  # (greedy is single:acc here)
+        assert len(set(keys)) == len(keys)
+
+
+def test_every_measured_candidate_is_an_optuna_trial(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+    space = SearchSpace(fork_graph(), tiny_profile())
+    _, records = run(tmp_path, fork_graph(), tiny_profile(), trials=12, storage=storage)
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+    assert [t.value for t in study.trials] == [r.result.latency_s for r in records]
+    for t, r in zip(study.trials, records):
+        assert t.user_attrs["strategy"] == r.strategy
+        assert space.decode(*_args(parse_genome(t.user_attrs["genome"]))) == r.placement
+
+
+def _args(genome):
+    choice, mode = genome
+    return [int(c) for c in choice], {k: ("sync", "async")[m] for k, m in enumerate(mode)}
+
+
+def test_genome_text_round_trips():
+    import numpy as np
+
+    choice, mode = np.array([3, 0, 12]), np.array([1, 0])
+    assert format_genome(choice, mode) == "3.0.12|10"
+    back = parse_genome("3.0.12|10")
+    assert back[0].tolist() == [3, 0, 12] and back[1].tolist() == [1, 0]
+
+
+def test_ranking_quality_goes_to_a_side_file(tmp_path):
+    result, records = run(tmp_path, load_graph("squeezenet"), load_profile("soc"), trials=32)
+    lines = [json.loads(x) for x in (tmp_path / "log.model.jsonl").read_text().splitlines()]
+    assert len(lines) == len(result.stats) == 32 // 8
+    assert [x["measured"] for x in lines] == [3 + 8 * (k + 1) for k in range(4)]
+    assert all(x["batch"] == 8 and x["failed"] <= 8 for x in lines)
+    assert all(x["spearman"] is None or -1 <= x["spearman"] <= 1 for x in lines)
+    _, none = run(tmp_path, fork_graph(), tiny_profile(), "none.jsonl", trials=8,
+                  cost_model="none")
+    assert not (tmp_path / "none.model.jsonl").exists()
 
 
 def test_params_round_trip_through_optuna(tmp_path):
@@ -92,12 +178,3 @@ def test_params_round_trip_through_optuna(tmp_path):
         assert set(params) <= set(dists)
         assert to_placement(space, {**{k: d.choices[0] for k, d in dists.items()},
                                     **params}) == p
-
-
-def test_greedy_puts_each_op_on_its_fastest_choice():
-    space = SearchSpace(chain_graph(), tiny_profile())
-    # acc is 10x faster; its home scope is dram (the default scope, which it can use)
-    assert set(greedy(space).ops.values()) == {("acc", "dram")}
-    conv = OpGraph(name="g", ops=(Op(name="c", kind="conv2d", flops=1e6, bytes_read=1,
-                                     output_bytes=1),), edges=())
-    assert greedy(SearchSpace(conv, tiny_profile())).ops == {"c": ("cpu", "dram")}

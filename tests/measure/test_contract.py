@@ -12,7 +12,29 @@ from autoplace.measure import ErrorKind, Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.space import SearchSpace
 
-FACTORIES = {"simulator": lambda g, p: Simulator(g, p)}
+
+class _ThroughRPC(Measurer):
+    """The RPC measurer in simulate mode, with its own tracker and server on 127.0.0.1."""
+
+    name = "rpc-sim"
+
+    def __init__(self, graph, profile):
+        from autoplace.measure.rpc import RPCMeasurer
+        from autoplace.measure.server import LocalCluster
+
+        self.cluster = LocalCluster(profile, "contract", servers=1)
+        self.inner = RPCMeasurer(None, graph, profile, tracker=self.cluster.tracker,
+                                 key="contract", mode="simulate", timeout=30)
+
+    def measure(self, placements):
+        return self.inner.measure(placements)
+
+    def close(self):
+        self.inner.close()
+        self.cluster.close()
+
+
+FACTORIES = {"simulator": lambda g, p: Simulator(g, p), "rpc-sim": _ThroughRPC}
 
 
 @pytest.fixture(params=sorted(FACTORIES))

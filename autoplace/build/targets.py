@@ -1,0 +1,63 @@
+"""TVM targets of profile units: which have a code generator here, and the host fallback."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+
+import tvm
+
+from autoplace.profile import Profile, Unit
+
+#: The target used when neither the unit nor the profile's host unit can be compiled here.
+DEFAULT_HOST = {"kind": "llvm"}
+
+
+class BuildError(ValueError):
+    """A placement cannot be built: the message names the op, unit or target at fault."""
+
+
+def has_codegen(kind: str) -> bool:
+    """Whether this TVM build can generate code for target kind ``kind``."""
+    return kind in tvm.target.Target.list_kinds() and (
+        tvm.get_global_func(f"target.build.{kind}", allow_missing=True) is not None)
+
+
+def make_target(spec: Mapping[str, object], where: str) -> tvm.target.Target:
+    """``tvm.target.Target`` of a profile target dict; a bad dict is a :class:`BuildError`."""
+    try:
+        return tvm.target.Target(dict(spec))
+    except (ValueError, TypeError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BuildError(f"{where}: invalid TVM target {dict(spec)!r}: {first}") from None
+
+
+def host_target(profile: Profile) -> tvm.target.Target:
+    """The host unit's target when it has a code generator here, else plain ``llvm``."""
+    unit = profile.unit(profile.host)
+    if has_codegen(str(unit.target.get("kind"))):
+        return make_target(unit.target, f"profile {profile.name!r}, unit {unit.name!r}")
+    return tvm.target.Target(DEFAULT_HOST)
+
+
+def unit_target(unit: Unit, profile: Profile) -> tvm.target.Target:
+    """The target a unit's kernels are built for.
+
+    A unit whose target kind has no code generator in this TVM build (an NPU reached through
+    a vendor runtime, say) is built for the host target instead; a warning says so, once
+    per unit and process.
+    """
+    kind = str(unit.target.get("kind"))
+    if has_codegen(kind):
+        return make_target(unit.target, f"profile {profile.name!r}, unit {unit.name!r}")
+    host = host_target(profile)
+    warnings.warn(f"unit {unit.name!r}: target kind {kind!r} has no code generator here; "
+                  f"its kernels are built for the host target {host.kind.name!r} "
+                  "(placement, copies and scopes are kept)", stacklevel=3)
+    return host
+
+
+def target_key(target: tvm.target.Target) -> str:
+    """A stable string identifying a target (TVM compares targets structurally)."""
+    return json.dumps(dict(target.export()), sort_keys=True, default=str)

@@ -1,0 +1,370 @@
+"""Calibration: measure a model's kernels on a real unit, fit the profile's numbers to them.
+
+For one unit (the host by default) and the models given:
+
+1. every distinct kernel of each model is compiled alone for the unit's target and timed
+   (here, or on an RPC server), and each whole model is built and timed on the unit,
+   keeping the fastest repeat (other load on the machine only ever adds time);
+2. the simulator's parameters of that unit are fitted to those times:
+   - ``bandwidth_gbps`` of the unit's home scope from the kernels that compute nothing
+     (reshapes, concatenations: pure data movement),
+   - ``gflops[kind]`` per op kind so that the roofline ``max(flops / gflops, bytes / bw)``
+     summed over the kind's kernels equals their measured total,
+   - ``launch_overhead_us`` from what the whole model takes beyond its kernels (the VM's
+     dispatch and allocations), per op;
+3. the profile is written back as TOML with those numbers (everything else unchanged).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from autoplace.build import build
+from autoplace.build.pool import first_line
+from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
+from autoplace.build.targets import unit_target
+from autoplace.graph import OpGraph
+from autoplace.profile import Profile
+from autoplace.space import SearchSpace
+
+#: Kernel timing: each repeat runs at least this long (small kernels are repeated).
+KERNEL_MIN_REPEAT_MS = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelTime:
+    """One op of a model and the measured time of its kernel alone."""
+
+    model: str
+    op: str
+    func: str
+    kind: str
+    flops: float
+    nbytes: int
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurements:
+    """Kernel times and whole-model times of one unit."""
+
+    unit: str
+    kernels: tuple[KernelTime, ...]
+    models: dict[str, float]  # model -> whole-model latency (s) on the unit
+    ops: dict[str, int]  # model -> number of ops
+
+    def to_dict(self) -> dict:
+        return {"unit": self.unit, "kernels": [dataclasses.asdict(k) for k in self.kernels],
+                "models": dict(self.models), "ops": dict(self.ops)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Measurements:
+        return cls(unit=d["unit"], kernels=tuple(KernelTime(**k) for k in d["kernels"]),
+                   models=dict(d["models"]), ops=dict(d["ops"]))
+
+
+class Session:
+    """Where timing happens: this host, or an RPC session (``rpc.connect_tracker().request``)."""
+
+    def __init__(self, remote=None):
+        self.remote = remote
+
+    def load(self, exe, workdir: Path, name: str):
+        """The executable as a runtime module on the device."""
+        if self.remote is None:
+            return exe if hasattr(exe, "time_evaluator") else exe.jit()
+        path = workdir / f"{name}.so"
+        exe.export_library(str(path))
+        self.remote.upload(str(path))
+        return self.remote.load_module(path.name)
+
+    def device(self, dev_type: int, dev_id: int):
+        import tvm
+
+        return (self.remote.device if self.remote is not None else tvm.device)(dev_type, dev_id)
+
+
+# -- measuring ------------------------------------------------------------------------------
+def _random_args(pf, device, rng) -> list:
+    import tvm
+
+    args = []
+    for p in pf.params:
+        shape = [int(d) for d in p.ty.shape]
+        dtype = str(p.ty.dtype)
+        arr = rng.random(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
+        args.append(tvm.runtime.tensor(arr, device=device))
+    return args
+
+
+def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
+                 settings: TimeSettings, seed: int = 0) -> dict[str, float]:
+    """Seconds per call of each distinct kernel of ``graph``, compiled alone for ``target``."""
+    import tvm
+
+    funcs = sorted({op.func or op.name for op in graph.ops})
+    kmod = tvm.IRModule({f: mod[f].with_attr("global_symbol", f) for f in funcs})
+    lib = session.load(tvm.compile(kmod, target=target), workdir, f"kernels-{graph.name}")
+    dev = session.device(int(target.get_target_device_type()), 0)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for f in funcs:
+        timer = lib.time_evaluator(f, dev, number=1, repeat=settings.repeat,
+                                   min_repeat_ms=KERNEL_MIN_REPEAT_MS)
+        out[f] = min(float(x) for x in timer(*_random_args(mod[f], dev, rng)).results)
+    return out
+
+
+def time_model(mod, graph: OpGraph, profile: Profile, unit: str, session: Session,
+               workdir: Path, settings: TimeSettings, seed: int = 0) -> float:
+    """Latency of the whole model built with every op on ``unit`` (fastest repeat)."""
+    space = SearchSpace(graph, profile)
+    placement = space.uniform(unit)
+    if placement is None:
+        raise ValueError(f"unit {unit!r} does not accept every op of {graph.name}; "
+                         "calibrate a unit that does (e.g. the host)")
+    lib = session.load(build(mod, placement, profile, graph=graph).executable, workdir,
+                       f"model-{graph.name}")
+    loaded = Loaded(lib, device=session.device)
+    return min(loaded.time(loaded.inputs(random_inputs(loaded.meta, seed)), settings))
+
+
+def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Session,
+            settings: TimeSettings = DEFAULT_TIMING, progress: Callable = print
+            ) -> Measurements:
+    """Kernel and whole-model times of ``models`` on ``unit`` (imports TVM)."""
+    from autoplace.models import load_module
+
+    target = unit_target(profile.unit(unit), profile)
+    kernels, whole, ops = [], {}, {}
+    with tempfile.TemporaryDirectory(prefix="autoplace-cal-") as tmp:
+        for name in models:
+            mod, graph = load_module(name)
+            times = time_kernels(mod, graph, target, session, Path(tmp), settings)
+            kernels += [KernelTime(model=name, op=op.name, func=op.func or op.name,
+                                   kind=op.kind, flops=op.flops,
+                                   nbytes=op.bytes_read + op.output_bytes,
+                                   seconds=times[op.func or op.name]) for op in graph.ops]
+            whole[name] = time_model(mod, graph, profile, unit, session, Path(tmp), settings)
+            ops[name] = len(graph.ops)
+            progress(f"  {name}: {len(times)} kernels, whole model {whole[name] * 1e3:.2f} ms")
+    return Measurements(unit=unit, kernels=tuple(kernels), models=whole, ops=ops)
+
+
+# -- fitting --------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Fit:
+    """Fitted numbers of one unit (and its home scope's bandwidth)."""
+
+    unit: str
+    scope: str
+    gflops: dict[str, float]
+    bandwidth_bps: float
+    launch_overhead_s: float
+
+
+def _fit_bandwidth(kernels: Sequence[KernelTime], default: float) -> float:
+    """Bytes per second of pure data movement (injective kernels without FLOPs), at least
+    the bytes per second of every kind: no kind may be slower than its own data moves.
+
+    (``exp`` and friends also count zero FLOPs but compute; they do not set the rate.)
+    """
+    moving = [k for k in kernels if k.flops == 0 and k.nbytes > 0 and k.kind == "injective"]
+    total = sum(k.seconds for k in moving)
+    bw = sum(k.nbytes for k in moving) / total if total > 0 else default
+    for kind in {k.kind for k in kernels}:
+        mine = [k for k in kernels if k.kind == kind]
+        seconds = sum(k.seconds for k in mine)
+        if seconds > 0:
+            bw = max(bw, sum(k.nbytes for k in mine) / seconds)
+    return bw
+
+
+def _fit_gflops(kernels: Sequence[KernelTime], bw: float) -> float:
+    """GFLOP/s g with sum(max(flops / g, bytes / bw)) == sum(seconds), by bisection."""
+    target = sum(k.seconds for k in kernels)
+    flops = np.array([k.flops for k in kernels])
+    memory = np.array([k.nbytes / bw for k in kernels])
+    if memory.sum() >= target * (1 - 1e-9):  # data movement explains the time: the
+        # lowest throughput at which no kernel becomes compute bound
+        bound = flops[memory > 0] / memory[memory > 0]
+        return float(max(bound.max(initial=0.0), flops.sum() / target) / 1e9)
+    lo, hi = -4.0, 6.0  # log10 GFLOP/s
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        pred = np.maximum(flops / (10 ** mid * 1e9), memory).sum()
+        lo, hi = (mid, hi) if pred > target else (lo, mid)
+    return float(10 ** ((lo + hi) / 2))
+
+
+def fit(m: Measurements, profile: Profile) -> Fit:
+    """The unit's throughput per op kind, launch overhead and home-scope bandwidth."""
+    scope = profile.home_scope(m.unit)
+    bw = _fit_bandwidth(m.kernels, profile.scope(scope).bandwidth_bps)
+    kinds = sorted({k.kind for k in m.kernels if k.flops > 0})
+    gflops = {kind: _fit_gflops([k for k in m.kernels if k.kind == kind], bw) for kind in kinds}
+    gflops["default"] = _fit_gflops([k for k in m.kernels if k.flops > 0], bw)
+    return Fit(unit=m.unit, scope=scope, gflops={k: round(v, 4) for k, v in gflops.items()},
+               bandwidth_bps=bw, launch_overhead_s=_fit_overhead(m))
+
+
+def _fit_overhead(m: Measurements) -> float:
+    """Per-op time of the whole models beyond their kernels, by least squares.
+
+    Model ``i`` with ``n`` ops and kernels summing to ``S`` took ``T = S + n * o``; timing
+    noise grows with ``T``, so each model is weighted by ``1 / T**2`` (the small models,
+    where the overhead shows, decide it).
+    """
+    num = den = 0.0
+    for name, t in m.models.items():
+        n = m.ops[name]
+        extra = t - sum(k.seconds for k in m.kernels if k.model == name)
+        num += n * extra / t**2
+        den += n * n / t**2
+    return max(0.0, num / den) if den > 0 else 0.0
+
+
+def _as_written(value: float, scale: float) -> float:
+    """``value`` as it reads back from the TOML :func:`to_toml` writes (``scale`` = unit)."""
+    return scale * float(f"{value / scale:.12g}")
+
+
+def calibrated(profile: Profile, f: Fit, *, name: str | None = None) -> Profile:
+    """``profile`` with the fitted numbers of one unit and its home scope.
+
+    The numbers are rounded as :func:`to_toml` writes them, so the written profile has
+    the same hash as this one.
+    """
+    gflops = {k: float(f"{v:.12g}") for k, v in f.gflops.items()}
+    units = tuple(dataclasses.replace(u, gflops=gflops,
+                                      launch_overhead_s=_as_written(f.launch_overhead_s, 1e-6))
+                  if u.name == f.unit else u for u in profile.units)
+    bw = _as_written(f.bandwidth_bps, 1e9)
+    scopes = tuple(dataclasses.replace(s, bandwidth_bps=bw) if s.name == f.scope else s
+                   for s in profile.scopes)
+    return dataclasses.replace(profile, name=name or f"{profile.name}-calibrated", units=units,
+                               scopes=scopes,
+                               description=f"{profile.description} (unit {f.unit} calibrated)")
+
+
+# -- writing --------------------------------------------------------------------------------
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return repr(v)
+    if isinstance(v, float):
+        return f"{v:.12g}"  # datasheet units: 1e-6 * 2.0 must not come back as 1.9999...
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def to_toml(profile: Profile, header: str = "") -> str:
+    """``profile`` in the TOML schema :func:`autoplace.profile_io.load_profile` reads."""
+    out = [f"# {line}" for line in header.splitlines()]
+    out += [f"name = {_toml_value(profile.name)}",
+            f"description = {_toml_value(profile.description)}",
+            f"host = {_toml_value(profile.host)}",
+            f"default_scope = {_toml_value(profile.default_scope)}"]
+    for u in profile.units:
+        out += ["", f"[units.{json.dumps(u.name)}]", f"target = {_toml_value(dict(u.target))}",
+                f"accepts = {_toml_value(sorted(u.accepts))}",
+                f"launch_overhead_us = {_toml_value(u.launch_overhead_s * 1e6)}",
+                f"power_w = {_toml_value(u.power_w)}"]
+        out += [f"rpc_key = {_toml_value(u.rpc_key)}"] if u.rpc_key else []
+        out += [f"[units.{json.dumps(u.name)}.gflops]"]
+        out += [f"{json.dumps(k)} = {_toml_value(float(v))}" for k, v in sorted(u.gflops.items())]
+    for s in profile.scopes:
+        out += ["", f"[scopes.{json.dumps(s.name)}]",
+                f"capacity_mib = {_toml_value(s.capacity_bytes / (1 << 20))}",
+                f"bandwidth_gbps = {_toml_value(s.bandwidth_bps / 1e9)}",
+                f"access = {_toml_value(sorted(s.access))}"]
+    for c in profile.copies:
+        out += ["", "[[copies]]", f"src = {_toml_value(c.src)}", f"dst = {_toml_value(c.dst)}",
+                f"bandwidth_gbps = {_toml_value(c.bandwidth_bps / 1e9)}",
+                f"latency_us = {_toml_value(c.latency_s * 1e6)}",
+                f"modes = {_toml_value(list(c.modes))}", f"dma = {_toml_value(c.engine)}"]
+    if not profile.copies:
+        out.insert(len(header.splitlines()) + 4, "copies = []")
+    return "\n".join(out) + "\n"
+
+
+# -- the command ----------------------------------------------------------------------------
+def simulated(profile: Profile, graph: OpGraph, unit: str) -> float:
+    """Simulated latency of ``graph`` with every op on ``unit`` (its home scope)."""
+    from autoplace.measure.simulator import Simulator
+
+    space = SearchSpace(graph, profile)
+    return Simulator(graph, profile, space=space).simulate(space.uniform(unit)).latency_s
+
+
+def report(m: Measurements, before: Profile, after: Profile, f: Fit) -> list[str]:
+    """Lines: fitted numbers, then measured vs simulated latency per model."""
+    from autoplace.models import load_graph
+
+    old = before.unit(f.unit)
+    lines = [f"unit {f.unit}: launch overhead {old.launch_overhead_s * 1e6:.2f} -> "
+             f"{f.launch_overhead_s * 1e6:.2f} us; scope {f.scope} bandwidth "
+             f"{before.scope(f.scope).bandwidth_bps / 1e9:.2f} -> {f.bandwidth_bps / 1e9:.2f} GB/s"]
+    for kind, g in sorted(f.gflops.items()):
+        was = old.gflops.get(kind, old.gflops.get("default"))
+        lines.append(f"  gflops[{kind}] {was} -> {g:.3f}")
+    lines.append(f"{'model':<14}{'measured ms':>12}{'before ms':>12}{'after ms':>12}{'error':>8}")
+    for name, t in m.models.items():
+        g = load_graph(name)
+        a, b = simulated(before, g, f.unit), simulated(after, g, f.unit)
+        lines.append(f"{name:<14}{t * 1e3:>12.2f}{a * 1e3:>12.2f}{b * 1e3:>12.2f}"
+                     f"{abs(b - t) / t:>8.1%}")
+    return lines
+
+
+def _session(args) -> Session:
+    if not args.rpc_tracker:
+        return Session()
+    from tvm import rpc
+
+    from autoplace.measure.server import parse_addr
+
+    host, port = parse_addr(args.rpc_tracker, "--rpc-tracker")
+    try:
+        return Session(rpc.connect_tracker(host, port).request(args.rpc_key, priority=1))
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"--rpc-tracker {args.rpc_tracker}: {first_line(exc)}") from None
+
+
+def calibrate_cli(args, out) -> int:
+    """``autoplace calibrate``: measure, fit, write the profile and the kernel table."""
+    from autoplace.profile_io import load_profile
+
+    profile = load_profile(args.hw)
+    unit = args.unit or profile.host
+    profile.unit(unit)  # KeyError -> a user error below
+    models = args.model or ["squeezenet"]
+    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
+    where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
+    print(f"calibrating unit {unit} of {profile.name} on {where} with {', '.join(models)}",
+          file=out)
+    m = measure(models, profile, unit, session=_session(args), settings=settings,
+                progress=lambda s: print(s, file=out, flush=True))
+    f = fit(m, profile)
+    after = calibrated(profile, f)
+    path = Path(args.output or f"{profile.name}-calibrated.toml")
+    path.write_text(to_toml(after, f"calibrated from {profile.source} on {where}\n"
+                                   f"models: {', '.join(models)}"))
+    table = path.with_suffix(".kernels.json")
+    table.write_text(json.dumps(m.to_dict(), indent=1) + "\n")
+    print("\n".join(report(m, profile, after, f)), file=out)
+    print(f"wrote {path} (and the per-kernel times in {table})", file=out)
+    return 0

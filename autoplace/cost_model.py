@@ -1,0 +1,322 @@
+"""Cost models: predict a placement's latency from features, so the search measures less.
+
+Features (:class:`Featurizer`, docs/cost_model.md) are cheap analytic quantities of a
+placement on its graph and profile, computed for a whole batch with numpy: per-unit busy
+time, DMA engine busy time, copy time and bytes by mode, the contention-free critical path,
+unit switches, scope pressure. Times are divided by the graph's critical-path bound and
+counts by the graph's size, so that one model serves every graph of a profile (warm start
+from other graphs' logs). Column 0, ``log_estimate``, is the log of the analytic estimate
+``max(critical path, busiest unit, busiest DMA engine)`` over the bound.
+
+Targets are ``log(latency / bound)``. :class:`XGBCostModel` boosts trees on the *residual*
+to the analytic estimate (XGBoost's ``base_margin``), so an untrained or barely trained
+model already ranks by the estimate, and training only learns what the estimate misses
+(contention, program-order stalls, memory). :class:`AnalyticCostModel` is the estimate
+alone. Both follow scikit-learn's contract: ``__init__`` stores settings, ``fit`` returns
+``self``, learned state ends in ``_``, ``predict`` before ``fit`` raises
+:class:`NotFittedError`. Models are saved with XGBoost's own JSON/UBJ format.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+
+from autoplace.estimate import ASYNC, SYNC, SpaceTables, critical_path_bound
+from autoplace.profile import COPY_MODES
+from autoplace.space import Placement, SearchSpace
+
+#: Feature names, in column order (docs/cost_model.md explains each).
+FEATURES = (
+    "log_estimate", "log_critical_path", "log_busiest_unit", "log_second_unit",
+    "log_busiest_dma", "log_host", "log_total_busy", "parallelism", "busiest_share",
+    "log_sync_copy", "log_async_copy", "sync_bytes", "async_bytes", "crossing_edges",
+    "unit_switches", "units_used", "ops_off_default", "log_launch", "scope_pressure",
+    "buffer_pressure", "no_route",
+)
+FEATURE_VERSION = 1
+FAIL_PENALTY = 1.0  # a failure's target: its estimate's + this (a factor e in latency)
+_EPS = 1e-3  # floor of time ratios before the log (a term that is 0 stays finite)
+
+
+class CostModelError(ValueError):
+    """A cost model cannot be built, loaded or used as asked."""
+
+
+class NotFittedError(CostModelError, AttributeError):
+    """``predict`` or ``save`` was called before ``fit``."""
+
+
+def encode(space: SearchSpace, placements: list[Placement]) -> tuple[np.ndarray, np.ndarray]:
+    """Choice index per op and mode index per edge (``sync`` where no copy) of placements.
+
+    Raises :class:`CostModelError` for a placement that does not belong to ``space``.
+    """
+    index = [{c: j for j, c in enumerate(cs)} for cs in space.op_choices]
+    names = [op.name for op in space.graph.ops]
+    choice = np.zeros((len(placements), len(names)), dtype=np.int64)
+    mode = np.zeros((len(placements), len(space.edge_names)), dtype=np.int64)
+    for b, p in enumerate(placements):
+        try:
+            choice[b] = [idx[p.ops[n]] for idx, n in zip(index, names)]
+        except KeyError as exc:
+            raise CostModelError(f"placement does not fit graph {space.graph.name} on "
+                                 f"profile {space.profile.name}: {exc}") from None
+        mode[b] = [COPY_MODES.index(p.copies.get(n, "sync")) for n in space.edge_names]
+    return choice, mode
+
+
+class Featurizer:
+    """Features of placements of one space (see the module docstring)."""
+
+    names = FEATURES
+
+    def __init__(self, space: SearchSpace, t: SpaceTables | None = None):
+        self.space, self.t = space, t or SpaceTables(space)
+        self.reference = max(critical_path_bound(self.t), 1e-12)
+        self.in_edges = space.graph.in_edges()
+        self.total_bytes = max(float(self.t.nbytes.sum()), 1.0)
+        self.launch = np.array([u.launch_overhead_s for u in space.profile.units])
+        self._route_flat = self.t.route_id.reshape(-1).astype(np.int32)
+        self._flat = np.arange(self.t.n_ops) * self.t.c_dur.shape[1]  # row offsets
+        self._tables = [x.ravel() for x in (self.t.c_unit, self.t.c_scope.astype(np.int32),
+                                            self.t.c_dur)]
+
+    def routes(self, scope: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per edge, from each op's scope index: crosses scopes, the route id taken (0:
+        none), its mode (the preferred one, else the other as ``SearchSpace.decode``)."""
+        a, b = np.take(scope, self.t.src, axis=1), np.take(scope, self.t.dst, axis=1)
+        cross = a != b
+        pair = (a * len(self.t.scopes) + b) * len(COPY_MODES)
+        mode = mode.astype(np.int32)
+        want, other = self._route_flat[pair + mode], self._route_flat[pair + 1 - mode]
+        has = want > 0
+        rid = np.where(has, want, other)
+        rid[~cross] = 0
+        return cross, rid, np.where(has, mode, 1 - mode)
+
+    def transform(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+        """Feature matrix ``[B, len(FEATURES)]`` of ``B`` encoded placements."""
+        if not len(choice):
+            return np.zeros((0, len(FEATURES)))
+        t, at = self.t, self._flat + choice
+        unit, scope, dur = (table[at] for table in self._tables)
+        cross, rid, used = self.routes(scope, mode)
+        secs = np.where(cross, t.r_lat[rid] + t.nbytes * t.r_inv[rid], 0.0)
+        sync, asyn = cross & (used == SYNC), cross & (used == ASYNC)
+        busy = _per_row_sum(unit, dur, len(t.units))
+        busy[:, t.host] += (secs * sync).sum(axis=1)
+        dma = self._dma_busy(rid, asyn)
+        cp = self._critical_path(dur, secs)
+        ranked = np.sort(busy, axis=1)[:, ::-1]
+        est = np.maximum(np.maximum(cp, ranked[:, 0]), dma.max(axis=1, initial=0.0))
+        total = busy.sum(axis=1)
+        log = self._log
+        feats = [
+            log(est), log(cp), log(ranked[:, 0]),
+            log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
+            log(dma.max(axis=1, initial=0.0)), log(busy[:, t.host]), log(total),
+            total / np.maximum(est, 1e-30), ranked[:, 0] / np.maximum(total, 1e-30),
+            log((secs * sync).sum(axis=1)), log((secs * asyn).sum(axis=1)),
+            (t.nbytes * sync).sum(axis=1) / self.total_bytes,
+            (t.nbytes * asyn).sum(axis=1) / self.total_bytes,
+            cross.mean(axis=1) if t.n_edges else 0 * cp,
+            (unit[:, t.src] != unit[:, t.dst]).mean(axis=1) if t.n_edges else 0 * cp,
+            (busy > 0).sum(axis=1) / len(t.units),
+            (scope != t.default_scope).mean(axis=1),
+            log(self.launch[unit].sum(axis=1)),
+            *self._pressure(scope),
+            (cross & (rid == 0)).any(axis=1).astype(float),
+        ]
+        return np.column_stack(feats)
+
+    def _log(self, secs: np.ndarray) -> np.ndarray:
+        return np.log(np.asarray(secs) / self.reference + _EPS)
+
+    def _dma_busy(self, rid: np.ndarray, asyn: np.ndarray) -> np.ndarray:
+        """Busy time of each DMA engine: the async copies' hops it performs."""
+        t, (bi, ki) = self.t, np.nonzero(asyn)
+        r, total = rid[bi, ki], np.zeros(len(rid) * t.n_resources)
+        for h in range(t.r_hop_res.shape[1]):
+            res = t.r_hop_res[r, h]
+            on = res >= 0
+            secs = t.r_hop_lat[r[on], h] + t.nbytes[ki[on]] * t.r_hop_inv[r[on], h]
+            total += np.bincount(bi[on] * t.n_resources + res[on], weights=secs,
+                                 minlength=len(total))
+        return total.reshape(len(rid), t.n_resources)[:, len(t.units):]
+
+    def _critical_path(self, dur: np.ndarray, secs: np.ndarray) -> np.ndarray:
+        """Longest path with the chosen op times and unloaded copy times (no contention)."""
+        dur_t, secs_t = np.ascontiguousarray(dur.T), np.ascontiguousarray(secs.T)
+        finish = np.empty_like(dur_t)  # op-major: each op's row is contiguous
+        src = self.t.src
+        for i, ks in enumerate(self.in_edges):
+            if not ks:
+                finish[i] = dur_t[i]
+                continue
+            ready = finish[src[ks[0]]] + secs_t[ks[0]]
+            for k in ks[1:]:
+                np.maximum(ready, finish[src[k]] + secs_t[k], out=ready)
+            np.add(ready, dur_t[i], out=finish[i])
+        return finish.max(axis=0, initial=0.0)
+
+    def _pressure(self, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Outputs held in a scope over its capacity: summed (log) and the largest one."""
+        t = self.t
+        held = _per_row_sum(scope, np.broadcast_to(t.out_bytes, scope.shape), len(t.scopes))
+        frac = held / t.capacity
+        biggest = (t.out_bytes / t.capacity[scope]).max(axis=1, initial=0.0)
+        return np.log1p(frac.max(axis=1)), np.minimum(biggest, 4.0)
+
+    def targets(self, latency_s: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Training targets ``log(latency / bound)`` of the rows of ``X``.
+
+        A failed candidate (latency NaN) gets its own estimate's target plus
+        :data:`FAIL_PENALTY`: ranked well below where the estimate puts it, while the
+        residual the model learns stays bounded.
+        """
+        lat = np.asarray(latency_s, dtype=np.float64)
+        ok = ~np.isnan(lat)
+        y = np.log(np.where(ok, lat, 1.0) / self.reference)
+        return np.where(ok, y, np.asarray(X)[:, 0] + FAIL_PENALTY)
+
+
+def _per_row_sum(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """``out[b, j] = sum of values[b, i] where index[b, i] == j``."""
+    B = len(index)
+    flat = (np.arange(B)[:, None] * n + index).ravel()
+    return np.bincount(flat, weights=np.asarray(values, dtype=np.float64).ravel(),
+                       minlength=B * n).reshape(B, n)
+
+
+class CostModel(ABC):
+    """Predicts ``log(latency / bound)`` of placements from their features (lower is better).
+
+    ``X`` is a :class:`Featurizer` matrix; column 0 is the analytic log-estimate.
+    """
+
+    @abstractmethod
+    def fit(self, X: np.ndarray, y: np.ndarray) -> CostModel:
+        """Learn from measured placements; returns ``self``."""
+
+    @abstractmethod
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Predicted targets of ``X``'s rows."""
+
+
+class AnalyticCostModel(CostModel):
+    """The analytic estimate alone (feature 0); ``fit`` learns nothing but is required."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> AnalyticCostModel:
+        self.n_features_in_ = _check(X, y).shape[1]
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "n_features_in_"):
+            raise NotFittedError("AnalyticCostModel.predict called before fit")
+        return np.asarray(X, dtype=np.float64)[:, 0]
+
+
+def _check(X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(FEATURES):
+        raise CostModelError(f"X must have shape (n, {len(FEATURES)}), got {X.shape}")
+    if y is not None and len(y) != len(X):
+        raise CostModelError(f"X has {len(X)} rows but y has {len(y)}")
+    return X
+
+
+class XGBCostModel(CostModel):
+    """Gradient-boosted trees (XGBoost) on the residual to the analytic estimate.
+
+    ``init_model`` (a file written by :meth:`save`) warm-starts every ``fit``: its trees are
+    kept and ``n_estimators`` more are boosted on the new data. Training is single-threaded
+    and seeded, so the same data gives the same model.
+    """
+
+    def __init__(self, *, n_estimators: int = 40, max_depth: int = 4,
+                 learning_rate: float = 0.3, min_child_weight: float = 2.0,
+                 max_bin: int = 32, seed: int = 0, init_model: str | Path | None = None):
+        self.n_estimators, self.max_depth = n_estimators, max_depth
+        self.learning_rate, self.min_child_weight = learning_rate, min_child_weight
+        self.max_bin, self.seed, self.init_model = max_bin, seed, init_model
+
+    def _params(self) -> dict:
+        return {"max_depth": self.max_depth, "eta": self.learning_rate,
+                "min_child_weight": self.min_child_weight, "max_bin": self.max_bin,
+                "tree_method": "hist", "objective": "reg:squarederror", "nthread": 1,
+                "seed": self.seed, "verbosity": 0}
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> XGBCostModel:
+        import xgboost as xgb
+
+        X = _check(X, y)
+        if self.n_estimators <= 0:
+            raise CostModelError(f"n_estimators > 0 must hold, got {self.n_estimators}")
+        init = _load_booster(self.init_model) if self.init_model is not None else None
+        with xgb.config_context(nthread=1):  # threads cost more than they save at this size
+            data = xgb.DMatrix(X, label=np.asarray(y, dtype=np.float64), base_margin=X[:, 0])
+            self.booster_ = xgb.train(self._params(), data,
+                                      num_boost_round=self.n_estimators, xgb_model=init)
+        residual = np.asarray(y, dtype=np.float64) - X[:, 0]
+        self.residual_range_ = (float(residual.min(initial=0.0)),
+                                float(residual.max(initial=0.0)))
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "booster_"):
+            raise NotFittedError("XGBCostModel.predict called before fit (or load)")
+        X = _check(X)
+        if not len(X):
+            return np.zeros(0)
+        import xgboost as xgb
+
+        with xgb.config_context(nthread=1):
+            raw = np.asarray(self.booster_.inplace_predict(X, base_margin=X[:, 0]),
+                             dtype=np.float64)
+        # boosted trees can add up to corrections no training row had; don't extrapolate
+        low, high = self.residual_range_
+        return X[:, 0] + np.clip(raw - X[:, 0], low, high)
+
+    def save(self, path: str | Path) -> None:
+        """Write the model in XGBoost's format (``.json`` or ``.ubj``), with the features."""
+        if not hasattr(self, "booster_"):
+            raise NotFittedError("XGBCostModel.save called before fit")
+        path = Path(path)
+        if path.suffix not in (".json", ".ubj"):
+            raise CostModelError(f"{path}: a cost model file ends in .json or .ubj")
+        self.booster_.set_attr(
+            autoplace_features=json.dumps({"version": FEATURE_VERSION, "names": list(FEATURES)}),
+            autoplace_residual_range=json.dumps(list(self.residual_range_)))
+        self.booster_.save_model(str(path))
+
+    @classmethod
+    def load(cls, path: str | Path, **settings) -> XGBCostModel:
+        """A fitted model read from ``path`` (``settings`` apply to later ``fit`` calls)."""
+        model = cls(**settings)
+        model.booster_ = _load_booster(path)
+        low, high = json.loads(model.booster_.attr("autoplace_residual_range") or "[0, 0]")
+        model.residual_range_ = (float(low), float(high))
+        model.n_features_in_ = len(FEATURES)
+        return model
+
+
+def _load_booster(path: str | Path):
+    """An XGBoost booster written by :meth:`XGBCostModel.save`, its features checked."""
+    import xgboost as xgb
+
+    booster = xgb.Booster()
+    try:
+        booster.load_model(str(path))
+    except (xgb.core.XGBoostError, OSError):
+        raise CostModelError(f"{path}: not an XGBoost model file") from None
+    meta = booster.attr("autoplace_features")
+    expected = {"version": FEATURE_VERSION, "names": list(FEATURES)}
+    if meta is None or json.loads(meta) != expected:
+        raise CostModelError(f"{path}: a cost model of other features (autoplace_features="
+                             f"{meta}); retrain it with this version")
+    return booster

@@ -1,0 +1,222 @@
+"""Evolutionary proposals over encoded placements, vectorised with numpy.
+
+A *genome* is a placement encoded as a choice index per op (into ``op_choices``) and a
+preferred copy mode per edge (0 ``sync``, 1 ``async``), the same encoding as
+:func:`autoplace.cost_model.encode`. :class:`Genomes` mutates and crosses whole batches of
+them at once; :func:`evolve` runs a few generations of mutation and selection against a
+score (the cost model's prediction), as Ansor's evolutionary search does, so that many
+candidates are ranked for each one measured.
+
+Mutations (one per child, drawn by :data:`OPERATORS` weights):
+
+- ``point``: one op to a random choice;
+- ``follow``: one op to the (unit, scope) of a random neighbour (removes a copy);
+- ``segment``: a run of ops in program order to one (unit, scope) where each allows it;
+- ``scope``: a run of ops in program order to one scope, each keeping its unit where the
+  unit can use that scope (a stage moves into on-chip memory, or out of it);
+- ``move``: every op on one unit to another unit (e.g. to an idle twin on a mesh);
+- ``mode``: flip the preferred copy mode of 1-3 edges;
+- ``cross``: a program-order range of ops (and their in-edges' modes) from a second parent.
+
+Runs (``segment``, ``scope``) are log-uniformly 2 ops to half the graph long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from autoplace.estimate import SpaceTables
+from autoplace.space import Placement, SearchSpace
+
+OPERATORS = {"point": 0.25, "follow": 0.15, "segment": 0.15, "scope": 0.1, "move": 0.1,
+             "mode": 0.1, "cross": 0.15}
+
+
+class Genomes:
+    """Batch operations on the genomes of one space."""
+
+    def __init__(self, space: SearchSpace, t: SpaceTables):
+        self.space, self.t = space, t
+        S = len(t.scopes)
+        self.pair = t.c_unit * S + t.c_scope  # (unit, scope) id of each (op, choice)
+        n_pairs = len(t.units) * S
+        self.to_choice = np.full((t.n_ops, n_pairs), -1, dtype=np.int64)
+        for i in range(t.n_ops):
+            for j in reversed(range(int(t.n_choices[i]))):
+                self.to_choice[i, self.pair[i, j]] = j
+        self.neighbours = _neighbours(t)
+        self._route_flat = t.route_id.reshape(-1)
+
+    # -- encoding ------------------------------------------------------------------------
+    def normalize(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+        """The modes decoding really uses: 0 where no copy, the other mode where the
+        preferred one has no route (as :meth:`SearchSpace.decode` repairs it)."""
+        t = self.t
+        scope = t.c_scope[np.arange(t.n_ops), choice]
+        a, b = scope[:, t.src], scope[:, t.dst]
+        pair = (a * len(t.scopes) + b) * 2
+        has_want = self._route_flat[pair + mode] > 0
+        has_other = self._route_flat[pair + 1 - mode] > 0
+        used = np.where(has_want | ~has_other, mode, 1 - mode)
+        return np.where(a != b, used, 0)
+
+    @staticmethod
+    def keys(choice: np.ndarray, mode: np.ndarray) -> list[bytes]:
+        """A hashable key per row (use normalised modes)."""
+        rows = np.concatenate([choice, mode], axis=1).astype(np.int16)
+        return [r.tobytes() for r in rows]
+
+    def decode(self, choice: np.ndarray, mode: np.ndarray) -> Placement:
+        """The placement of one genome."""
+        return self.space.decode([int(c) for c in choice],
+                                 {k: ("sync", "async")[int(m)] for k, m in enumerate(mode)})
+
+    def random(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` uniformly random genomes."""
+        t = self.t
+        choice = (rng.random((n, t.n_ops)) * t.n_choices).astype(np.int64)
+        return choice, rng.integers(0, 2, (n, t.n_edges))
+
+    # -- mutation ------------------------------------------------------------------------
+    def mutate(self, choice: np.ndarray, mode: np.ndarray, parents: np.ndarray,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One child per entry of ``parents`` (row indices into ``choice``/``mode``)."""
+        c, m = choice[parents].copy(), mode[parents].copy()
+        names = list(OPERATORS)
+        kind = rng.choice(len(names), size=len(parents), p=list(OPERATORS.values()))
+        for k, name in enumerate(names):
+            rows = np.flatnonzero(kind == k)
+            if len(rows):
+                getattr(self, f"_{name}")(c, m, rows, rng, choice, mode)
+        return c, m
+
+    def _point(self, c, m, rows, rng, *_):
+        i = rng.integers(0, self.t.n_ops, len(rows))
+        c[rows, i] = (rng.random(len(rows)) * self.t.n_choices[i]).astype(np.int64)
+
+    def _follow(self, c, m, rows, rng, *_):
+        i = rng.integers(0, self.t.n_ops, len(rows))
+        nb = self.neighbours[i, (rng.random(len(rows)) * self.neighbours.shape[1]).astype(int)]
+        has = nb >= 0
+        rows, i, nb = rows[has], i[has], nb[has]
+        want = self.to_choice[i, self.pair[nb, c[rows, nb]]]
+        ok = want >= 0
+        c[rows[ok], i[ok]] = want[ok]
+
+    def _runs(self, rows: np.ndarray, rng: np.random.Generator):
+        """A start op and a log-uniform length (2 .. half the graph) per row."""
+        n = self.t.n_ops
+        start = rng.integers(0, n, len(rows))
+        top = np.log(max(n / 2, 2.0))
+        length = np.exp(rng.uniform(np.log(2.0), top, len(rows))).round().astype(np.int64)
+        return start, np.maximum(length, 1)
+
+    def _apply_runs(self, c, rows, start, length, pair_of) -> None:
+        """Set each op of each run to the choice of ``pair_of(run rows, ops)`` if it has one."""
+        for off in range(int(length.max(initial=0))):
+            i = start + off
+            live = (off < length) & (i < self.t.n_ops)
+            r, i = rows[live], i[live]
+            want = self.to_choice[i, pair_of(live, r, i)]
+            ok = want >= 0
+            c[r[ok], i[ok]] = want[ok]
+
+    def _segment(self, c, m, rows, rng, *_):
+        start, length = self._runs(rows, rng)
+        pick = (rng.random(len(rows)) * self.t.n_choices[start]).astype(np.int64)
+        pair = self.pair[start, pick]
+        self._apply_runs(c, rows, start, length, lambda live, r, i: pair[live])
+
+    def _scope(self, c, m, rows, rng, *_):
+        t = self.t
+        start, length = self._runs(rows, rng)
+        scope = rng.integers(0, len(t.scopes), len(rows))
+        self._apply_runs(c, rows, start, length, lambda live, r, i: (
+            t.c_unit[i, c[r, i]] * len(t.scopes) + scope[live]))
+
+    def _move(self, c, m, rows, rng, *_):
+        t = self.t
+        i = rng.integers(0, t.n_ops, len(rows))
+        pick = (rng.random(len(rows)) * t.n_choices[i]).astype(np.int64)
+        src_unit = t.c_unit[i, c[rows, i]]
+        cols = np.arange(t.n_ops)
+        units = t.c_unit[cols, c[rows]]
+        want = self.to_choice[cols, self.pair[i, pick][:, None]]
+        swap = (units == src_unit[:, None]) & (want >= 0)
+        c[rows] = np.where(swap, want, c[rows])
+
+    def _mode(self, c, m, rows, rng, *_):
+        if not self.t.n_edges:
+            return
+        for _ in range(3):
+            e = rng.integers(0, self.t.n_edges, len(rows))
+            flip = rng.random(len(rows)) < 0.6
+            m[rows[flip], e[flip]] ^= 1
+
+    def _cross(self, c, m, rows, rng, choice, mode):
+        t = self.t
+        other = rng.integers(0, len(choice), len(rows))
+        lo = rng.integers(0, t.n_ops, len(rows))
+        hi = np.minimum(lo + rng.integers(1, max(t.n_ops // 2, 1) + 1, len(rows)), t.n_ops)
+        cols = np.arange(t.n_ops)
+        take = (cols >= lo[:, None]) & (cols < hi[:, None])
+        c[rows] = np.where(take, choice[other], c[rows])
+        take_e = (t.dst >= lo[:, None]) & (t.dst < hi[:, None])
+        m[rows] = np.where(take_e, mode[other], m[rows])
+
+
+def _neighbours(t: SpaceTables) -> np.ndarray:
+    """Predecessors and successors of each op, padded with -1."""
+    nb: list[list[int]] = [[] for _ in range(t.n_ops)]
+    for s, d in zip(t.src, t.dst):
+        nb[s].append(int(d))
+        nb[d].append(int(s))
+    width = max((len(x) for x in nb), default=1) or 1
+    out = np.full((t.n_ops, width), -1, dtype=np.int64)
+    for i, x in enumerate(nb):
+        out[i, :len(x)] = x
+    return out
+
+
+#: Scores (lower is better) and a duplicate key per row of a batch of genomes.
+Score = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, list[bytes]]]
+
+
+def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score, *,
+           children: int, generations: int, keep: int, rng: np.random.Generator,
+           exclude: set[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Evolve the starting genomes against ``score``.
+
+    Each generation mutates ``children`` parents drawn from the population (better ranks
+    drawn more often) and keeps the ``keep`` best of distinct keys. Returns every genome
+    scored whose key is new and not in ``exclude``, best first, with its score.
+    """
+    mode = genomes.normalize(choice, mode)
+    pop = _unique(choice, mode, *score(choice, mode), set())
+    pool = [pop]
+    for _ in range(generations):
+        weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
+        parents = rng.choice(len(pop[0]), size=children, p=weights / weights.sum())
+        c, m = genomes.mutate(pop[0], pop[1], parents, rng)
+        m = genomes.normalize(c, m)
+        kids = _unique(c, m, *score(c, m), set())
+        pool.append(kids)
+        pop = _unique(*(np.concatenate(x) for x in zip(pop[:3], kids[:3])),
+                      pop[3] + kids[3], set())
+        pop = (pop[0][:keep], pop[1][:keep], pop[2][:keep], pop[3][:keep])
+    c, m, s = (np.concatenate(x) for x in zip(*(p[:3] for p in pool)))
+    return _unique(c, m, s, [k for p in pool for k in p[3]], exclude)[:3]
+
+
+def _unique(c, m, s, keys: list[bytes], exclude: set[bytes]):
+    """Rows sorted by score (stable), the first of each key, excluded keys dropped."""
+    order = np.argsort(s, kind="stable")
+    seen, keep = set(exclude), []
+    for idx in order:
+        if keys[idx] not in seen:
+            seen.add(keys[idx])
+            keep.append(idx)
+    keep = np.array(keep, dtype=np.int64)
+    return c[keep], m[keep], s[keep], [keys[i] for i in keep]

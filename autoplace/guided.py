@@ -1,0 +1,185 @@
+"""Model-guided proposals (Ansor/MetaSchedule style): evolve many, rank, measure a few.
+
+:class:`GuidedProposer` keeps what was measured (genomes, features, latencies), fits the
+cost model to it (plus warm-start rows), and for each round evolves ``candidates`` genomes
+from the best measured ones and the best unmeasured ones of earlier rounds, scored by the
+model. The search measures the top of that ranking, with a share ``explore`` of each batch
+drawn at random from the rest of the pool so the model also sees what it ranks low. It
+knows nothing of Optuna or logs: the search feeds results back with :meth:`observe`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autoplace.cost_model import AnalyticCostModel, CostModel, Featurizer, XGBCostModel
+from autoplace.estimate import SpaceTables
+from autoplace.evolve import Genomes, evolve
+from autoplace.space import SearchSpace
+
+COST_MODELS = ("xgb", "analytic", "none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """Genomes to measure, the model's prediction for each, and how each was picked."""
+
+    choice: np.ndarray
+    mode: np.ndarray
+    predicted: np.ndarray
+    strategy: tuple[str, ...]
+
+
+def make_model(kind: str, *, seed: int, init_model: str | None = None) -> CostModel | None:
+    """The cost model ``kind`` names (None for ``"none"``)."""
+    if kind == "xgb":
+        return XGBCostModel(seed=seed, init_model=init_model)
+    if kind == "analytic":
+        return AnalyticCostModel()
+    if kind == "none":
+        return None
+    raise ValueError(f"cost model must be one of {COST_MODELS}, got {kind!r}")
+
+
+class GuidedProposer:
+    """Proposes batches of genomes for one space (see the module docstring)."""
+
+    def __init__(self, space: SearchSpace, t: SpaceTables, *, model: CostModel | None,
+                 candidates: int, seed: int, warm: tuple[np.ndarray, np.ndarray] | None = None,
+                 explore: float = 0.1, generations: int = 3, keep: int = 64):
+        self.genomes, self.featurizer = Genomes(space, t), Featurizer(space, t)
+        self.model, self.candidates, self.explore = model, candidates, explore
+        self.generations, self.keep = generations, keep
+        self.rng = np.random.default_rng(seed)
+        width = len(self.featurizer.names)
+        self.warm = warm if warm is not None else (np.zeros((0, width)), np.zeros(0))
+        self.X, self.latency = np.zeros((0, width)), np.zeros(0)
+        self.choice = np.zeros((0, t.n_ops), dtype=np.int64)
+        self.mode = np.zeros((0, t.n_edges), dtype=np.int64)
+        self.measured: set[bytes] = set()  # duplicate keys (see score) measured
+        self.measured_genomes: set[bytes] = set()
+        self.population = (self.choice, self.mode)
+        self._fitted_rows = -1
+
+    # -- data ----------------------------------------------------------------------------
+    def observe(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
+        """Add measured genomes; ``latency`` is NaN for a failed candidate."""
+        mode = self.genomes.normalize(choice, mode)
+        X = self.featurizer.transform(choice, mode)
+        self.measured_genomes.update(self.genomes.keys(choice, mode))
+        self.measured.update(_feature_keys(X) if self.model is not None
+                             else self.genomes.keys(choice, mode))
+        self.choice = np.concatenate([self.choice, choice])
+        self.mode = np.concatenate([self.mode, mode])
+        self.X = np.concatenate([self.X, X])
+        self.latency = np.concatenate([self.latency, np.asarray(latency, dtype=np.float64)])
+
+    def seed_population(self, choice: np.ndarray, mode: np.ndarray) -> None:
+        """Genomes to evolve from besides the measured ones (e.g. HEFT's)."""
+        self.population = (np.concatenate([self.population[0], choice]),
+                           np.concatenate([self.population[1], mode]))
+
+    def fit(self) -> int:
+        """(Re)train the model on warm-start and own rows; the number of rows used."""
+        rows = len(self.warm[1]) + len(self.latency)
+        if self.model is None or rows == self._fitted_rows or rows == 0:
+            return max(self._fitted_rows, 0)
+        X = np.concatenate([self.warm[0], self.X])
+        y = np.concatenate([self.warm[1], self.featurizer.targets(self.latency, self.X)])
+        self.model.fit(X, y)
+        self._fitted_rows = rows
+        return rows
+
+    def score(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+        """Predicted ``log(latency / bound)`` (lower is better) and a duplicate key per row.
+
+        With a model, rows with equal features are duplicates (the model cannot tell them
+        apart: e.g. the same work on twin units); without one, scores are random and only
+        equal genomes are duplicates.
+        """
+        if self.model is None:
+            return self.rng.random(len(choice)), self.genomes.keys(choice, mode)
+        X = self.featurizer.transform(choice, mode)
+        keys = _feature_keys(X)
+        if self._fitted_rows < 0:
+            return X[:, 0], keys
+        return self.model.predict(X), keys
+
+    # -- proposing -----------------------------------------------------------------------
+    def parents(self) -> tuple[np.ndarray, np.ndarray]:
+        """The best measured genomes, then the best unmeasured ones carried over."""
+        ok = np.flatnonzero(~np.isnan(self.latency))
+        best = ok[np.argsort(self.latency[ok], kind="stable")][: self.keep // 2]
+        pc, pm = self.population
+        c = np.concatenate([self.choice[best], pc[: self.keep - len(best)]])
+        m = np.concatenate([self.mode[best], pm[: self.keep - len(best)]])
+        if not len(c):
+            c, m = self.genomes.random(self.keep, self.rng)
+        return c, m
+
+    def propose(self, n: int) -> Batch:
+        """Up to ``n`` unmeasured genomes: the model's best, ``explore`` of them at random
+        from lower ranks; fewer (even none) only when no unmeasured one can be found."""
+        c, m, s = evolve(self.genomes, *self.parents(), self.score,
+                         children=max(self.candidates // self.generations, 1),
+                         generations=self.generations, keep=self.keep, rng=self.rng,
+                         exclude=self.measured)
+        if len(c) < n:  # running dry: top up with random genomes never measured
+            c, m, s = (np.concatenate(x) for x in zip((c, m, s), self._random_unmeasured(c, m)))
+        pick = self._pick(len(c), n)
+        rest = np.setdiff1d(np.arange(len(c)), pick)[: self.keep]
+        self.population = (c[rest], m[rest])
+        labels = tuple("evolve" if p < len(pick) else "explore" for p in pick)
+        return Batch(choice=c[pick], mode=m[pick], predicted=s[pick], strategy=labels)
+
+    def _random_unmeasured(self, c: np.ndarray, m: np.ndarray):
+        """Random genomes not measured and not in the pool (equal features allowed: in a
+        small space, the model's twins are measured before the search gives up)."""
+        rc, rm = self.genomes.random(8 * self.keep, self.rng)
+        rm = self.genomes.normalize(rc, rm)
+
+        def score(choice, mode):
+            return self.score(choice, mode)[0], self.genomes.keys(choice, mode)
+
+        exclude = self.measured_genomes | set(self.genomes.keys(c, m))
+        return evolve(self.genomes, rc, rm, score, children=1, generations=0, keep=self.keep,
+                      rng=self.rng, exclude=exclude)
+
+    def _pick(self, pool: int, n: int) -> np.ndarray:
+        """Indices into the ranked pool: the top ones, the last few swapped for random
+        lower-ranked ones (each slot with probability ``explore``)."""
+        n = min(n, pool)
+        k = min(int((self.rng.random(n) < self.explore).sum()), pool - n)
+        extra = self.rng.choice(np.arange(n, pool), size=k, replace=False) if k else []
+        return np.array(sorted([*range(n - k), *(int(x) for x in extra)]), dtype=np.int64)
+
+    def batch_quality(self, predicted: np.ndarray) -> dict:
+        """How well ``predicted`` (made before measuring) ranked the last observed batch:
+        Spearman's rho and RMSE over its valid candidates, and how many failed."""
+        n = len(predicted)
+        lat = self.latency[len(self.latency) - n:]
+        y = self.featurizer.targets(lat, self.X[len(self.X) - n:])
+        ok = ~np.isnan(lat)
+        rho = _spearman(predicted[ok], y[ok]) if ok.sum() >= 3 else None
+        rmse = float(np.sqrt(np.mean((predicted[ok] - y[ok]) ** 2))) if ok.any() else None
+        return {"batch": n, "failed": int((~ok).sum()), "spearman": rho, "rmse": rmse}
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Spearman's rank correlation, ties ranked by their mean (None if a side is constant)."""
+    ra, rb = _ranks(a), _ranks(b)
+    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    _, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + ends - 1) / 2.0)[inverse]
+
+
+def _feature_keys(X: np.ndarray) -> list[bytes]:
+    return [r.tobytes() for r in np.round(X, 9)]

@@ -1,0 +1,271 @@
+"""Measure placements through a TVM RPC tracker: real boards, or simulated ones.
+
+``mode="run"``: each candidate is built here (parallel workers), uploaded to a server the
+tracker hands out for ``key``, loaded and timed there. ``mode="simulate"``: nothing is
+built; the servers (``autoplace serve``) simulate the placements with their profile.
+
+One worker thread per server registered under the key measures in parallel, each with its
+own session. Faults are results: a call that exceeds ``timeout`` abandons its server
+(TIMEOUT), a server that dies mid-call fails the candidate in flight (CONNECTION) and the
+others carry on; when no server is left the batch raises :class:`NoServerError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Sequence
+
+from tvm import rpc
+
+from autoplace.build.pool import first_line
+from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
+from autoplace.graph import OpGraph
+from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times
+from autoplace.measure.server import INFO_FUNC, LOAD_FUNC, SIM_FUNC, parse_addr
+from autoplace.profile import Profile
+from autoplace.space import Placement, SearchSpace
+
+MODES = ("run", "simulate")
+#: Session requests made before giving up on the servers under a key.
+ATTEMPTS = 3
+
+
+class NoServerError(ConnectionError):
+    """No RPC server is left under the key: the job cannot go on."""
+
+
+class _Dead(Exception):
+    """The session is gone (server killed, connection lost)."""
+
+
+def _call(fn, timeout: float):
+    """``fn()`` in a daemon thread: ("ok", value), ("error", exc) or ("timeout", None).
+
+    A call that overruns is abandoned with its thread (a frozen server never answers).
+    """
+    box: dict = {}
+
+    def target():
+        try:
+            box["ok"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as a value
+            box["error"] = exc
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    th.join(timeout)
+    if th.is_alive():
+        return "timeout", None
+    return ("ok", box["ok"]) if "ok" in box else ("error", box["error"])
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, OSError | EOFError) or any(
+        s in text for s in ("kShutdown", "Connection", "connection", "Broken pipe", "socket"))
+
+
+class RPCMeasurer(BuildingMeasurer):
+    """Measures placements on the servers a TVM RPC tracker has under ``key``.
+
+    ``tracker`` is ``HOST:PORT``. ``mode="run"`` needs ``mod`` (the fused module of
+    ``graph``); ``mode="simulate"`` does not. ``timeout`` bounds one candidate on a server
+    (upload, load and timing, or one simulation); ``server_wait`` is how long to wait for a
+    session before asking the tracker whether any server is left.
+    """
+
+    def __init__(self, mod, graph: OpGraph, profile: Profile, *, tracker: str, key: str,
+                 mode: str = "run", space: SearchSpace | None = None,
+                 settings: TimeSettings = DEFAULT_TIMING, timeout: float = 60.0,
+                 build_timeout: float | None = None, build_workers: int = 2,
+                 check_capacity: bool = True, seed: int = 0, server_wait: float = 5.0,
+                 workdir=None, memory_scopes: str = "global"):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got mode={mode!r}")
+        if mode == "run" and mod is None:
+            raise ValueError("mode='run' needs the module to build")
+        if timeout <= 0 or server_wait <= 0:
+            raise ValueError(f"timeout > 0 and server_wait > 0 must hold, got "
+                             f"timeout={timeout}, server_wait={server_wait}")
+        self.tracker, self.key, self.mode = parse_addr(tracker, "rpc tracker"), key, mode
+        self.settings, self.timeout, self.seed = settings, timeout, seed
+        self.server_wait = server_wait
+        self.name = "rpc" if mode == "run" else "rpc-sim"
+        self._lock = threading.Lock()
+        self.server_count()  # fail fast on a wrong tracker address
+        super().__init__(mod if mode == "run" else None, graph, profile, space=space,
+                         build_workers=build_workers, build_timeout=build_timeout,
+                         check_capacity=check_capacity and mode == "run", workdir=workdir,
+                         memory_scopes=memory_scopes)
+
+    # -- tracker -------------------------------------------------------------------------
+    def server_count(self) -> int:
+        """Servers registered under the key (free or busy)."""
+        try:
+            summary = rpc.connect_tracker(*self.tracker).summary()
+        except (OSError, RuntimeError) as exc:
+            raise NoServerError(f"cannot reach the RPC tracker at {self._addr()}: "
+                                f"{first_line(exc)}") from None
+        return sum(1 for s in summary.get("server_info", [])
+                   if s.get("key") == f"server:{self.key}")
+
+    def _addr(self) -> str:
+        return f"{self.tracker[0]}:{self.tracker[1]}"
+
+    def _no_server(self, why: str, detail: str) -> NoServerError:
+        return NoServerError(
+            f"rpc: {why} under key {self.key!r} on tracker {self._addr()} ({detail}); "
+            "candidates measured so far are in the log. Start servers (autoplace serve --hw "
+            f"PROFILE --tracker {self._addr()} --key {self.key}) and run the same command "
+            "again (with --storage URL --resume it continues the study)")
+
+    def _open(self):
+        """A session for the key; waits while servers are busy, raises when none is left.
+
+        One attempt waits up to ``timeout + server_wait`` (a busy server frees within one
+        candidate's timeout). An attempt that fails or hangs (the tracker handed out a
+        server that just died or froze) is given up and the request made again; after
+        :data:`ATTEMPTS` attempts without a session, or when no server is registered,
+        :class:`NoServerError`.
+        """
+        patience = self.timeout + self.server_wait
+        for _ in range(ATTEMPTS):
+            status, value = self._request(time.monotonic() + patience)
+            if status == "ok":
+                return value
+            if self.server_count() == 0:
+                raise self._no_server("no server left", str(value))
+            time.sleep(min(1.0, self.server_wait))  # the tracker may still list a dead one
+        raise self._no_server(f"no server answered in {ATTEMPTS} attempts of {patience:g} s",
+                              str(value))
+
+    def _request(self, deadline: float) -> tuple[str, object]:
+        """One tracker request: ("ok", session) or ("failed", why)."""
+        box, done, cancelled = {}, threading.Event(), threading.Event()
+
+        def request():
+            try:
+                sess = rpc.connect_tracker(*self.tracker).request(
+                    self.key, priority=1, session_timeout=self.timeout + 60.0, max_retry=1)
+                if not cancelled.is_set():
+                    box["sess"] = sess
+            except BaseException as exc:  # noqa: BLE001 - reported to the caller
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=request, daemon=True).start()
+        while not done.wait(self.server_wait):
+            if self.server_count() == 0 or time.monotonic() > deadline:
+                cancelled.set()  # a session granted later is dropped at once
+                return "failed", "waited for a session in vain"
+        if "error" in box:
+            return "failed", first_line(box["error"])
+        return "ok", box["sess"]
+
+    # -- measuring -----------------------------------------------------------------------
+    def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
+        batch = Batch(placements, self.precheck)
+        servers = self.server_count() if batch.keys() else 0
+        if self.mode == "run":
+            tasks = list(self._build(batch).items())
+        else:  # one chunk per server: a simulation is cheap, a session is not
+            keys = batch.keys()
+            size = max(1, -(-len(keys) // max(1, servers)))
+            tasks = [(keys[i:i + size], [batch.placements[k] for k in keys[i:i + size]])
+                     for i in range(0, len(keys), size)]
+        if tasks:
+            self._dispatch(batch, tasks, servers)
+        return batch.done()
+
+    def _dispatch(self, batch: Batch, tasks: list, servers: int) -> None:
+        todo: queue.Queue = queue.Queue()
+        for task in tasks:
+            todo.put(task)
+        errors: list[BaseException] = []
+        workers = max(1, min(len(tasks), servers))
+        threads = [threading.Thread(target=self._worker, args=(batch, todo, errors),
+                                    daemon=True) for _ in range(workers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
+
+    def _worker(self, batch: Batch, todo: queue.Queue, errors: list) -> None:
+        """Take candidates until none is left; one session per candidate."""
+        while not errors:
+            try:
+                sess = self._open()
+            except (NoServerError, ValueError) as exc:
+                errors.append(exc)
+                return
+            try:
+                key, task = todo.get_nowait()
+            except queue.Empty:
+                return
+            status, value = _call(lambda s=sess, t=task: self._on_server(s, t), self.timeout)
+            del sess
+            if self.mode == "run" and status != "timeout":  # a hung upload may still read it
+                self._discard(task)
+            try:
+                result = self._outcome(status, value)
+            except ValueError as exc:  # misuse (a server with another profile): stop
+                errors.append(exc)
+                return
+            with self._lock:
+                for k, r in zip(*_as_lists(key, result)):
+                    batch.set(k, r)
+
+    def _outcome(self, status: str, value) -> MeasureResult:
+        if status == "timeout":
+            return MeasureResult.failure(ErrorKind.TIMEOUT, f"no answer from the server within "
+                                         f"{self.timeout:g} s; server abandoned")
+        if status == "ok":
+            return value
+        if isinstance(value, ValueError):
+            raise value
+        if _connection_lost(value):
+            return MeasureResult.failure(ErrorKind.CONNECTION, "lost the server during the "
+                                         f"measurement ({first_line(value)})")
+        return MeasureResult.failure(ErrorKind.RUN, first_line(value))
+
+    def _on_server(self, sess, task):
+        if self.mode == "simulate":
+            return self._simulate(sess, task)
+        name = os.path.basename(task.path)
+        sess.upload(task.path)
+        loaded = Loaded(sess.load_module(name), device=sess.device)
+        args = loaded.inputs(random_inputs(loaded.meta, self.seed))
+        return result_from_times(loaded.time(args, self.settings))
+
+    def _simulate(self, sess, placements: list[Placement]) -> list[MeasureResult]:
+        info = _remote_json(sess, INFO_FUNC)
+        if info.get("profile_hash") != self.profile.hash:
+            raise ValueError(f"rpc: the server under key {self.key!r} simulates profile "
+                             f"{info.get('profile')!r} (hash {info.get('profile_hash')}), "
+                             f"not {self.profile.name!r} (hash {self.profile.hash})")
+        _remote_json(sess, LOAD_FUNC, json.dumps(self.graph.to_dict()))
+        res = _remote_json(sess, SIM_FUNC, json.dumps([p.to_dict() for p in placements]))
+        return [MeasureResult.from_dict(r) for r in res["results"]]
+
+
+def _as_lists(key, result) -> tuple[list, list]:
+    """(keys, results) of a task: one candidate (run) or a chunk of them (simulate)."""
+    if isinstance(key, list):
+        return key, result if isinstance(result, list) else [result] * len(key)
+    return [key], [result]
+
+
+def _remote_json(sess, func: str, *args) -> dict:
+    """Call remote function ``func``; its JSON answer, or RuntimeError with its error."""
+    answer = json.loads(str(sess.get_function(func)(*args)))
+    if "error" in answer:
+        raise RuntimeError(f"{func} on the server: {answer['error']}")
+    return answer

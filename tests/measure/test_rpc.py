@@ -1,0 +1,267 @@
+"""RPCMeasurer and ``autoplace serve``: a real tracker and real server processes on 127.0.0.1.
+
+Servers are ``autoplace serve`` subprocesses, each in its own process group, so a test can
+kill or freeze one with everything it spawned.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+from tvm.rpc.tracker import Tracker
+
+from autoplace.build.run import TimeSettings
+from autoplace.frontend.te import from_te, seed_example
+from autoplace.measure.base import ErrorKind
+from autoplace.measure.rpc import NoServerError, RPCMeasurer
+from autoplace.measure.server import registered, wait_registered
+from autoplace.measure.simulator import Simulator
+from autoplace.profile_io import load_profile
+from autoplace.records import TuningLog, read
+from autoplace.search import TuneConfig, baselines, tune
+from autoplace.space import Placement, SearchSpace
+
+#: About a second per candidate on a server, whatever the module.
+SLOW = TimeSettings(number=1, repeat=2, warmup=0, min_repeat_ms=500)
+
+
+@pytest.fixture(scope="module")
+def tracker():
+    t = Tracker("127.0.0.1", port=9190, port_end=9399, silent=True)
+    yield f"127.0.0.1:{t.port}"
+    t.terminate()
+
+
+class Servers:
+    """``autoplace serve`` processes started under one key; all killed at the end."""
+
+    def __init__(self, tracker: str, key: str, hw: str = "soc"):
+        self.tracker, self.key, self.hw, self.procs = tracker, key, hw, []
+
+    def start(self, n: int) -> None:
+        for _ in range(n):
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "autoplace", "serve", "--hw", self.hw,
+                 "--tracker", self.tracker, "--key", self.key],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                start_new_session=True))
+        for p in self.procs[-n:]:
+            assert p.stdout.readline().startswith("READY port=")
+        wait_registered(self.tracker, self.key, len(self.alive()))
+
+    def alive(self) -> list:
+        return [p for p in self.procs if p.poll() is None]
+
+    def signal(self, proc, sig) -> None:
+        os.killpg(proc.pid, sig)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGCONT)
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+@pytest.fixture
+def servers(tracker, request):
+    s = Servers(tracker, f"t-{request.node.name[:40]}")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def soc():
+    return load_profile("soc")
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return from_te(*seed_example(), "seed_te")
+
+
+def distinct(space: SearchSpace) -> list[Placement]:
+    return [space.uniform("cpu1"), space.from_user({"D": "accelerator1"}),
+            space.from_user({"E": {"unit": "accelerator2", "scope": "sram2"}}),
+            space.from_user({"C": {"unit": "accelerator1", "scope": "sram1"}})]
+
+
+def wait_session(proc, timeout: float = 300.0) -> None:
+    """Until server ``proc`` is in a session: TVM forks one process per session from the
+    server's worker, so the tree of ``autoplace serve`` gets a third level."""
+    deadline = time.monotonic() + timeout
+    root = psutil.Process(proc.pid)
+    while time.monotonic() < deadline:
+        if any(c.ppid() != root.pid for c in root.children(recursive=True)):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"server {proc.pid} never got a session")
+
+
+def test_runs_real_builds_on_two_servers(seed, soc, servers, tracker):
+    servers.start(2)
+    mod, graph = seed
+    space = SearchSpace(graph, soc)
+    batch = distinct(space)
+    bad = Placement(ops={**batch[0].ops, "C": ("cpu1", "sram2")}, copies={})
+    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key,
+                    settings=TimeSettings(repeat=3), timeout=60)
+    try:
+        results = m.measure(batch[:2] + [bad] + batch[2:])
+    finally:
+        m.close()
+    assert [r.error for r in results] == [None, None, ErrorKind.INVALID, None, None]
+    assert all(0 < r.latency_s < 0.1 for r in results if r.ok)
+    assert m.name == "rpc"
+
+
+def test_simulated_boards_answer_as_the_simulator(seed, soc, servers, tracker):
+    servers.start(2)
+    _, graph = seed
+    space = SearchSpace(graph, soc)
+    batch = [p for _, p in baselines(space)] + distinct(space)
+    m = RPCMeasurer(None, graph, soc, tracker=tracker, key=servers.key, mode="simulate")
+    try:
+        remote = m.measure(batch)
+    finally:
+        m.close()
+    local = Simulator(graph, soc).measure(batch)
+    assert [r.to_dict() for r in remote] == [r.to_dict() for r in local]
+    assert m.name == "rpc-sim"
+
+
+def test_a_server_of_another_profile_is_refused(seed, servers, tracker):
+    servers.start(1)
+    _, graph = seed
+    host = load_profile("host")
+    m = RPCMeasurer(None, graph, host, tracker=tracker, key=servers.key, mode="simulate")
+    try:
+        with pytest.raises(ValueError, match="simulates profile 'soc'.*not 'host'"):
+            m.measure([SearchSpace(graph, host).uniform("cpu")])
+    finally:
+        m.close()
+
+
+def _tune_in_thread(space, measurer, log_path, trials):
+    out: dict = {}
+
+    def job():
+        try:
+            with TuningLog(log_path) as log:
+                out["result"] = tune(space, measurer, log,
+                                     TuneConfig(trials=trials, batch_size=4, seed=0))
+        except BaseException as exc:  # noqa: BLE001 - inspected by the test
+            out["error"] = exc
+
+    th = threading.Thread(target=job)
+    th.start()
+    return th, out
+
+
+def test_a_server_killed_mid_job(seed, soc, servers, tracker, tmp_path):
+    servers.start(2)
+    mod, graph = seed
+    space = SearchSpace(graph, soc)
+    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW,
+                    timeout=60)
+    log = tmp_path / "tune.jsonl"
+    th, out = _tune_in_thread(space, m, log, trials=4)
+    wait_session(servers.procs[0])
+    servers.signal(servers.procs[0], signal.SIGKILL)
+    th.join(600)
+    m.close()
+    assert "error" not in out, out.get("error")
+    records = read(log)
+    assert len(records) == out["result"].measured >= len(baselines(space)) + 4
+    assert len({(r.strategy, r.trial) for r in records}) == len(records)
+    lost = [r for r in records if r.result.error is ErrorKind.CONNECTION]
+    # one candidate was in flight (a batch measures a repeated placement once)
+    assert len({r.placement.to_json() for r in lost}) == 1
+    assert "lost the server" in lost[0].result.detail
+    assert sum(r.result.ok for r in records) == len(records) - len(lost)
+    assert registered(tracker, servers.key) == 1
+
+
+def test_no_server_left_stops_the_job(seed, soc, servers, tracker, tmp_path):
+    servers.start(1)
+    mod, graph = seed
+    space = SearchSpace(graph, soc)
+    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW,
+                    timeout=60, server_wait=1.0)
+    log = tmp_path / "tune.jsonl"
+    th, out = _tune_in_thread(space, m, log, trials=8)
+    n_base = len(baselines(space))
+    deadline = time.monotonic() + 300
+    while (not log.exists() or len(log.read_text().splitlines()) < n_base) and th.is_alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    wait_session(servers.procs[0])  # the first search batch is on the server
+    servers.signal(servers.procs[0], signal.SIGKILL)
+    th.join(600)
+    m.close()
+    assert isinstance(out.get("error"), NoServerError)
+    assert "no server left" in str(out["error"]) and "--resume" in str(out["error"])
+    records = read(log)  # the baselines, whole; the batch in flight is not logged
+    assert [r.strategy for r in records] == [n for n, _ in baselines(space)]
+    assert all(r.result.ok for r in records)
+
+
+def test_a_hung_server_times_out_and_is_abandoned(seed, soc, servers, tracker):
+    servers.start(2)
+    mod, graph = seed
+    space = SearchSpace(graph, soc)
+    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW,
+                    timeout=8)
+    out: dict = {}
+
+    def job():
+        try:
+            out["r"] = m.measure(distinct(space))
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            out["error"] = exc
+
+    th = threading.Thread(target=job)
+    th.start()
+    wait_session(servers.procs[0])
+    servers.signal(servers.procs[0], signal.SIGSTOP)
+    th.join(600)
+    m.close()
+    assert "error" not in out, out.get("error")
+    errors = [r.error for r in out["r"]]
+    assert errors.count(ErrorKind.TIMEOUT) == 1 and errors.count(None) == 3
+    hung = next(r for r in out["r"] if r.error)
+    assert "within 8 s" in hung.detail
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoplace", *args], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_tune_through_rpc_from_the_command_line(servers, tracker, tmp_path):
+    servers.start(1)
+    log = tmp_path / "tune.jsonl"
+    proc = _cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "rpc",
+                "--rpc-tracker", tracker, "--rpc-key", servers.key, "--log", str(log),
+                "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    records = read(log)
+    assert records and {r.measurer for r in records} == {"rpc"}
+    assert all(r.result.ok for r in records)
+
+
+def test_no_server_under_the_key_is_one_line_from_the_command_line(tracker, tmp_path):
+    proc = _cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "rpc",
+                "--rpc-tracker", tracker, "--rpc-key", "nobody-here", "--log",
+                str(tmp_path / "t.jsonl"), "--no-progress")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rpc: no server left under key 'nobody-here'" in lines[0]
+    assert "--resume" in lines[0]

@@ -1,0 +1,336 @@
+"""Placement -> TVM build: real compiles and real Relax VM runs on this host.
+
+The bundled "light" ONNX models have constant weights (every output is the uniform
+softmax), so outputs are compared with seeded random weights put in their place, in the
+ONNX file itself so that onnxruntime runs the same model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from factories import tiny_profile
+from onnx import numpy_helper
+
+from autoplace.build import (
+    BuildError,
+    apply,
+    apply_best,
+    build,
+    build_te,
+    compile_placed,
+    compile_unplaced,
+    portable,
+    random_inputs,
+)
+from autoplace.build.pipeline import placed_pipeline, with_metadata
+from autoplace.build.run import Loaded
+from autoplace.frontend.te import seed_example
+from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.models import BUNDLED, bundled_onnx_path, load_module
+from autoplace.profile_io import load_profile
+from autoplace.records import Record
+from autoplace.space import Placement, SearchSpace
+
+
+def randomized_onnx(name: str, path: Path, seed: int = 0) -> Path:
+    """The bundled ONNX model with seeded random weights (uniform, scaled by fan-in).
+
+    The light models build every weight with ``ConstantOfShape(0.02)`` of a shape
+    initializer; each such node becomes an initializer of random values.
+    """
+    model = onnx.load(str(bundled_onnx_path(name)))
+    inits = {i.name: i for i in model.graph.initializer}
+    # BatchNormalization: variance (input 4) in [0.5, 1.5] so sqrt(var) exists, scale
+    # (input 1) in [0.1, 0.5] so deep stacks do not saturate the softmax
+    bn = [n for n in model.graph.node if n.op_type == "BatchNormalization"]
+    ranges = {**{n.input[4]: (0.5, 1.5) for n in bn}, **{n.input[1]: (0.1, 0.5) for n in bn}}
+    rng = np.random.default_rng(seed)
+    keep = []
+    for node in model.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            shape = [int(d) for d in numpy_helper.to_array(inits[node.input[0]])]
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+            w = (rng.uniform(*ranges[node.output[0]], shape) if node.output[0] in ranges
+                 else rng.uniform(-1.0, 1.0, shape) * np.sqrt(3.0 / max(1, fan_in)))
+            model.graph.initializer.append(
+                numpy_helper.from_array(w.astype(np.float32), node.output[0]))
+            model.graph.input.append(  # opset 9 lists initializers as inputs too
+                onnx.helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT,
+                                                   shape))
+        else:
+            keep.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    used = {i for n in keep for i in n.input}
+    for field in (model.graph.initializer, model.graph.input):
+        unused = [x for x in field if x.name.endswith("__SHAPE") and x.name not in used]
+        for x in unused:
+            field.remove(x)
+    onnx.save(model, str(path))
+    return path
+
+
+def alternating(space: SearchSpace) -> Placement:
+    """Each op on a different (unit, scope) than the op before, wherever it can be."""
+    choice, prev = [], None
+    for i, cs in enumerate(space.op_choices):
+        options = [j for j, c in enumerate(cs) if c != prev] or [0]
+        choice.append(options[i % len(options)])
+        prev = cs[choice[-1]]
+    return space.decode(choice, {k: ("sync", "async")[k % 2] for k in range(len(space.edge_names))})
+
+
+def seeded(space: SearchSpace, seed: int) -> Placement:
+    rng = np.random.default_rng(seed)
+    for _ in range(100):
+        p = space.decode([int(rng.integers(len(c))) for c in space.op_choices], {})
+        if space.check(p) is None:
+            return p
+    raise AssertionError("no valid random placement found")
+
+
+def placements_for(space: SearchSpace) -> dict[str, Placement]:
+    return {"alternating": alternating(space), "random": seeded(space, 1),
+            "accelerator1": seeded_on(space, "accelerator1")}
+
+
+def seeded_on(space: SearchSpace, unit: str) -> Placement:
+    """Every op on ``unit`` where it accepts the op (its first scope), else on the host."""
+    ops = {}
+    for op, cs in zip(space.graph.ops, space.op_choices):
+        mine = [c for c in cs if c[0] == unit]
+        ops[op.name] = mine[0] if mine else cs[0]
+    return space.from_user({"ops": {k: {"unit": u, "scope": s} for k, (u, s) in ops.items()}})
+
+
+@pytest.fixture(scope="module")
+def soc():
+    return load_profile("soc")
+
+
+#: LLVM at -O1: the same kernels, compiled about twice as fast, running as fast (the placement is
+#: what is under test here; test_static_memory_planning... uses the real targets).
+QUICK = {"opt-level": 1}
+
+
+@pytest.fixture(scope="module")
+def quick_soc(soc):
+    units = tuple(dataclasses.replace(u, target={**u.target, **QUICK}) for u in soc.units)
+    return dataclasses.replace(soc, units=units)
+
+
+class Reference:
+    """A model (ONNX ones with random weights), its unplaced outputs on seeded inputs.
+
+    For an ONNX model the unplaced TVM outputs are first checked against onnxruntime's.
+    """
+
+    def __init__(self, name: str, workdir: Path, target: dict | None = None):
+        onnx_path = None if BUNDLED[name] is None else randomized_onnx(
+            name, workdir / f"{name}.onnx")
+        self.mod, self.graph = load_module(onnx_path or name)
+        target = tvm.target.Target({"kind": "llvm", **(target or {})})
+        ref = Loaded(compile_unplaced(self.mod, target))
+        self.inputs = random_inputs(ref.meta, seed=3)
+        self.outputs = ref.run(ref.inputs(self.inputs))
+        if onnx_path is not None:
+            self._check_onnxruntime(onnx_path, ref.meta)
+
+    def _check_onnxruntime(self, path: Path, meta: dict) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3  # errors only
+        sess = onnxruntime.InferenceSession(str(path), options,
+                                            providers=["CPUExecutionProvider"])
+        feed = {spec["name"]: x for spec, x in zip(meta["inputs"], self.inputs)}
+        for got, want in zip(self.outputs, sess.run(None, feed)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+    def check(self, placement: Placement, profile) -> dict:
+        built = build(self.mod, placement, profile, graph=self.graph)
+        loaded = built.load()
+        got = loaded.run(loaded.inputs(self.inputs))
+        assert len(got) == len(self.outputs)
+        for a, b in zip(got, self.outputs):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        return loaded.meta
+
+
+def assert_copies_match(meta: dict, placement: Placement) -> None:
+    """The build copies exactly the placement's crossing edges, each in its mode."""
+    built = {c["edge"]: c["mode"] for c in meta["copies"] if c["mode"] in ("sync", "async")}
+    assert built == dict(placement.copies)
+
+
+@pytest.mark.parametrize("model", ["squeezenet", "alexnet", "inception_v1"])
+def test_placed_outputs_equal_unplaced(model, quick_soc, tmp_path):
+    ref = Reference(model, tmp_path, QUICK)
+    space = SearchSpace(ref.graph, quick_soc)
+    for name, placement in placements_for(space).items():
+        meta = ref.check(placement, quick_soc)
+        assert_copies_match(meta, placement)
+        if name == "alternating":
+            assert len(placement.copies) >= len(ref.graph.ops) // 3
+            assert len({tuple(d) for d in meta["devices"]}) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["squeezenet", "resnet50", "densenet121", "inception_v1",
+                                   "inception_v2", "shufflenet", "vgg19", "alexnet",
+                                   "zfnet512", "seed_te"])
+def test_every_bundled_model_places_correctly(model, quick_soc, tmp_path):
+    ref = Reference(model, tmp_path, QUICK)
+    space = SearchSpace(ref.graph, quick_soc)
+    for placement in (alternating(space), seeded(space, 7)):
+        assert_copies_match(ref.check(placement, quick_soc), placement)
+
+
+def test_static_memory_planning_breaks_placed_modules(soc, tmp_path):
+    """TVM 0.27's StaticPlanBlockMemory shares storage across vdevices; the build skips it.
+
+    If TVM fixes the planner, the first half fails: then re-enable it in placed_pipeline.
+    """
+    ref = Reference("squeezenet", tmp_path)
+    placement = alternating(SearchSpace(ref.graph, soc))
+    placed = apply(ref.mod, placement, soc, graph=ref.graph)
+    planned = tvm.compile(with_metadata(placed), target=None,
+                          relax_pipeline=placed_pipeline(plan_memory=True))
+    loaded = Loaded(planned)
+    with pytest.raises(ValueError, match="device_id"):
+        loaded.run(loaded.inputs(ref.inputs))
+    ours = Loaded(compile_placed(placed))
+    np.testing.assert_allclose(ours.run(ours.inputs(ref.inputs))[0], ref.outputs[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_the_first_seed_construct(soc):
+    outputs, inputs = seed_example()
+    spec = {"ops": {"C": "cpu1", "D": "accelerator1",
+                    "E": {"unit": "accelerator2", "scope": "sram2"}},
+            "copies": {"E->F": "sync"}}
+    built = build_te(outputs, inputs, spec, soc)
+    loaded = built.load()
+    a, b = random_inputs(loaded.meta, seed=1)
+    (f,) = loaded.run(loaded.inputs([a, b]))
+    np.testing.assert_allclose(f, a * b + 1.0 + np.exp(a * b), rtol=1e-6)
+    copies = {c["edge"]: (c["mode"], c["src"], c["dst"]) for c in loaded.meta["copies"]}
+    assert copies == {"C->E": ("async", "dram", "sram2"), "E->F": ("sync", "sram2", "dram")}
+    units = {u: v["scope"] for v in loaded.meta["vdevices"] for u in v["units"]}
+    assert units == {"cpu1": "dram", "accelerator1": "dram", "accelerator2": "sram2"}
+    text = built.module["main"].script()
+    assert "copy_async" in text and "copy_sync" in text
+
+
+def test_kernels_carry_their_units_target(soc):
+    outputs, inputs = seed_example()
+    built = build_te(outputs, inputs, {"D": "accelerator1"}, soc)
+    targets = {gv.name_hint: f.attrs["target"] for gv, f in built.module.functions_items()
+               if isinstance(f, tvm.tirx.PrimFunc)}
+    assert str(targets["D_t0"].attrs.get("mcpu")) == "x86-64-v2"
+    assert targets["C_t0"].attrs.get("mcpu") is None
+
+
+def _with_unit_target(profile, unit: str, target: dict):
+    units = tuple(dataclasses.replace(u, target=target) if u.name == unit else u
+                  for u in profile.units)
+    return dataclasses.replace(profile, units=units)
+
+
+def test_a_unit_without_codegen_is_built_for_the_host(soc):
+    profile = _with_unit_target(soc, "accelerator2", {"kind": "npu_vendor_x"})
+    outputs, inputs = seed_example()
+    spec = {"E": {"unit": "accelerator2", "scope": "sram2"}}
+    with pytest.warns(UserWarning, match="accelerator2.*no code generator") as caught:
+        built = build_te(outputs, inputs, spec, profile)
+    assert sum("no code generator" in str(w.message) for w in caught) == 1
+    loaded = built.load()
+    a, b = random_inputs(loaded.meta, seed=2)
+    np.testing.assert_allclose(loaded.run(loaded.inputs([a, b]))[0],
+                               a * b + 1 + np.exp(a * b), rtol=1e-6)
+    npu = [v for v in loaded.meta["vdevices"] if "accelerator2" in v["units"]]
+    assert npu[0]["scope"] == "sram2" and npu[0]["target"]["kind"] == "llvm"
+
+
+def test_an_invalid_target_is_a_build_error(soc):
+    profile = _with_unit_target(soc, "accelerator1", {"kind": "llvm", "num-cores": "two"})
+    outputs, inputs = seed_example()
+    with pytest.raises(BuildError, match="accelerator1.*num-cores"):
+        build_te(outputs, inputs, {"D": "accelerator1"}, profile)
+
+
+def test_profile_memory_scopes_compile_but_cannot_run_on_a_cpu(soc):
+    mod, graph = load_module("seed_te")
+    placement = SearchSpace(graph, soc).from_user({"E": {"unit": "accelerator2",
+                                                         "scope": "sram2"}})
+    placed = apply(mod, placement, soc, graph=graph, memory_scopes="profile")
+    assert sorted(vd.memory_scope for vd in placed.global_infos["vdevice"]) == ["dram", "sram2"]
+    loaded = Loaded(compile_placed(placed))
+    with pytest.raises(Exception, match="alloc"):  # "This alloc should be implemented"
+        loaded.run(loaded.inputs(random_inputs(loaded.meta)))
+
+
+def test_a_module_of_another_graph_is_refused(soc):
+    mod, _ = load_module("seed_te")
+    _, other = load_module("squeezenet")
+    placement = SearchSpace(other, soc).uniform("cpu1")
+    with pytest.raises(BuildError, match="does not match"):
+        apply(mod, placement, soc, graph=other)
+
+
+def test_an_invalid_placement_is_refused(soc):
+    mod, graph = load_module("seed_te")
+    good = SearchSpace(graph, soc).uniform("cpu1")
+    bad = Placement(ops={**good.ops, "C": ("cpu1", "sram2")}, copies={})
+    with pytest.raises(BuildError, match="cannot write scope 'sram2'"):
+        apply(mod, bad, soc, graph=graph)
+
+
+def _record(graph, profile, placement, latency, trial):
+    result = (MeasureResult(latency_s=latency) if latency
+              else MeasureResult.failure(ErrorKind.RUN, "crashed"))
+    return Record(graph=graph.name, graph_fp=graph.fingerprint, profile=profile.name,
+                  profile_hash=profile.hash, strategy="t", trial=trial, seed=0,
+                  measurer="simulator", placement=placement, result=result)
+
+
+def test_apply_best_takes_the_fastest_record_of_this_graph_and_profile(soc):
+    mod, graph = load_module("seed_te")
+    space = SearchSpace(graph, soc)
+    fast = space.from_user({"D": "accelerator1"})
+    failed = space.from_user({"E": {"unit": "accelerator2", "scope": "sram2"}})
+    records = [_record(graph, soc, space.uniform("cpu1"), 2e-3, 0),
+               _record(graph, soc, fast, 1e-3, 1), _record(graph, soc, failed, None, 2)]
+    other = dataclasses.replace(soc, name="soc2", units=soc.units[:3])
+    records.append(_record(graph, other, space.uniform("cpu2"), 1e-6, 3))
+    placed = apply_best(mod, records, soc, graph=graph)
+    assert json.loads(str(placed["main"].attrs["autoplace.placement"])) == fast.to_dict()
+    with pytest.raises(BuildError, match="no valid record.*profile host"):
+        apply_best(mod, records, load_profile("host"), graph=graph)
+
+
+def test_portable_modules_round_trip(tmp_path):
+    mod, graph = load_module("squeezenet")
+    again = portable.load(portable.save(mod, tmp_path / "m"))
+    tvm.ir.assert_structural_equal(mod, again)
+    assert (tmp_path / "m" / portable.IR_FILE).stat().st_size < 2_000_000
+
+
+def test_tiny_profile_units_share_a_vdevice_when_targets_and_scope_match():
+    """Same target, same scope: no copy, as the placement says (docs/build.md)."""
+    profile = tiny_profile()
+    outputs, inputs = seed_example()
+    built = build_te(outputs, inputs, {"C": "acc", "D": "cpu", "E": "acc"},
+                     dataclasses.replace(profile, units=tuple(
+                         dataclasses.replace(u, accepts=frozenset({"*"})) if u.name == "acc"
+                         else u for u in profile.units)))
+    meta = built.load().meta
+    assert meta["copies"] == [] and len(meta["vdevices"]) == 1
+    assert set(meta["vdevices"][0]["units"]) == {"cpu", "acc"}

@@ -1,0 +1,98 @@
+"""Calibration: the fit on hand-made timings, the TOML it writes, the real command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated, to_toml
+from autoplace.measure.server import LocalCluster
+from autoplace.models import load_graph
+from autoplace.profile_io import load_profile
+
+
+def k(model, kind, flops, nbytes, seconds, op="op"):
+    return KernelTime(model=model, op=op, func=op, kind=kind, flops=flops, nbytes=nbytes,
+                      seconds=seconds)
+
+
+def synthetic() -> Measurements:
+    """conv2d at 50 GFLOP/s, data movement at 10 GB/s, 5 us per op beyond the kernels."""
+    kernels = (
+        k("a", "conv2d", 1e9, 1e6, 1e9 / 50e9),
+        k("a", "conv2d", 4e9, 1e6, 4e9 / 50e9),
+        k("a", "injective", 0.0, 1e8, 1e8 / 10e9),
+        # elementwise at 2 GFLOP/s, but its second kernel is memory bound at 10 GB/s
+        k("a", "elementwise", 2e6, 1e3, 2e6 / 2e9),
+        k("a", "elementwise", 1e3, 2e7, 2e7 / 10e9),
+    )
+    total = sum(x.seconds for x in kernels) + 5 * 5e-6
+    return Measurements(unit="cpu", kernels=kernels, models={"a": total}, ops={"a": 5})
+
+
+def test_fit_recovers_known_numbers():
+    f = fit(synthetic(), load_profile("host"))
+    assert f.bandwidth_bps == pytest.approx(10e9)
+    assert f.gflops["conv2d"] == pytest.approx(50.0, rel=1e-3)
+    assert f.gflops["elementwise"] == pytest.approx(2.0, rel=1e-3)
+    assert f.launch_overhead_s == pytest.approx(5e-6)
+    assert (f.unit, f.scope) == ("cpu", "dram")
+
+
+def test_calibrated_profile_reads_back_the_same(tmp_path):
+    host = load_profile("host")
+    cal = calibrated(host, fit(synthetic(), host))
+    path = tmp_path / "cal.toml"
+    path.write_text(to_toml(cal, "a header\nof two lines"))
+    again = load_profile(path)
+    assert again.hash == cal.hash and again.name == "host-calibrated"
+    assert again.unit("cpu").gflops["conv2d"] == pytest.approx(50.0, rel=1e-3)
+    assert again.scope("dram").capacity_bytes == host.scope("dram").capacity_bytes
+
+
+@pytest.mark.parametrize("name", ["soc", "biglittle", "mesh"])
+def test_every_bundled_profile_round_trips_through_toml(name, tmp_path):
+    profile = load_profile(name)
+    (tmp_path / "p.toml").write_text(to_toml(profile))
+    assert load_profile(tmp_path / "p.toml").to_dict() == profile.to_dict()
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "autoplace", *args], capture_output=True,
+                          text=True, timeout=900)
+
+
+def _check_written(out, proc):
+    assert proc.returncode == 0, proc.stderr
+    cal = load_profile(out)
+    table = json.loads(out.with_suffix(".kernels.json").read_text())
+    assert {x["op"] for x in table["kernels"]} == {"C", "D", "E", "F"}
+    assert all(x["seconds"] > 0 for x in table["kernels"])
+    assert cal.unit("cpu").gflops["default"] > 0
+    measured = table["models"]["seed_te"]
+    # the fit reproduces the model it was fitted on (overhead absorbs the rest)
+    assert simulated(cal, load_graph("seed_te"), "cpu") == pytest.approx(measured, rel=0.05)
+    assert "seed_te" in proc.stdout and "gflops[elementwise]" in proc.stdout
+
+
+def test_calibrate_on_this_host(tmp_path):
+    out = tmp_path / "host-cal.toml"
+    _check_written(out, cli("calibrate", "--hw", "host", "--model", "seed_te", "-o", str(out),
+                            "--repeat", "3"))
+
+
+def test_calibrate_through_rpc(tmp_path):
+    out = tmp_path / "host-rpc.toml"
+    with LocalCluster(load_profile("host"), "cal") as cluster:
+        proc = cli("calibrate", "--hw", "host", "--model", "seed_te", "-o", str(out),
+                   "--rpc-tracker", cluster.tracker, "--rpc-key", "cal", "--repeat", "3")
+    _check_written(out, proc)
+    assert f"on {cluster.tracker} key cal" in proc.stdout
+
+
+def test_rpc_options_go_together():
+    proc = cli("calibrate", "--hw", "host", "--rpc-tracker", "127.0.0.1:9")
+    assert proc.returncode == 2 and "go together" in proc.stderr
