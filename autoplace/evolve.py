@@ -113,28 +113,26 @@ class Genomes:
         length = np.exp(rng.uniform(np.log(2.0), top, len(rows))).round().astype(np.int64)
         return start, np.maximum(length, 1)
 
-    def _apply_runs(self, c, rows, start, length, pair_of) -> None:
-        """Set each op of each run to the choice of ``pair_of(run rows, ops)`` if it has one."""
-        for off in range(int(length.max(initial=0))):
-            i = start + off
-            live = (off < length) & (i < self.t.n_ops)
-            r, i = rows[live], i[live]
-            want = self.to_choice[i, pair_of(live, r, i)]
-            ok = want >= 0
-            c[r[ok], i[ok]] = want[ok]
+    def _apply_runs(self, c, rows, start, length, pairs) -> None:
+        """Set each op of each run to its choice of the (unit, scope) id in ``pairs[row,
+        op]``, where the op has one."""
+        cols = np.arange(self.t.n_ops)
+        live = (cols >= start[:, None]) & (cols < (start + length)[:, None])
+        want = self.to_choice[cols, pairs]
+        c[rows] = np.where(live & (want >= 0), want, c[rows])
 
     def _segment(self, c, m, rows, rng, *_):
         start, length = self._runs(rows, rng)
         pick = (rng.random(len(rows)) * self.t.n_choices[start]).astype(np.int64)
-        pair = self.pair[start, pick]
-        self._apply_runs(c, rows, start, length, lambda live, r, i: pair[live])
+        pairs = np.repeat(self.pair[start, pick][:, None], self.t.n_ops, axis=1)
+        self._apply_runs(c, rows, start, length, pairs)
 
     def _scope(self, c, m, rows, rng, *_):
         t = self.t
         start, length = self._runs(rows, rng)
         scope = rng.integers(0, len(t.scopes), len(rows))
-        self._apply_runs(c, rows, start, length, lambda live, r, i: (
-            t.c_unit[i, c[r, i]] * len(t.scopes) + scope[live]))
+        units = t.c_unit[np.arange(t.n_ops), c[rows]]
+        self._apply_runs(c, rows, start, length, units * len(t.scopes) + scope[:, None])
 
     def _move(self, c, m, rows, rng, *_):
         t = self.t
@@ -195,12 +193,14 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
     """
     mode = genomes.normalize(choice, mode)
     pop = _unique(choice, mode, *score(choice, mode), set())
-    pool = [pop]
+    pool, scored = [pop], set(genomes.keys(choice, mode))
     for _ in range(generations):
         weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
         parents = rng.choice(len(pop[0]), size=children, p=weights / weights.sum())
         c, m = genomes.mutate(pop[0], pop[1], parents, rng)
         m = genomes.normalize(c, m)
+        new = _first_unseen(genomes.keys(c, m), scored)  # many children equal a parent
+        c, m = c[new], m[new]
         kids = _unique(c, m, *score(c, m), set())
         pool.append(kids)
         pop = _unique(*(np.concatenate(x) for x in zip(pop[:3], kids[:3])),
@@ -208,6 +208,16 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
         pop = (pop[0][:keep], pop[1][:keep], pop[2][:keep], pop[3][:keep])
     c, m, s = (np.concatenate(x) for x in zip(*(p[:3] for p in pool)))
     return _unique(c, m, s, [k for p in pool for k in p[3]], exclude)[:3]
+
+
+def _first_unseen(keys: list[bytes], seen: set[bytes]) -> np.ndarray:
+    """Indices of the first occurrence of each key not in ``seen`` (which gains them)."""
+    out = []
+    for idx, key in enumerate(keys):
+        if key not in seen:
+            seen.add(key)
+            out.append(idx)
+    return np.array(out, dtype=np.int64)
 
 
 def _unique(c, m, s, keys: list[bytes], exclude: set[bytes]):

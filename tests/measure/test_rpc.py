@@ -93,14 +93,19 @@ def distinct(space: SearchSpace) -> list[Placement]:
             space.from_user({"C": {"unit": "accelerator1", "scope": "sram1"}})]
 
 
-def wait_session(proc, timeout: float = 300.0) -> None:
-    """Until server ``proc`` is in a session: TVM forks one process per session from the
-    server's worker, so the tree of ``autoplace serve`` gets a third level."""
+def wait_session(proc, timeout: float = 300.0, age: float = 0.3) -> None:
+    """Until server ``proc`` has been in a session for ``age`` seconds (past the handshake:
+    a candidate is being measured). TVM forks one process per session from the server's
+    worker, so the tree of ``autoplace serve`` gets a third level."""
     deadline = time.monotonic() + timeout
     root = psutil.Process(proc.pid)
     while time.monotonic() < deadline:
-        if any(c.ppid() != root.pid for c in root.children(recursive=True)):
-            return
+        try:
+            sessions = [c for c in root.children(recursive=True) if c.ppid() != root.pid]
+            if any(time.time() - c.create_time() >= age for c in sessions):
+                return
+        except psutil.NoSuchProcess:
+            pass  # a session ended while we looked
         time.sleep(0.02)
     raise TimeoutError(f"server {proc.pid} never got a session")
 
@@ -183,7 +188,8 @@ def test_a_server_killed_mid_job(seed, soc, servers, tracker, tmp_path):
     assert len({(r.strategy, r.trial) for r in records}) == len(records)
     lost = [r for r in records if r.result.error is ErrorKind.CONNECTION]
     # one candidate was in flight (a batch measures a repeated placement once)
-    assert len({r.placement.to_json() for r in lost}) == 1
+    seen = [(r.strategy, r.result.error, r.result.detail[:70]) for r in records]
+    assert len({r.placement.to_json() for r in lost}) == 1, seen
     assert "lost the server" in lost[0].result.detail
     assert sum(r.result.ok for r in records) == len(records) - len(lost)
     assert registered(tracker, servers.key) == 1
