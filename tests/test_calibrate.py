@@ -73,8 +73,11 @@ def _check_written(out, proc):
     assert all(x["seconds"] > 0 for x in table["kernels"])
     assert cal.unit("cpu").gflops["default"] > 0
     measured = table["models"]["seed_te"]
-    # the fit reproduces the model it was fitted on (overhead absorbs the rest)
-    assert simulated(cal, load_graph("seed_te"), "cpu") == pytest.approx(measured, rel=0.05)
+    kernels = sum(x["seconds"] for x in table["kernels"])
+    # the fit reproduces the model it was fitted on: the kernels' time, plus the overhead
+    # that explains the rest (none when the kernels alone took longer, as with noise)
+    expected = max(measured, kernels)
+    assert simulated(cal, load_graph("seed_te"), "cpu") == pytest.approx(expected, rel=1e-3)
     assert "seed_te" in proc.stdout and "gflops[elementwise]" in proc.stdout
 
 
