@@ -125,7 +125,11 @@ class TuneConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TuneResult:
-    """What a tuning job found: the best record, the baselines, how far it got."""
+    """What a tuning job found: the best record, the baselines, how far it got.
+
+    ``baselines`` holds the records of the named baselines, and ``"heft"`` when the
+    ``evolve`` search measured HEFT's placement (its first candidate).
+    """
 
     best: Record | None
     baselines: dict[str, Record]
@@ -188,6 +192,7 @@ class Tuner:
         """Feed the trials of a resumed study to the proposer; the number of trials."""
         trials = self.study.get_trials(deepcopy=False)
         done = [(t, p) for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)
+                and t.user_attrs.get("strategy")  # asked, never measured: no strategy
                 and (p := self._trial_placement(t)) is not None]
         for t, p in done:
             self.seen.add(p.to_json())

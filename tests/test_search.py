@@ -178,3 +178,15 @@ def test_params_round_trip_through_optuna(tmp_path):
         assert set(params) <= set(dists)
         assert to_placement(space, {**{k: d.choices[0] for k, d in dists.items()},
                                     **params}) == p
+
+
+def test_an_evolve_job_resumes_a_tpe_study(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+    graph, profile = load_graph("seed_te"), load_profile("soc")
+    _, first = run(tmp_path, graph, profile, "a.jsonl", trials=12, storage=storage,
+                   sampler="tpe", cost_model="none")
+    _, second = run(tmp_path, graph, profile, "b.jsonl", trials=30, storage=storage,
+                    resume=True)
+    assert len(second) == 30 - 12 and second[0].trial == 5 + 12
+    tpe = {r.placement.to_json() for r in first[5:]}
+    assert not tpe & {r.placement.to_json() for r in second}  # replayed: not measured again
