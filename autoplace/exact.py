@@ -32,7 +32,7 @@ import numpy as np
 
 from autoplace.estimate import SpaceTables
 from autoplace.graph import OpGraph
-from autoplace.measure.batch import BatchModel, _State
+from autoplace.measure.batch import BatchModel, BatchRun
 from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, SearchSpace
 
@@ -174,7 +174,7 @@ class _Search:
         keep = np.zeros(len(choice), dtype=bool)
         for lo in range(0, len(choice), CHUNK):
             c, m = choice[lo:lo + CHUNK], mode[lo:lo + CHUNK][:, cols]
-            st = _State(model, c, m)
+            st = BatchRun(model, c, m)
             for i in range(model.n):
                 st.op(i)
             out = st.finish_up()

@@ -69,14 +69,14 @@ class BatchModel:
 
     def run(self, choice: np.ndarray, mode: np.ndarray) -> dict[str, np.ndarray]:
         """Simulate ``B`` placements: ``choice[B, ops]`` indices, ``mode[B, edges]`` (0 sync)."""
-        st = _State(self, choice, mode)
+        st = BatchRun(self, choice, mode)
         for i in range(self.n):
             st.op(i)
         return st.finish_up()
 
 
-class _State:
-    """Per-batch arrays of one run."""
+class BatchRun:
+    """Per-batch arrays of one run; ``op(i)`` schedules op ``i`` (in order) for every row."""
 
     def __init__(self, m: BatchModel, choice: np.ndarray, mode: np.ndarray):
         B, ops = choice.shape

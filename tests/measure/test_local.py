@@ -8,23 +8,13 @@ import pytest
 from tvm import te
 
 from autoplace.build.run import TimeSettings
-from autoplace.frontend.te import from_te, seed_example
+from autoplace.frontend.te import from_te
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.local import LocalMeasurer
 from autoplace.profile_io import load_profile
 from autoplace.space import Placement, SearchSpace
 
 FAST = TimeSettings(number=1, repeat=3, warmup=1)
-
-
-@pytest.fixture(scope="module")
-def soc():
-    return load_profile("soc")
-
-
-@pytest.fixture(scope="module")
-def seed():
-    return from_te(*seed_example(), "seed_te")
 
 
 def heavy_te(n: int = 640):

@@ -18,7 +18,6 @@ import pytest
 from tvm.rpc.tracker import Tracker
 
 from autoplace.build.run import TimeSettings
-from autoplace.frontend.te import from_te, seed_example
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.rpc import NoServerError, RPCMeasurer
 from autoplace.measure.server import registered, wait_registered
@@ -75,16 +74,6 @@ def servers(tracker, request):
     s = Servers(tracker, f"t-{request.node.name[:40]}")
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def soc():
-    return load_profile("soc")
-
-
-@pytest.fixture(scope="module")
-def seed():
-    return from_te(*seed_example(), "seed_te")
 
 
 def distinct(space: SearchSpace) -> list[Placement]:
