@@ -6,6 +6,8 @@ name here), before the search starts; the search then only has to beat them.
 
 from __future__ import annotations
 
+import json
+
 from autoplace.estimate import op_seconds
 from autoplace.heft import heft
 from autoplace.space import Placement, SearchSpace
@@ -31,9 +33,37 @@ def greedy(space: SearchSpace) -> Placement:
 
 
 def single_units(space: SearchSpace) -> list[tuple[str, Placement]]:
-    """``single:<unit>`` for each unit that takes every op, all in its home scope."""
-    return [(f"single:{u.name}", p) for u in space.profile.units
-            if (p := space.uniform(u.name)) is not None]
+    """``single:<unit>`` for each unit that takes every op, all in its home scope.
+
+    Mirror units (same description, home scopes alike, e.g. the PEs of a mesh) give the
+    same single-unit placement up to renaming, so only the first of them is a baseline.
+    """
+    out, seen = [], set()
+    for u in space.profile.units:
+        key = _mirror_key(space.profile, u)
+        if key not in seen and (p := space.uniform(u.name)) is not None:
+            seen.add(key)
+            out.append((f"single:{u.name}", p))
+    return out
+
+
+def _mirror_key(profile, unit) -> tuple:
+    """What a single-unit placement on ``unit`` depends on, without the unit's name.
+
+    The unit's description, its home scope (by name when it is the default scope, which
+    every such placement shares, else by capacity and bandwidth) and the direct copy paths
+    between the default scope and that home scope. A private home scope without a direct
+    path keeps its name: its route may differ, so it is never merged.
+    """
+    home = profile.scope(profile.home_scope(unit.name))
+    links = tuple(sorted((c.src == home.name, c.bandwidth_bps, c.latency_s, c.modes)
+                         for c in profile.copies
+                         if {c.src, c.dst} == {home.name, profile.default_scope}))
+    private = home.name != profile.default_scope
+    where = (home.capacity_bytes, home.bandwidth_bps, links) if private and links else home.name
+    return (json.dumps(dict(unit.target), sort_keys=True, default=str),
+            tuple(sorted(unit.accepts)), tuple(sorted(unit.gflops.items())),
+            unit.launch_overhead_s, unit.power_w, unit.rpc_key, where)
 
 
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:

@@ -82,3 +82,29 @@ def test_greedy_and_single_units():
     conv_space = SearchSpace(conv, tiny_profile())
     assert [n for n, _ in single_units(conv_space)] == ["single:cpu"]  # acc rejects conv2d
     assert [n for n, _ in baselines(space)] == ["single:cpu", "single:acc", "greedy"]
+
+
+def test_mirror_units_share_one_single_unit_baseline():
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+
+    prof = load_profile("mesh")  # ctrl + 16 identical PEs (arm takes every op)
+    space = SearchSpace(load_graph("squeezenet"), prof)
+    assert [n for n, _ in single_units(space)] == ["single:ctrl", "single:pe0.arm"]
+    sim = Simulator(space.graph, prof, space=space)
+    mirrors = [space.uniform(f"pe{k}.arm") for k in (0, 5, 15)]
+    assert len({r.latency_s for r in sim.measure(mirrors)}) == 1  # what merging relies on
+
+
+def test_a_unit_differing_in_one_field_keeps_its_baseline():
+    import dataclasses
+
+    prof = tiny_profile()
+    cpu, acc = prof.units
+    twin = dataclasses.replace(cpu, name="cpu2")
+    hotter = dataclasses.replace(cpu, name="cpu3", power_w=cpu.power_w + 1)
+    scopes = tuple(dataclasses.replace(s, access=s.access | {"cpu2", "cpu3"})
+                   if s.name == "dram" else s for s in prof.scopes)
+    prof = dataclasses.replace(prof, units=(cpu, acc, twin, hotter), scopes=scopes)
+    names = [n for n, _ in single_units(SearchSpace(chain_graph(), prof))]
+    assert names == ["single:cpu", "single:acc", "single:cpu3"]
