@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autoplace.graph import GraphError, OpGraph
+from autoplace.measure.base import MeasurementStopped
 from autoplace.profile import ProfileError
 from autoplace.records import RecordError
 from autoplace.space import Placement, PlacementError
 
 DEFAULT_MODEL = "squeezenet"
 DEFAULT_PROFILE = "soc"
-USER_ERRORS = (GraphError, ProfileError, PlacementError, RecordError, ValueError, OSError)
+USER_ERRORS = (GraphError, ProfileError, PlacementError, RecordError, MeasurementStopped,
+               ValueError, OSError)
 
 
 def _extensions() -> list:
@@ -78,12 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--study", default=None, help="Optuna study name")
     t.add_argument("--resume", action="store_true", help="continue an existing study")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
-    t.add_argument("--measurer", choices=("simulator", "local", "rpc"), default="simulator",
-                   help="simulated hardware, this host, or boards through TVM RPC")
+    t.add_argument("--measurer", choices=("simulator", "local", "rpc", "rpc-sim"),
+                   default="simulator",
+                   help="simulated hardware, this host, boards through TVM RPC, or simulated "
+                        "boards through TVM RPC (autoplace serve)")
     t.add_argument("--rpc-tracker", default=None, help="HOST:PORT of the TVM RPC tracker")
     t.add_argument("--rpc-key", default=None, help="device key on the tracker")
     t.add_argument("--timeout", type=float, default=60.0,
-                   help="per-candidate measurement timeout in seconds (local, rpc)")
+                   help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     b = sub.add_parser("best", help="the best placement in a log, as a table")
     b.set_defaults(run=cmd_best)
     b.add_argument("log")

@@ -24,7 +24,7 @@ from autoplace.baselines import baselines, greedy, heft
 from autoplace.cost_model import XGBCostModel, encode
 from autoplace.estimate import SpaceTables
 from autoplace.guided import COST_MODELS, GuidedProposer, make_model
-from autoplace.measure.base import Measurer, MeasureResult
+from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.params import (
     copy_param,
     decode_args,
@@ -158,6 +158,7 @@ class Tuner:
         self.incumbent: tuple[float, Placement] | None = None  # latency, placement of the best
         self.seen: set[str] = set()
         self.measure_s = 0.0
+        self.stopped: MeasurementStopped | None = None
         self.baseline_names = {name for name, _ in baselines(space)}
         self.stats: list[dict] = []
         self.stats_path = log.path.with_name(log.path.stem + ".model.jsonl")
@@ -212,12 +213,21 @@ class Tuner:
             return to_placement(self.space, self._complete(trial.params))
         return None
 
-    def _measure(self, placements: list[Placement]) -> list[MeasureResult]:
+    def _measure(self, placements: list[Placement]) -> list[MeasureResult | None]:
+        """The measurer's results; when it stops mid-batch, what it got (None for the
+        rest): the caller logs those, then :meth:`_go_on` raises the stop."""
         t0 = time.perf_counter()
         try:
             return self.measurer.measure(placements)
+        except MeasurementStopped as exc:
+            self.stopped = exc
+            return exc.partial or [None] * len(placements)
         finally:
             self.measure_s += time.perf_counter() - t0
+
+    def _go_on(self) -> None:
+        if self.stopped is not None:
+            raise self.stopped
 
     def _record(self, strategy: str, trial: int, placement: Placement,
                 result: MeasureResult) -> Record:
@@ -251,10 +261,12 @@ class Tuner:
         self.n_trials += 1
 
     def _observe(self, choice: np.ndarray, mode: np.ndarray,
-                 results: list[MeasureResult]) -> None:
-        if self.proposer is not None and len(choice):
-            lat = np.array([r.latency_s if r.ok else np.nan for r in results])
-            self.proposer.observe(choice, mode, lat)
+                 results: list[MeasureResult | None]) -> None:
+        """Teach the proposer the measured results (None: never measured, skipped)."""
+        keep = [i for i, r in enumerate(results) if r is not None]
+        if self.proposer is not None and keep:
+            lat = np.array([r.latency_s if r.ok else np.nan for r in results if r is not None])
+            self.proposer.observe(choice[keep], mode[keep], lat)
 
     def run_baselines(self) -> dict[str, Record]:
         """Measure, log and add to the study every baseline (skipped when resuming)."""
@@ -264,9 +276,11 @@ class Tuner:
         choice, mode = encode(self.space, [p for _, p in todo])
         out = {}
         for b, ((name, placement), res) in enumerate(zip(todo, results)):
-            out[name] = self._record(name, self.n_trials, placement, res)
-            self._add_trial(name, placement, res, format_genome(choice[b], mode[b]))
+            if res is not None:
+                out[name] = self._record(name, self.n_trials, placement, res)
+                self._add_trial(name, placement, res, format_genome(choice[b], mode[b]))
         self._observe(choice, mode, results)
+        self._go_on()
         return out
 
     @staticmethod
@@ -311,9 +325,11 @@ class Tuner:
             placements = [self.space.decode(*decode_args(g)) for g in zip(choice, mode)]
             results = self._measure(placements)
             for b, (label, pl, res) in enumerate(zip(labels, placements, results)):
-                self._record(label, self.n_trials, pl, res)
-                self._add_trial(label, pl, res, format_genome(choice[b], mode[b]))
+                if res is not None:
+                    self._record(label, self.n_trials, pl, res)
+                    self._add_trial(label, pl, res, format_genome(choice[b], mode[b]))
             self._observe(choice, mode, results)
+            self._go_on()
             self._round_stats(predicted, rows)
             measured, remaining = measured + len(placements), remaining - len(placements)
             progress(len(placements))
@@ -395,18 +411,22 @@ class Tuner:
         remaining = cfg.trials - self.search_trials_done()
         while remaining > 0:
             batch = [self._ask() for _ in range(min(cfg.batch_size, remaining))]
+            told: set[int] = set()
             try:
                 placements = [to_placement(self.space, t.params) for t, _ in batch]
                 results = self._measure(placements)
                 for (t, strategy), pl, res in zip(batch, placements, results):
-                    self._record(strategy, t.number, pl, res)
-                    self._tell(t, strategy, res)
-                    batch = batch[1:]
+                    if res is not None:
+                        self._record(strategy, t.number, pl, res)
+                        self._tell(t, strategy, res)
+                        told.add(t.number)
             finally:
-                for t, _ in batch:  # asked but never measured (interrupted): not a result
-                    _finish(self.study, t, None, TrialState.FAIL)
+                for t, _ in batch:  # asked but never measured (stopped): not a result
+                    if t.number not in told:
+                        _finish(self.study, t, None, TrialState.FAIL)
             if self.proposer is not None:
                 self._observe(*encode(self.space, placements), results)
+            self._go_on()
             measured += len(placements)
             remaining -= len(placements)
             progress(len(placements))

@@ -9,6 +9,7 @@ import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
 from autoplace.baselines import heft
+from autoplace.measure import MeasurementStopped, Measurer
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.params import format_genome, parse_genome
@@ -190,5 +191,47 @@ def test_an_evolve_job_resumes_a_tpe_study(tmp_path):
     _, second = run(tmp_path, graph, profile, "b.jsonl", trials=30, storage=storage,
                     resume=True)
     assert len(second) == 30 - 12 and second[0].trial == 4 + 12
-    tpe = {r.placement.to_json() for r in first[5:]}
+    tpe = {r.placement.to_json() for r in first[4:]}
     assert not tpe & {r.placement.to_json() for r in second}  # replayed: not measured again
+
+
+class _StopsAfter(Measurer):
+    """The simulator, until ``left`` candidates are measured; then it stops mid-batch, the
+    way the RPC measurer does when its last server dies."""
+
+    name = "simulator"
+
+    def __init__(self, space, left: int):
+        self.sim, self.left = Simulator(space.graph, space.profile, space=space), left
+
+    def measure(self, placements):
+        results = self.sim.measure(placements)
+        if len(placements) <= self.left:
+            self.left -= len(placements)
+            return results
+        partial = results[:self.left] + [None] * (len(placements) - self.left)
+        self.left = 0
+        raise MeasurementStopped("no server left; run again with --resume", partial)
+
+
+@pytest.mark.parametrize("cfg", SAMPLERS[:2], ids=["evolve", "tpe"])
+def test_a_stopped_measurer_keeps_its_partial_batch_and_the_job_resumes(tmp_path, cfg):
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+    space = SearchSpace(fork_graph(), tiny_profile())
+    n_base = len(baselines(space))
+    with TuningLog(tmp_path / "a.jsonl") as log, pytest.raises(MeasurementStopped):
+        tune(space, _StopsAfter(space, n_base + 8 + 3), log,
+             TuneConfig(trials=24, seed=2, storage=storage, **cfg))
+    first = read(tmp_path / "a.jsonl")
+    assert len(first) == n_base + 8 + 3  # a whole batch, then 3 of the next one
+    _, second = run(tmp_path, fork_graph(), tiny_profile(), "b.jsonl", trials=24, seed=2,
+                    storage=storage, resume=True, **cfg)
+    assert len(second) == 24 - 8 - 3  # the search trials still to do, no baseline again
+    trials = [r.trial for r in first + second]
+    assert len(set(trials)) == len(trials)
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+    measured = [t for t in study.trials if t.user_attrs.get("strategy")]
+    assert len(measured) == len(trials)  # the batch's unmeasured rest left no result
+    if not cfg:  # evolve replays the partial batch: none of it is measured again
+        keys = [r.placement.to_json() for r in (first + second)[n_base:]]
+        assert len(set(keys)) == len(keys)

@@ -90,11 +90,25 @@ class MeasureResult:
         )
 
 
+class MeasurementStopped(RuntimeError):
+    """The measurer cannot go on (e.g. no RPC server is left) in the middle of a batch.
+
+    ``partial`` holds what it got before stopping: one entry per placement of the batch,
+    a result, or None for a candidate never measured. The search logs the results, then
+    stops with this error's message (which says how to go on).
+    """
+
+    def __init__(self, message: str, partial: Sequence[MeasureResult | None] = ()):
+        super().__init__(message)
+        self.partial = list(partial)
+
+
 class Measurer(ABC):
     """Measures placements of one graph on one profile.
 
     ``measure`` returns one result per placement, in order; a failing candidate is a
-    result with an ``error``, never an exception (exceptions mean misuse).
+    result with an ``error``, never an exception. Exceptions mean misuse, or
+    :class:`MeasurementStopped` when the measurer cannot go on at all.
     """
 
     #: Short name written to the tuning log ("simulator", "local", "rpc").

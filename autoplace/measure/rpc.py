@@ -7,7 +7,8 @@ built; the servers (``autoplace serve``) simulate the placements with their prof
 One worker thread per server registered under the key measures in parallel, each with its
 own session. Faults are results: a call that exceeds ``timeout`` abandons its server
 (TIMEOUT), a server that dies mid-call fails the candidate in flight (CONNECTION) and the
-others carry on; when no server is left the batch raises :class:`NoServerError`.
+others carry on; when no server is left the batch raises :class:`NoServerError` with the
+results it got (:class:`~autoplace.measure.base.MeasurementStopped`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tvm import rpc
 from autoplace.build.pool import first_line
 from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.graph import OpGraph
-from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.base import ErrorKind, MeasurementStopped, MeasureResult
 from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times
 from autoplace.measure.server import INFO_FUNC, LOAD_FUNC, SIM_FUNC, parse_addr
 from autoplace.profile import Profile
@@ -35,7 +36,7 @@ MODES = ("run", "simulate")
 ATTEMPTS = 3
 
 
-class NoServerError(ConnectionError):
+class NoServerError(MeasurementStopped, ConnectionError):
     """No RPC server is left under the key: the job cannot go on."""
 
 
@@ -180,7 +181,10 @@ class RPCMeasurer(BuildingMeasurer):
             tasks = [(keys[i:i + size], [batch.placements[k] for k in keys[i:i + size]])
                      for i in range(0, len(keys), size)]
         if tasks:
-            self._dispatch(batch, tasks, servers)
+            try:
+                self._dispatch(batch, tasks, servers)
+            except NoServerError as exc:  # keep what was measured before the servers went
+                raise NoServerError(str(exc), batch.results) from None
         return batch.done()
 
     def _dispatch(self, batch: Batch, tasks: list, servers: int) -> None:
@@ -199,16 +203,20 @@ class RPCMeasurer(BuildingMeasurer):
             raise errors[0]
 
     def _worker(self, batch: Batch, todo: queue.Queue, errors: list) -> None:
-        """Take candidates until none is left; one session per candidate."""
+        """Take candidates until none is left; one session per candidate.
+
+        The candidate is taken before the session is asked for: a session opened only to
+        find nothing left to do could wait on a hung server for nothing.
+        """
         while not errors:
+            try:
+                key, task = todo.get_nowait()
+            except queue.Empty:
+                return
             try:
                 sess = self._open()
             except (NoServerError, ValueError) as exc:
                 errors.append(exc)
-                return
-            try:
-                key, task = todo.get_nowait()
-            except queue.Empty:
                 return
             status, value = _call(lambda s=sess, t=task: self._on_server(s, t), self.timeout)
             del sess
