@@ -10,6 +10,7 @@ knows nothing of Optuna or logs: the search feeds results back with :meth:`obser
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,12 +44,17 @@ def make_model(kind: str, *, seed: int, init_model: str | None = None) -> CostMo
     raise ValueError(f"cost model must be one of {COST_MODELS}, got {kind!r}")
 
 
+#: evolution rounds per proposed batch at most (more only when too few candidates fit)
+ROUNDS = 4
+
+
 class GuidedProposer:
     """Proposes batches of genomes for one space (see the module docstring)."""
 
     def __init__(self, space: SearchSpace, t: SpaceTables, *, model: CostModel | None,
                  candidates: int, seed: int, warm: tuple[np.ndarray, np.ndarray] | None = None,
-                 explore: float = 0.1, generations: int = 3, keep: int = 64):
+                 explore: float = 0.1, generations: int = 3, keep: int = 64,
+                 feasible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
         self.genomes, self.featurizer = Genomes(space, t), Featurizer(space, t)
         self.model, self.candidates, self.explore = model, candidates, explore
         self.generations, self.keep = generations, keep
@@ -60,6 +66,8 @@ class GuidedProposer:
         self.mode = np.zeros((0, t.n_edges), dtype=np.int64)
         self.measured: set[bytes] = set()  # duplicate keys (see score) measured
         self.measured_genomes: set[bytes] = set()
+        self.feasible = feasible  # rows -> bool: fits the profile (else never proposed)
+        self.infeasible: set[bytes] = set()  # duplicate keys found not to fit
         self.population = (self.choice, self.mode)
         self._fitted_rows = -1
 
@@ -120,32 +128,71 @@ class GuidedProposer:
         return c, m
 
     def propose(self, n: int) -> Batch:
-        """Up to ``n`` unmeasured genomes: the model's best, ``explore`` of them at random
-        from lower ranks; fewer (even none) only when no unmeasured one can be found."""
+        """Up to ``n`` unmeasured genomes that fit the profile: the model's best, ``explore``
+        of them at random from lower ranks; fewer (even none) only when none can be found.
+
+        When too few of a pool fit, evolution runs again (up to :data:`ROUNDS` times) from
+        the best measured genomes and the best of the pool just ranked.
+        """
+        parts: list[tuple] = []
+        taken: tuple[set, set] = (set(), set())  # score keys, genome keys already picked
+        for _ in range(ROUNDS):
+            want = n - sum(len(p[0]) for p in parts)
+            c, m, s = self._pool(want, taken)
+            pick = self._feasible(c, m, self._pick(len(c), want), want)
+            rest = np.setdiff1d(np.arange(len(c)), pick)[: self.keep]
+            self.population = (c[rest], m[rest])
+            parts.append((c[pick], m[pick], s[pick],
+                          ["evolve" if p < want else "explore" for p in pick]))
+            taken[0].update(self.score(c[pick], m[pick])[1])
+            taken[1].update(self.genomes.keys(c[pick], m[pick]))
+            if len(pick) == want or not len(c):
+                break
+        cs, ms, ss, labels = zip(*parts)
+        return Batch(choice=np.concatenate(cs), mode=np.concatenate(ms),
+                     predicted=np.concatenate(ss), strategy=tuple(x for ls in labels for x in ls))
+
+    def _pool(self, n: int, taken: tuple[set, set]):
+        """Evolved genomes, best first, none measured, known not to fit, or ``taken``;
+        topped up with random ones when fewer than ``n``."""
         c, m, s = evolve(self.genomes, *self.parents(), self.score,
                          children=max(self.candidates // self.generations, 1),
                          generations=self.generations, keep=self.keep, rng=self.rng,
-                         exclude=self.measured)
+                         exclude=self.measured | self.infeasible | taken[0])
         if len(c) < n:  # running dry: top up with random genomes never measured
-            c, m, s = (np.concatenate(x) for x in zip((c, m, s), self._random_unmeasured(c, m)))
-        pick = self._pick(len(c), n)
-        rest = np.setdiff1d(np.arange(len(c)), pick)[: self.keep]
-        self.population = (c[rest], m[rest])
-        labels = tuple("evolve" if p < len(pick) else "explore" for p in pick)
-        return Batch(choice=c[pick], mode=m[pick], predicted=s[pick], strategy=labels)
+            top = self._random_unmeasured(c, m, taken[1])
+            c, m, s = (np.concatenate(x) for x in zip((c, m, s), top))
+        return c, m, s
 
-    def _random_unmeasured(self, c: np.ndarray, m: np.ndarray):
-        """Random genomes not measured and not in the pool (equal features allowed: in a
-        small space, the model's twins are measured before the search gives up)."""
+    def _random_unmeasured(self, c: np.ndarray, m: np.ndarray, taken: set):
+        """Random genomes not measured, not in the pool and not ``taken`` (equal features
+        allowed: in a small space, the model's twins are measured before the search gives
+        up)."""
         rc, rm = self.genomes.random(8 * self.keep, self.rng)
         rm = self.genomes.normalize(rc, rm)
 
         def score(choice, mode):
             return self.score(choice, mode)[0], self.genomes.keys(choice, mode)
 
-        exclude = self.measured_genomes | set(self.genomes.keys(c, m))
+        exclude = self.measured_genomes | set(self.genomes.keys(c, m)) | taken
         return evolve(self.genomes, rc, rm, score, children=1, generations=0, keep=self.keep,
                       rng=self.rng, exclude=exclude)
+
+    def _feasible(self, c: np.ndarray, m: np.ndarray, pick: np.ndarray, n: int) -> np.ndarray:
+        """``pick`` without the rows that do not fit the profile (a scope over capacity, a
+        copy without a route: every measurer fails them), topped up from the next ranks;
+        rejected rows are remembered and never proposed again."""
+        if self.feasible is None or not len(pick):
+            return pick
+        chosen, nxt, todo = [], 0, pick
+        rest = np.setdiff1d(np.arange(len(c)), pick)
+        while len(todo):
+            ok = np.asarray(self.feasible(c[todo], m[todo]), dtype=bool)
+            chosen += todo[ok].tolist()
+            self.infeasible.update(self.score(c[todo[~ok]], m[todo[~ok]])[1])
+            want = n - len(chosen)
+            todo, nxt = rest[nxt: nxt + 2 * want] if want > 0 else rest[:0], nxt + 2 * want
+        return np.array(sorted(chosen[:n]), dtype=np.int64)
 
     def _pick(self, pool: int, n: int) -> np.ndarray:
         """Indices into the ranked pool: the top ones, the last few swapped for random

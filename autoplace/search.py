@@ -25,6 +25,7 @@ from autoplace.cost_model import XGBCostModel, encode
 from autoplace.estimate import SpaceTables
 from autoplace.guided import COST_MODELS, GuidedProposer, make_model
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
+from autoplace.measure.simulator import Simulator
 from autoplace.params import (
     copy_param,
     decode_args,
@@ -175,8 +176,9 @@ class Tuner:
             XGBCostModel.load(model_file)  # a bad file fails now, before any measurement
         model = make_model(cfg.cost_model, seed=cfg.seed, init_model=model_file)
         warm = (self.warm.X, self.warm.y) if self.warm is not None else None
+        fits = Simulator(self.space.graph, self.space.profile, space=self.space).fits
         return GuidedProposer(self.space, self.tables, model=model, candidates=cfg.candidates,
-                              seed=cfg.seed, warm=warm, explore=cfg.explore)
+                              seed=cfg.seed, warm=warm, explore=cfg.explore, feasible=fits)
 
     def _study(self) -> optuna.Study:
         cfg, g = self.config, self.space.graph

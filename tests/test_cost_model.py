@@ -160,10 +160,11 @@ def test_warm_start_from_a_saved_model_and_logs(tmp_path):
             str(tmp_path / "model.json"))
     result = run(tmp_path, load_graph("squeezenet"), prof, "sq.jsonl", trials=8,
                  warm_start=warm)
-    # all 21 seed_te records are used (another graph, same profile); the fork's are not
-    assert result.warm_start.startswith("warm start: 21 records of 1 graph(s) (seed_te)")
+    # all 20 seed_te records (16 + 4 baselines) are used (another graph, same profile); the
+    # fork's are not
+    assert result.warm_start.startswith("warm start: 20 records of 1 graph(s) (seed_te)")
     assert "skipped 11 of other profiles" in result.warm_start
-    assert result.stats[0]["train_rows"] == 21 + result.stats[0]["measured"] - 8
+    assert result.stats[0]["train_rows"] == 20 + result.stats[0]["measured"] - 8
 
 
 def test_warm_start_rows_are_featurised_on_their_own_graph(tmp_path):
@@ -178,7 +179,7 @@ def test_warm_start_rows_are_featurised_on_their_own_graph(tmp_path):
     expected = Featurizer(seed_space).transform(*encode(seed_space,
                                                         [r.placement for r in records]))
     assert np.allclose(rows.X, expected)
-    assert rows.used == len(records) == 8 + 5
+    assert rows.used == len(records) == 8 + 4  # cpu2 mirrors cpu1: 4 baselines
 
 
 def test_a_missing_warm_start_or_a_bad_model_fails_before_measuring(tmp_path):

@@ -111,6 +111,16 @@ class Simulator(Measurer):
                 results[n] = self._from_batch(out, b) if fine else self.simulate(placements[n])
         return results
 
+    def fits(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+        """Per row (choice index per op, copy mode per edge; 0 sync), whether the placement
+        fits every scope's capacity and has a route for every copy: what no measurer
+        would fail before building it."""
+        if not len(choice):
+            return np.zeros(0, dtype=bool)
+        out = self._batch.run(choice, np.maximum(mode, 0))
+        over = np.floor(out["peak"]) > self._batch.capacity  # as the capacity check counts
+        return ~over.any(axis=1) & ~out["no_route"]
+
     def _encode(self, p: Placement) -> tuple[list[int], list[int]] | None:
         """Choice index per op and mode index per edge (-1: no copy); None if malformed."""
         ops, copies = p.ops, p.copies
