@@ -63,7 +63,8 @@ def _mirror_key(profile, unit) -> tuple:
     where = (home.capacity_bytes, home.bandwidth_bps, links) if private and links else home.name
     return (json.dumps(dict(unit.target), sort_keys=True, default=str),
             tuple(sorted(unit.accepts)), tuple(sorted(unit.gflops.items())),
-            unit.launch_overhead_s, unit.power_w, unit.rpc_key, where)
+            unit.launch_overhead_s, unit.power_w, unit.rpc_key,
+            tuple(sorted(unit.kernel_s.items())), where)
 
 
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:

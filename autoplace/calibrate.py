@@ -12,6 +12,9 @@ For one unit (the host by default) and the models given:
      summed over the kind's kernels equals their measured total,
    - ``launch_overhead_us`` from what the whole model takes beyond its kernels (the VM's
      dispatch and allocations), per op;
+   - a per-kernel latency table (``kernel_us``): the measured time of each distinct kernel,
+     keyed by ``kind:flops:bytes``; the simulator uses it instead of the roofline for the
+     ops it knows, and the fitted throughputs for the others;
 3. the profile is written back as TOML with those numbers (everything else unchanged).
 """
 
@@ -30,7 +33,7 @@ from autoplace.build import build
 from autoplace.build.pool import first_line
 from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.build.targets import unit_target
-from autoplace.graph import OpGraph
+from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
 from autoplace.space import SearchSpace
 
@@ -168,6 +171,7 @@ class Fit:
     gflops: dict[str, float]
     bandwidth_bps: float
     launch_overhead_s: float
+    kernel_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _fit_bandwidth(kernels: Sequence[KernelTime], default: float) -> float:
@@ -204,15 +208,21 @@ def _fit_gflops(kernels: Sequence[KernelTime], bw: float) -> float:
     return float(10 ** ((lo + hi) / 2))
 
 
-def fit(m: Measurements, profile: Profile) -> Fit:
-    """The unit's throughput per op kind, launch overhead and home-scope bandwidth."""
+def fit(m: Measurements, profile: Profile, *, kernel_table: bool = True) -> Fit:
+    """The unit's throughput per op kind, launch overhead and home-scope bandwidth, and
+    (``kernel_table``) the fastest measured time of each distinct kernel."""
     scope = profile.home_scope(m.unit)
     bw = _fit_bandwidth(m.kernels, profile.scope(scope).bandwidth_bps)
     kinds = sorted({k.kind for k in m.kernels if k.flops > 0})
     gflops = {kind: _fit_gflops([k for k in m.kernels if k.kind == kind], bw) for kind in kinds}
     gflops["default"] = _fit_gflops([k for k in m.kernels if k.flops > 0], bw)
+    table: dict[str, float] = {}
+    for k in m.kernels if kernel_table else ():
+        key = kernel_key(k.kind, k.flops, k.nbytes)
+        table[key] = min(k.seconds, table.get(key, k.seconds))
     return Fit(unit=m.unit, scope=scope, gflops={k: round(v, 4) for k, v in gflops.items()},
-               bandwidth_bps=bw, launch_overhead_s=_fit_overhead(m))
+               bandwidth_bps=bw, launch_overhead_s=_fit_overhead(m),
+               kernel_s=dict(sorted(table.items())))
 
 
 def _fit_overhead(m: Measurements) -> float:
@@ -243,7 +253,8 @@ def calibrated(profile: Profile, f: Fit, *, name: str | None = None) -> Profile:
     the same hash as this one.
     """
     gflops = {k: float(f"{v:.12g}") for k, v in f.gflops.items()}
-    units = tuple(dataclasses.replace(u, gflops=gflops,
+    table = {k: _as_written(v, 1e-6) for k, v in f.kernel_s.items()}
+    units = tuple(dataclasses.replace(u, gflops=gflops, kernel_s=table,
                                       launch_overhead_s=_as_written(f.launch_overhead_s, 1e-6))
                   if u.name == f.unit else u for u in profile.units)
     bw = _as_written(f.bandwidth_bps, 1e9)
@@ -286,6 +297,9 @@ def to_toml(profile: Profile, header: str = "") -> str:
         out += [f"rpc_key = {_toml_value(u.rpc_key)}"] if u.rpc_key else []
         out += [f"[units.{json.dumps(u.name)}.gflops]"]
         out += [f"{json.dumps(k)} = {_toml_value(float(v))}" for k, v in sorted(u.gflops.items())]
+        if u.kernel_s:
+            out += [f"[units.{json.dumps(u.name)}.kernel_us]"]
+            out += [f"{json.dumps(k)} = {_toml_value(v * 1e6)}" for k, v in u.kernel_s.items()]
     for s in profile.scopes:
         out += ["", f"[scopes.{json.dumps(s.name)}]",
                 f"capacity_mib = {_toml_value(s.capacity_bytes / (1 << 20))}",
@@ -366,5 +380,6 @@ def calibrate_cli(args, out) -> int:
     table = path.with_suffix(".kernels.json")
     table.write_text(json.dumps(m.to_dict(), indent=1) + "\n")
     print("\n".join(report(m, profile, after, f)), file=out)
-    print(f"wrote {path} (and the per-kernel times in {table})", file=out)
+    print(f"wrote {path} (with a latency table of {len(f.kernel_s)} kernels; every "
+          f"measurement in {table})", file=out)
     return 0

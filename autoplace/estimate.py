@@ -21,8 +21,14 @@ def op_seconds(op: Op, unit, scope, default_scope) -> float:
     """Roofline time of ``op`` on ``unit`` writing ``scope``, plus the launch overhead.
 
     ``overhead + max(flops / throughput, internal_bytes / bw(scope) + external / bw(default))``
-    where internal bytes are the op's reads from other ops plus its output.
+    where internal bytes are the op's reads from other ops plus its output. A kernel the
+    unit's calibrated table knows (``unit.kernel_s[op.kernel_key]``) takes its measured
+    time instead of the roofline, whatever the scope.
     """
+    if unit.kernel_s:
+        known = unit.kernel_s.get(op.kernel_key)
+        if known is not None:
+            return unit.launch_overhead_s + known
     compute = op.flops / unit.flops_per_s(op.kind)
     internal = op.bytes_read - op.external_bytes + op.output_bytes
     memory = internal / scope.bandwidth_bps + op.external_bytes / default_scope.bandwidth_bps

@@ -59,6 +59,17 @@ class Op:
                 value = getattr(self, field)
                 raise GraphError(f"op {self.name!r}: {field} >= 0 must hold, got {value}")
 
+    @property
+    def kernel_key(self) -> str:
+        """``kind:flops:bytes`` (bytes read + written): ops with the same key are taken to
+        run the same kernel (a profile's per-kernel latency table is keyed by it)."""
+        return kernel_key(self.kind, self.flops, self.bytes_read + self.output_bytes)
+
+
+def kernel_key(kind: str, flops: float, nbytes: int) -> str:
+    """The key of a kernel in a unit's ``kernel_us`` table (see :attr:`Op.kernel_key`)."""
+    return f"{kind}:{flops:.9g}:{int(nbytes)}"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Edge:

@@ -62,6 +62,9 @@ class Unit:
     launch_overhead_s: float = 0.0
     power_w: float = 0.0
     rpc_key: str | None = None
+    #: measured seconds per call of known kernels (``Op.kernel_key`` -> s), from
+    #: ``autoplace calibrate``; they replace the roofline estimate of those ops
+    kernel_s: Mapping[str, float] = field(default_factory=dict)
 
     def accepts_kind(self, kind: str) -> bool:
         return "*" in self.accepts or kind in self.accepts
@@ -144,6 +147,8 @@ class Profile:
                     "launch_overhead_s": u.launch_overhead_s,
                     "power_w": u.power_w,
                     "rpc_key": u.rpc_key,
+                    # only when present, so that profiles without one keep their hash
+                    **({"kernel_s": dict(sorted(u.kernel_s.items()))} if u.kernel_s else {}),
                 }
                 for u in self.units
             ],

@@ -128,9 +128,32 @@ def parse_unit(t: Table, name: str) -> Unit:
                           f"of {', '.join(OP_KINDS)})")
     unit = Unit(name=name, target=target, accepts=frozenset(accepts), gflops=_gflops(t, accepts),
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
-                power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None))
+                power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
+                kernel_s=_kernel_table(t))
     t.finish()
     return unit
+
+
+def _kernel_table(t: Table) -> dict[str, float]:
+    """``[units.<name>.kernel_us]``: ``"kind:flops:bytes" = microseconds`` (calibrate)."""
+    table = t.table("kernel_us", None)
+    if table is None:
+        return {}
+    out = {}
+    for key in table.data:
+        kind, *rest = key.split(":")
+        if kind not in OP_KINDS or len(rest) != 2 or not _numbers(rest):
+            raise t.error(table.key(key), "expected a kernel key 'kind:flops:bytes' with a "
+                          f"known op kind, e.g. 'conv2d:1.2e+08:460800', got {key!r}")
+        out[key] = 1e-6 * table.number(key, positive=True)
+    return out
+
+
+def _numbers(texts: list[str]) -> bool:
+    try:
+        return all(float(x) >= 0 for x in texts)
+    except ValueError:
+        return False
 
 
 def parse_scope(t: Table, name: str) -> Scope:

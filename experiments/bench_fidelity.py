@@ -6,9 +6,10 @@
 1. Times every kernel of each model alone and each whole model (all ops on the host unit),
    as ``autoplace calibrate`` does (``--cache`` keeps the measurements for a re-run).
 2. Prints, per model, the measured latency and the simulated one with the bundled ``host``
-   profile, with ``host`` calibrated on all the models (in-sample), and calibrated on all
-   the others (leave-one-out: the model itself is never seen), with each error; then the
-   median errors.
+   profile and with ``host`` calibrated: per op kind only, or with the per-kernel latency
+   table too; on all the models (in-sample), or on all the others (held out: the model
+   itself is never seen, so only kernels it shares with others are in its table), with
+   each error; then the median errors.
 3. Times a batch of candidates with the local measurer and with the RPC measurer (a
    tracker and a server on 127.0.0.1), and prints the wall time per candidate.
 """
@@ -45,26 +46,34 @@ def _subset(m: Measurements, models: list[str]) -> Measurements:
                         ops={n: m.ops[n] for n in models})
 
 
+#: columns: (header, fitted on every model or on the others only, with the kernel table)
+COLUMNS = {"host": ("host", None, False), "kind": ("per kind", "all", False),
+           "table": ("+ kernels", "all", True), "kind_loo": ("kind, held", "others", False),
+           "table_loo": ("kern., held", "others", True)}
+
+
 def fidelity_table(m: Measurements, profile, models: list[str]) -> None:
-    everyone = calibrated(profile, fit(_subset(m, models), profile))
-    print(f"{'model':<14}{'measured':>10}{'host':>10}{'err':>7}{'calib.':>10}{'err':>7}"
-          f"{'held out':>10}{'err':>7}   (ms)")
-    errs: dict[str, list[float]] = {"host": [], "all": [], "loo": []}
+    """Measured vs simulated latency per model; the profile bundled, calibrated per op kind
+    only, and with the per-kernel table; in-sample and with the model held out."""
+    print(f"{'model':<14}{'measured':>10}" + "".join(f"{h:>12}{'err':>6}" for h, _, _ in
+                                                      COLUMNS.values()) + "   (ms)")
+    errs: dict[str, list[float]] = {key: [] for key in COLUMNS}
     for name in models:
         g, t = load_graph(name), m.models[name]
-        others = [x for x in models if x != name]
-        loo = calibrated(profile, fit(_subset(m, others), profile)) if others else everyone
-        row = {"host": simulated(profile, g, profile.host),
-               "all": simulated(everyone, g, profile.host),
-               "loo": simulated(loo, g, profile.host)}
+        fitted_on = {"all": models, "others": [x for x in models if x != name] or models}
         cells = ""
-        for key, v in row.items():
+        for key, (_, on, table) in COLUMNS.items():
+            prof = profile if on is None else calibrated(
+                profile, fit(_subset(m, fitted_on[on]), profile, kernel_table=table))
+            v = simulated(prof, g, profile.host)
             errs[key].append(abs(v - t) / t)
-            cells += f"{v * 1e3:>10.1f}{errs[key][-1]:>7.0%}"
+            cells += f"{v * 1e3:>12.1f}{errs[key][-1]:>6.0%}"
         print(f"{name:<14}{t * 1e3:>10.1f}{cells}")
-    print(f"median error: host {statistics.median(errs['host']):.1%}, calibrated on all "
-          f"{statistics.median(errs['all']):.1%}, held out {statistics.median(errs['loo']):.1%}")
-    print(f"fitted on all: {fit(_subset(m, models), profile)}")
+    print("median error: " + ", ".join(f"{h} {statistics.median(errs[key]):.1%}"
+                                       for key, (h, _, _) in COLUMNS.items()))
+    f = fit(_subset(m, models), profile, kernel_table=False)
+    print(f"fitted on all: {f}; kernel table: {len(fit(_subset(m, models), profile).kernel_s)} "
+          "distinct kernels")
 
 
 def measurement_cost(model: str, profile, n: int) -> None:

@@ -27,9 +27,10 @@ from autoplace.records import TuningLog
 from autoplace.search import TuneConfig, tune
 from autoplace.space import Placement, SearchSpace
 
-#: (name, sampler, share of each batch proposed as mutations of the best so far)
-CONFIGS = (("evolve", "evolve", 0.5), ("tpe + mutation", "tpe", 0.5),
-           ("random + mutation", "random", 0.5), ("tpe only", "tpe", 0.0))
+#: (name, sampler, share of each batch proposed as mutations of the best so far, cost model):
+#: the default model-guided search, then Optuna's samplers with plain random mutations
+CONFIGS = (("evolve", "evolve", 0.5, "xgb"), ("tpe + mutation", "tpe", 0.5, "none"),
+           ("random + mutation", "random", 0.5, "none"), ("tpe only", "tpe", 0.0, "none"))
 
 
 def run(space: SearchSpace, path: Path, config: TuneConfig) -> float:
@@ -76,10 +77,10 @@ def main() -> None:
         logs = Path(args.logs or tmp)
         logs.mkdir(parents=True, exist_ok=True)
         labels, walls = {}, {}
-        for name, sampler, ratio in CONFIGS:
+        for name, sampler, ratio, model in CONFIGS:
             for seed in args.seeds:
                 config = TuneConfig(trials=args.trials, seed=seed, sampler=sampler,
-                                    mutation_ratio=ratio)
+                                    mutation_ratio=ratio, cost_model=model)
                 path = logs / f"{graph.name}_{profile.name}_{name.replace(' ', '')}_s{seed}.jsonl"
                 walls[str(path)] = run(space, path, config)
                 labels[str(path)] = f"{name}, seed {seed}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,6 +10,8 @@ import sys
 import pytest
 
 from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated, to_toml
+from autoplace.estimate import op_seconds
+from autoplace.graph import Op
 from autoplace.measure.server import LocalCluster
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
@@ -42,6 +45,30 @@ def test_fit_recovers_known_numbers():
     assert (f.unit, f.scope) == ("cpu", "dram")
 
 
+def test_the_kernel_table_keeps_the_fastest_time_of_each_kernel():
+    m = synthetic()
+    slower = k("b", "conv2d", 4e9, 1e6, 0.5)  # the same kernel again, in another model
+    m = Measurements(unit="cpu", kernels=(*m.kernels, slower), models={**m.models, "b": 0.6},
+                     ops={**m.ops, "b": 1})
+    f = fit(m, load_profile("host"))
+    assert f.kernel_s == {"conv2d:1e+09:1000000": 1e9 / 50e9, "conv2d:4e+09:1000000": 0.08,
+                          "elementwise:1000:20000000": 2e-3,
+                          "elementwise:2000000:1000": 1e-3, "injective:0:100000000": 1e-2}
+    assert fit(m, load_profile("host"), kernel_table=False).kernel_s == {}
+
+
+def test_a_known_kernel_takes_its_measured_time_the_rest_the_roofline():
+    host = load_profile("host")
+    cpu, dram = host.unit("cpu"), host.scope("dram")
+    known = Op(name="c", kind="conv2d", flops=4e9, bytes_read=600_000, output_bytes=400_000)
+    other = Op(name="d", kind="conv2d", flops=3e9, bytes_read=600_000, output_bytes=400_000)
+    timed = dataclasses.replace(cpu, kernel_s={known.kernel_key: 1e-3})
+    assert known.kernel_key == "conv2d:4e+09:1000000"
+    assert op_seconds(known, timed, dram, dram) == pytest.approx(cpu.launch_overhead_s + 1e-3)
+    assert op_seconds(other, timed, dram, dram) == op_seconds(other, cpu, dram, dram)
+    assert op_seconds(known, cpu, dram, dram) > 10 * op_seconds(known, timed, dram, dram)
+
+
 def test_calibrated_profile_reads_back_the_same(tmp_path):
     host = load_profile("host")
     cal = calibrated(host, fit(synthetic(), host))
@@ -50,6 +77,7 @@ def test_calibrated_profile_reads_back_the_same(tmp_path):
     again = load_profile(path)
     assert again.hash == cal.hash and again.name == "host-calibrated"
     assert again.unit("cpu").gflops["conv2d"] == pytest.approx(50.0, rel=1e-3)
+    assert again.unit("cpu").kernel_s == pytest.approx(fit(synthetic(), host).kernel_s)
     assert again.scope("dram").capacity_bytes == host.scope("dram").capacity_bytes
 
 
@@ -72,12 +100,23 @@ def _check_written(out, proc):
     assert {x["op"] for x in table["kernels"]} == {"C", "D", "E", "F"}
     assert all(x["seconds"] > 0 for x in table["kernels"])
     assert cal.unit("cpu").gflops["default"] > 0
+    keys = {op.kernel_key for op in load_graph("seed_te").ops}  # C and F share a key
+    assert set(cal.unit("cpu").kernel_s) == keys and len(keys) == 3
     measured = table["models"]["seed_te"]
     kernels = sum(x["seconds"] for x in table["kernels"])
-    # the fit reproduces the model it was fitted on: the kernels' time, plus the overhead
-    # that explains the rest (none when the kernels alone took longer, as with noise)
-    expected = max(measured, kernels)
-    assert simulated(cal, load_graph("seed_te"), "cpu") == pytest.approx(expected, rel=1e-3)
+    # the overhead explains what the kernels do not (none when the kernels alone took
+    # longer, as with noise), and the simulator runs each op for its kernel's measured time
+    cpu = cal.unit("cpu")
+    assert cpu.launch_overhead_s == pytest.approx(max(0.0, measured - kernels) / 4, rel=1e-3,
+                                                  abs=1e-11)
+    fastest = {}
+    for x in table["kernels"]:
+        key = f'{x["kind"]}:{x["flops"]:.9g}:{x["nbytes"]}'
+        fastest[key] = min(x["seconds"], fastest.get(key, x["seconds"]))
+    assert cpu.kernel_s == pytest.approx(fastest, rel=1e-9)
+    expected = sum(fastest[op.kernel_key] for op in load_graph("seed_te").ops) + 4 * (
+        cpu.launch_overhead_s)
+    assert simulated(cal, load_graph("seed_te"), "cpu") == pytest.approx(expected, rel=1e-6)
     assert "seed_te" in proc.stdout and "gflops[elementwise]" in proc.stdout
 
 
