@@ -6,7 +6,9 @@ kill or freeze one with everything it spawned.
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from tvm.rpc.tracker import Tracker
 from autoplace.build.run import TimeSettings
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.rpc import NoServerError, RPCMeasurer
-from autoplace.measure.server import registered, wait_registered
+from autoplace.measure.server import INFO_FUNC, registered, wait_registered
 from autoplace.measure.simulator import Simulator
 from autoplace.profile_io import load_profile
 from autoplace.records import TuningLog, read
@@ -82,21 +84,28 @@ def distinct(space: SearchSpace) -> list[Placement]:
             space.from_user({"C": {"unit": "accelerator1", "scope": "sram1"}})]
 
 
-def wait_session(proc, timeout: float = 300.0, age: float = 0.3) -> None:
-    """Until server ``proc`` has been in a session for ``age`` seconds (past the handshake:
-    a candidate is being measured). TVM forks one process per session from the server's
-    worker, so the tree of ``autoplace serve`` gets a third level."""
-    deadline = time.monotonic() + timeout
-    root = psutil.Process(proc.pid)
-    while time.monotonic() < deadline:
-        try:
-            sessions = [c for c in root.children(recursive=True) if c.ppid() != root.pid]
-            if any(time.time() - c.create_time() >= age for c in sessions):
-                return
-        except psutil.NoSuchProcess:
-            pass  # a session ended while we looked
-        time.sleep(0.02)
-    raise TimeoutError(f"server {proc.pid} never got a session")
+class Spy(RPCMeasurer):
+    """The RPC measurer, telling the test the pid of the session process each candidate
+    starts on (``autoplace serve`` answers it), so a fault lands on a candidate in flight."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.started: queue.Queue = queue.Queue()
+
+    def _on_server(self, sess, task):
+        self.started.put(json.loads(str(sess.get_function(INFO_FUNC)()))["pid"])
+        return super()._on_server(sess, task)
+
+    def next_server(self, servers: Servers, timeout: float = 300.0):
+        """The ``autoplace serve`` process of the next candidate to start (SLOW keeps it
+        on that server for at least a second)."""
+        pid = self.started.get(timeout=timeout)
+        ancestors = {p.pid for p in psutil.Process(pid).parents()}
+        return next(p for p in servers.procs if p.pid in ancestors)
+
+    def forget_started(self) -> None:
+        while not self.started.empty():
+            self.started.get_nowait()
 
 
 def test_runs_real_builds_on_two_servers(seed, soc, servers, tracker):
@@ -163,12 +172,10 @@ def test_a_server_killed_mid_job(seed, soc, servers, tracker, tmp_path):
     servers.start(2)
     mod, graph = seed
     space = SearchSpace(graph, soc)
-    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW,
-                    timeout=60)
+    m = Spy(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW, timeout=60)
     log = tmp_path / "tune.jsonl"
     th, out = _tune_in_thread(space, m, log, trials=4)
-    wait_session(servers.procs[0])
-    servers.signal(servers.procs[0], signal.SIGKILL)
+    servers.signal(m.next_server(servers), signal.SIGKILL)
     th.join(600)
     m.close()
     assert "error" not in out, out.get("error")
@@ -177,7 +184,8 @@ def test_a_server_killed_mid_job(seed, soc, servers, tracker, tmp_path):
     assert len({(r.strategy, r.trial) for r in records}) == len(records)
     lost = [r for r in records if r.result.error is ErrorKind.CONNECTION]
     # one candidate was in flight (a batch measures a repeated placement once)
-    seen = [(r.strategy, r.result.error, r.result.detail[:70]) for r in records]
+    seen = [(r.strategy, r.result.error, r.result.detail[:200]) for r in records
+            if r.result.error]
     assert len({r.placement.to_json() for r in lost}) == 1, seen
     assert "lost the server" in lost[0].result.detail
     assert sum(r.result.ok for r in records) == len(records) - len(lost)
@@ -188,8 +196,8 @@ def test_no_server_left_stops_the_job(seed, soc, servers, tracker, tmp_path):
     servers.start(1)
     mod, graph = seed
     space = SearchSpace(graph, soc)
-    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW,
-                    timeout=60, server_wait=1.0)
+    m = Spy(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW, timeout=60,
+            server_wait=1.0)
     log = tmp_path / "tune.jsonl"
     th, out = _tune_in_thread(space, m, log, trials=8)
     n_base = len(baselines(space))
@@ -197,8 +205,8 @@ def test_no_server_left_stops_the_job(seed, soc, servers, tracker, tmp_path):
     while (not log.exists() or len(log.read_text().splitlines()) < n_base) and th.is_alive():
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    wait_session(servers.procs[0])  # the first search batch is on the server
-    servers.signal(servers.procs[0], signal.SIGKILL)
+    m.forget_started()
+    servers.signal(m.next_server(servers), signal.SIGKILL)  # a search candidate
     th.join(600)
     m.close()
     assert isinstance(out.get("error"), NoServerError)
@@ -220,8 +228,7 @@ def test_a_hung_server_times_out_and_is_abandoned(seed, soc, servers, tracker):
     servers.start(1)
     mod, graph = seed
     first, *rest = distinct(SearchSpace(graph, soc))
-    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW,
-                    timeout=20)
+    m = Spy(mod, graph, soc, tracker=tracker, key=servers.key, settings=SLOW, timeout=20)
     out: dict = {}
 
     def job():
@@ -232,8 +239,7 @@ def test_a_hung_server_times_out_and_is_abandoned(seed, soc, servers, tracker):
 
     th = threading.Thread(target=job)
     th.start()
-    wait_session(servers.procs[0])  # SLOW keeps the candidate on the server for >= 1 s
-    servers.signal(servers.procs[0], signal.SIGSTOP)
+    servers.signal(m.next_server(servers), signal.SIGSTOP)
     th.join(600)
     assert "error" not in out, out.get("error")
     [hung] = out["r"]
