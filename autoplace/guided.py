@@ -184,14 +184,16 @@ class GuidedProposer:
         rejected rows are remembered and never proposed again."""
         if self.feasible is None or not len(pick):
             return pick
-        chosen, nxt, todo = [], 0, pick
-        rest = np.setdiff1d(np.arange(len(c)), pick)
+        rest = np.setdiff1d(np.arange(len(c)), pick)  # ranked: the next ones to try
+        chosen: list[int] = []
+        todo, start = pick, 0
         while len(todo):
             ok = np.asarray(self.feasible(c[todo], m[todo]), dtype=bool)
             chosen += todo[ok].tolist()
             self.infeasible.update(self.score(c[todo[~ok]], m[todo[~ok]])[1])
-            want = n - len(chosen)
-            todo, nxt = rest[nxt: nxt + 2 * want] if want > 0 else rest[:0], nxt + 2 * want
+            want = max(n - len(chosen), 0)
+            todo = rest[start:start + 2 * want]  # twice the gap: most of them fit
+            start += len(todo)
         return np.array(sorted(chosen[:n]), dtype=np.int64)
 
     def _pick(self, pool: int, n: int) -> np.ndarray:
