@@ -77,8 +77,7 @@ class GuidedProposer:
         mode = self.genomes.normalize(choice, mode)
         X = self.featurizer.transform(choice, mode)
         self.measured_genomes.update(self.genomes.keys(choice, mode))
-        self.measured.update(_feature_keys(X) if self.model is not None
-                             else self.genomes.keys(choice, mode))
+        self.measured.update(self.dup_keys(choice, mode, X))
         self.choice = np.concatenate([self.choice, choice])
         self.mode = np.concatenate([self.mode, mode])
         self.X = np.concatenate([self.X, X])
@@ -99,6 +98,14 @@ class GuidedProposer:
         self.model.fit(X, y)
         self._fitted_rows = rows
         return rows
+
+    def dup_keys(self, choice: np.ndarray, mode: np.ndarray,
+                 X: np.ndarray | None = None) -> list[bytes]:
+        """The duplicate key of each row (as :meth:`score` gives it), without predicting:
+        its features with a model (``X`` if already computed), else its genome."""
+        if self.model is None:
+            return self.genomes.keys(choice, mode)
+        return _feature_keys(self.featurizer.transform(choice, mode) if X is None else X)
 
     def score(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
         """Predicted ``log(latency / bound)`` (lower is better) and a duplicate key per row.
@@ -144,7 +151,7 @@ class GuidedProposer:
             self.population = (c[rest], m[rest])
             parts.append((c[pick], m[pick], s[pick],
                           ["evolve" if p < want else "explore" for p in pick]))
-            taken[0].update(self.score(c[pick], m[pick])[1])
+            taken[0].update(self.dup_keys(c[pick], m[pick]))
             taken[1].update(self.genomes.keys(c[pick], m[pick]))
             if len(pick) == want or not len(c):
                 break
@@ -190,7 +197,7 @@ class GuidedProposer:
         while len(todo):
             ok = np.asarray(self.feasible(c[todo], m[todo]), dtype=bool)
             chosen += todo[ok].tolist()
-            self.infeasible.update(self.score(c[todo[~ok]], m[todo[~ok]])[1])
+            self.infeasible.update(self.dup_keys(c[todo[~ok]], m[todo[~ok]]))
             want = max(n - len(chosen), 0)
             todo = rest[start:start + 2 * want]  # twice the gap: most of them fit
             start += len(todo)
