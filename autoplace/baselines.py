@@ -6,9 +6,8 @@ name here), before the search starts; the search then only has to beat them.
 
 from __future__ import annotations
 
-import json
+import numpy as np
 
-from autoplace.estimate import op_seconds
 from autoplace.heft import heft
 from autoplace.space import Placement, SearchSpace
 
@@ -23,48 +22,26 @@ def greedy(space: SearchSpace) -> Placement:
     enough; copies are async where the route allows.
     """
     prof = space.profile
-    default = prof.scope(prof.default_scope)
-    choice = []
-    for op, cs in zip(space.graph.ops, space.op_choices):
-        homes = [j for j, (u, s) in enumerate(cs) if s == prof.home_scope(u)] or range(len(cs))
-        choice.append(min(homes, key=lambda j, op=op, cs=cs: op_seconds(
-            op, prof.unit(cs[j][0]), prof.scope(cs[j][1]), default)))
-    return space.decode(choice, {k: "async" for k in range(len(space.edge_names))})
+    home = np.array([prof.scope_index[prof.home_scope(u)] for u in space.units])
+    real = space.real_choices()
+    at_home = real & (space.c_scope == home[space.c_unit])
+    allowed = np.where(at_home.any(axis=1)[:, None], at_home, real)
+    choice = np.where(allowed, space.c_dur, np.inf).argmin(axis=1)
+    return space.decode(choice, np.ones(space.n_edges, dtype=np.int64))
 
 
 def single_units(space: SearchSpace) -> list[tuple[str, Placement]]:
     """``single:<unit>`` for each unit that takes every op, all in its home scope.
 
-    Mirror units (same description, home scopes alike, e.g. the PEs of a mesh) give the
-    same single-unit placement up to renaming, so only the first of them is a baseline.
+    Units of one class (``SearchSpace.unit_class``: e.g. the PEs of a mesh) give the same
+    single-unit placement up to renaming, so only the first of each class is a baseline.
     """
     out, seen = [], set()
-    for u in space.profile.units:
-        key = _mirror_key(space.profile, u)
-        if key not in seen and (p := space.uniform(u.name)) is not None:
-            seen.add(key)
-            out.append((f"single:{u.name}", p))
+    for u, cls in zip(space.units, space.unit_class.tolist()):
+        if cls not in seen and (p := space.uniform(u)) is not None:
+            seen.add(cls)
+            out.append((f"single:{u}", p))
     return out
-
-
-def _mirror_key(profile, unit) -> tuple:
-    """What a single-unit placement on ``unit`` depends on, without the unit's name.
-
-    The unit's description, its home scope (by name when it is the default scope, which
-    every such placement shares, else by capacity and bandwidth) and the direct copy paths
-    between the default scope and that home scope. A private home scope without a direct
-    path keeps its name: its route may differ, so it is never merged.
-    """
-    home = profile.scope(profile.home_scope(unit.name))
-    links = tuple(sorted((c.src == home.name, c.bandwidth_bps, c.latency_s, c.modes)
-                         for c in profile.copies
-                         if {c.src, c.dst} == {home.name, profile.default_scope}))
-    private = home.name != profile.default_scope
-    where = (home.capacity_bytes, home.bandwidth_bps, links) if private and links else home.name
-    return (json.dumps(dict(unit.target), sort_keys=True, default=str),
-            tuple(sorted(unit.accepts)), tuple(sorted(unit.gflops.items())),
-            unit.launch_overhead_s, unit.power_w, unit.rpc_key,
-            tuple(sorted(unit.kernel_s.items())), where)
 
 
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:

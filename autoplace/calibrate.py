@@ -321,7 +321,7 @@ def simulated(profile: Profile, graph: OpGraph, unit: str) -> float:
     from autoplace.measure.simulator import Simulator
 
     space = SearchSpace(graph, profile)
-    return Simulator(graph, profile, space=space).simulate(space.uniform(unit)).latency_s
+    return Simulator(space).simulate(space.uniform(unit)).latency_s
 
 
 def report(m: Measurements, before: Profile, after: Profile, f: Fit) -> list[str]:

@@ -117,7 +117,7 @@ def make_measurer(args, graph, profile, space):
     if args.measurer == "simulator":
         from autoplace.measure.simulator import Simulator
 
-        return Simulator(graph, profile, space=space)
+        return Simulator(space)
     from autoplace.cli_real import real_measurer
 
     return real_measurer(args, graph, profile, space)

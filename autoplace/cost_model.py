@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoplace.estimate import ASYNC, SYNC, SpaceTables, critical_path_bound
-from autoplace.profile import COPY_MODES
-from autoplace.space import Placement, SearchSpace
+from autoplace.space import ASYNC, SYNC, SearchSpace
 
 #: Feature names, in column order (docs/cost_model.md explains each).
 FEATURES = (
@@ -50,62 +48,27 @@ class NotFittedError(CostModelError, AttributeError):
     """``predict`` or ``save`` was called before ``fit``."""
 
 
-def encode(space: SearchSpace, placements: list[Placement]) -> tuple[np.ndarray, np.ndarray]:
-    """Choice index per op and mode index per edge (``sync`` where no copy) of placements.
-
-    Raises :class:`CostModelError` for a placement that does not belong to ``space``.
-    """
-    index = [{c: j for j, c in enumerate(cs)} for cs in space.op_choices]
-    names = [op.name for op in space.graph.ops]
-    choice = np.zeros((len(placements), len(names)), dtype=np.int64)
-    mode = np.zeros((len(placements), len(space.edge_names)), dtype=np.int64)
-    for b, p in enumerate(placements):
-        try:
-            choice[b] = [idx[p.ops[n]] for idx, n in zip(index, names)]
-        except KeyError as exc:
-            raise CostModelError(f"placement does not fit graph {space.graph.name} on "
-                                 f"profile {space.profile.name}: {exc}") from None
-        mode[b] = [COPY_MODES.index(p.copies.get(n, "sync")) for n in space.edge_names]
-    return choice, mode
-
-
 class Featurizer:
     """Features of placements of one space (see the module docstring)."""
 
     names = FEATURES
 
-    def __init__(self, space: SearchSpace, t: SpaceTables | None = None):
-        self.space, self.t = space, t or SpaceTables(space)
-        self.reference = max(critical_path_bound(self.t), 1e-12)
-        self.in_edges = space.graph.in_edges()
-        self.total_bytes = max(float(self.t.nbytes.sum()), 1.0)
-        self.launch = np.array([u.launch_overhead_s for u in space.profile.units])
-        self._route_flat = self.t.route_id.reshape(-1).astype(np.int32)
-        self._flat = np.arange(self.t.n_ops) * self.t.c_dur.shape[1]  # row offsets
-        self._tables = [x.ravel() for x in (self.t.c_unit, self.t.c_scope.astype(np.int32),
-                                            self.t.c_dur)]
-
-    def routes(self, scope: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per edge, from each op's scope index: crosses scopes, the route id taken (0:
-        none), its mode (the preferred one, else the other as ``SearchSpace.decode``)."""
-        a, b = np.take(scope, self.t.src, axis=1), np.take(scope, self.t.dst, axis=1)
-        cross = a != b
-        pair = (a * len(self.t.scopes) + b) * len(COPY_MODES)
-        mode = mode.astype(np.int32)
-        want, other = self._route_flat[pair + mode], self._route_flat[pair + 1 - mode]
-        has = want > 0
-        rid = np.where(has, want, other)
-        rid[~cross] = 0
-        return cross, rid, np.where(has, mode, 1 - mode)
+    def __init__(self, space: SearchSpace):
+        self.space = space
+        self.reference = max(space.critical_path(space.fastest()), 1e-12)
+        self.total_bytes = max(float(space.nbytes.sum()), 1.0)
+        self._flat = np.arange(space.n_ops) * space.c_dur.shape[1]  # row offsets
+        self._tables = [x.ravel() for x in (space.c_unit, space.c_scope, space.c_dur)]
 
     def transform(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
-        """Feature matrix ``[B, len(FEATURES)]`` of ``B`` encoded placements."""
+        """Feature matrix ``[B, len(FEATURES)]`` of ``B`` genomes."""
         if not len(choice):
             return np.zeros((0, len(FEATURES)))
-        t, at = self.t, self._flat + choice
+        t, at = self.space, self._flat + choice
         unit, scope, dur = (table[at] for table in self._tables)
-        cross, rid, used = self.routes(scope, mode)
-        secs = np.where(cross, t.r_lat[rid] + t.nbytes * t.r_inv[rid], 0.0)
+        cross, used, rid = t.copy_plan(choice, mode)
+        routes = t.routes
+        secs = np.where(cross, routes.lat[rid] + t.nbytes * routes.inv[rid], 0.0)
         sync, asyn = cross & (used == SYNC), cross & (used == ASYNC)
         busy = _per_row_sum(unit, dur, len(t.units))
         busy[:, t.host] += (secs * sync).sum(axis=1)
@@ -127,7 +90,7 @@ class Featurizer:
             (unit[:, t.src] != unit[:, t.dst]).mean(axis=1) if t.n_edges else 0 * cp,
             (busy > 0).sum(axis=1) / len(t.units),
             (scope != t.default_scope).mean(axis=1),
-            log(self.launch[unit].sum(axis=1)),
+            log(t.launch[unit].sum(axis=1)),
             *self._pressure(scope),
             (cross & (rid == 0)).any(axis=1).astype(float),
         ]
@@ -138,12 +101,12 @@ class Featurizer:
 
     def _dma_busy(self, rid: np.ndarray, asyn: np.ndarray) -> np.ndarray:
         """Busy time of each DMA engine: the async copies' hops it performs."""
-        t, (bi, ki) = self.t, np.nonzero(asyn)
+        t, (bi, ki), routes = self.space, np.nonzero(asyn), self.space.routes
         r, total = rid[bi, ki], np.zeros(len(rid) * t.n_resources)
-        for h in range(t.r_hop_res.shape[1]):
-            res = t.r_hop_res[r, h]
+        for h in range(routes.hop_res.shape[1]):
+            res = routes.hop_res[r, h]
             on = res >= 0
-            secs = t.r_hop_lat[r[on], h] + t.nbytes[ki[on]] * t.r_hop_inv[r[on], h]
+            secs = routes.hop_lat[r[on], h] + t.nbytes[ki[on]] * routes.hop_inv[r[on], h]
             total += np.bincount(bi[on] * t.n_resources + res[on], weights=secs,
                                  minlength=len(total))
         return total.reshape(len(rid), t.n_resources)[:, len(t.units):]
@@ -152,8 +115,8 @@ class Featurizer:
         """Longest path with the chosen op times and unloaded copy times (no contention)."""
         dur_t, secs_t = np.ascontiguousarray(dur.T), np.ascontiguousarray(secs.T)
         finish = np.empty_like(dur_t)  # op-major: each op's row is contiguous
-        src = self.t.src
-        for i, ks in enumerate(self.in_edges):
+        src = self.space.src
+        for i, ks in enumerate(self.space.in_edges):
             if not ks:
                 finish[i] = dur_t[i]
                 continue
@@ -165,7 +128,7 @@ class Featurizer:
 
     def _pressure(self, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Outputs held in a scope over its capacity: summed (log) and the largest one."""
-        t = self.t
+        t = self.space
         held = _per_row_sum(scope, np.broadcast_to(t.out_bytes, scope.shape), len(t.scopes))
         frac = held / t.capacity
         biggest = (t.out_bytes / t.capacity[scope]).max(axis=1, initial=0.0)

@@ -1,8 +1,8 @@
 """Evolutionary proposals over encoded placements, vectorised with numpy.
 
-A *genome* is a placement encoded as a choice index per op (into ``op_choices``) and a
-preferred copy mode per edge (0 ``sync``, 1 ``async``), the same encoding as
-:func:`autoplace.cost_model.encode`. :class:`Genomes` mutates and crosses whole batches of
+A *genome* is a placement encoded as a choice index per op and a preferred copy mode per
+edge (0 ``sync``, 1 ``async``): the compiled space's encoding
+(:class:`~autoplace.space.SearchSpace`). :class:`Genomes` mutates and crosses whole batches of
 them at once; :func:`evolve` runs a few generations of mutation and selection against a
 score (the cost model's prediction), as Ansor's evolutionary search does, so that many
 candidates are ranked for each one measured.
@@ -27,57 +27,22 @@ from collections.abc import Callable
 
 import numpy as np
 
-from autoplace.estimate import SpaceTables
-from autoplace.space import Placement, SearchSpace
+from autoplace.space import SearchSpace
 
 OPERATORS = {"point": 0.25, "follow": 0.15, "segment": 0.15, "scope": 0.1, "move": 0.1,
              "mode": 0.1, "cross": 0.15}
 
 
 class Genomes:
-    """Batch operations on the genomes of one space."""
+    """Batch mutations of the genomes of one space."""
 
-    def __init__(self, space: SearchSpace, t: SpaceTables):
-        self.space, self.t = space, t
-        S = len(t.scopes)
-        self.pair = t.c_unit * S + t.c_scope  # (unit, scope) id of each (op, choice)
-        n_pairs = len(t.units) * S
-        self.to_choice = np.full((t.n_ops, n_pairs), -1, dtype=np.int64)
-        for i in range(t.n_ops):
-            for j in reversed(range(int(t.n_choices[i]))):
-                self.to_choice[i, self.pair[i, j]] = j
-        self.neighbours = _neighbours(t)
-        self._route_flat = t.route_id.reshape(-1)
+    def __init__(self, space: SearchSpace):
+        self.space = space
+        self.neighbours = _neighbours(space)
 
-    # -- encoding ------------------------------------------------------------------------
-    def normalize(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
-        """The modes decoding really uses: 0 where no copy, the other mode where the
-        preferred one has no route (as :meth:`SearchSpace.decode` repairs it)."""
-        t = self.t
-        scope = t.c_scope[np.arange(t.n_ops), choice]
-        a, b = scope[:, t.src], scope[:, t.dst]
-        pair = (a * len(t.scopes) + b) * 2
-        has_want = self._route_flat[pair + mode] > 0
-        has_other = self._route_flat[pair + 1 - mode] > 0
-        used = np.where(has_want | ~has_other, mode, 1 - mode)
-        return np.where(a != b, used, 0)
-
-    @staticmethod
-    def keys(choice: np.ndarray, mode: np.ndarray) -> list[bytes]:
-        """A hashable key per row (use normalised modes)."""
-        rows = np.concatenate([choice, mode], axis=1).astype(np.int16)
-        return [r.tobytes() for r in rows]
-
-    def decode(self, choice: np.ndarray, mode: np.ndarray) -> Placement:
-        """The placement of one genome."""
-        return self.space.decode([int(c) for c in choice],
-                                 {k: ("sync", "async")[int(m)] for k, m in enumerate(mode)})
-
-    def random(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``n`` uniformly random genomes."""
-        t = self.t
-        choice = (rng.random((n, t.n_ops)) * t.n_choices).astype(np.int64)
-        return choice, rng.integers(0, 2, (n, t.n_edges))
+    def _choices(self, ops: np.ndarray, units: np.ndarray, scopes: np.ndarray) -> np.ndarray:
+        """Choice index of each (op, unit, scope), -1 where the op has no such choice."""
+        return self.space.choice_index(ops, units, scopes)
 
     # -- mutation ------------------------------------------------------------------------
     def mutate(self, choice: np.ndarray, mode: np.ndarray, parents: np.ndarray,
@@ -93,68 +58,76 @@ class Genomes:
         return c, m
 
     def _point(self, c, m, rows, rng, *_):
-        i = rng.integers(0, self.t.n_ops, len(rows))
-        c[rows, i] = (rng.random(len(rows)) * self.t.n_choices[i]).astype(np.int64)
+        i = rng.integers(0, self.space.n_ops, len(rows))
+        c[rows, i] = (rng.random(len(rows)) * self.space.n_choices[i]).astype(np.int64)
 
     def _follow(self, c, m, rows, rng, *_):
-        i = rng.integers(0, self.t.n_ops, len(rows))
+        i = rng.integers(0, self.space.n_ops, len(rows))
         nb = self.neighbours[i, (rng.random(len(rows)) * self.neighbours.shape[1]).astype(int)]
         has = nb >= 0
         rows, i, nb = rows[has], i[has], nb[has]
-        want = self.to_choice[i, self.pair[nb, c[rows, nb]]]
+        t = self.space
+        want = self._choices(i, t.c_unit[nb, c[rows, nb]], t.c_scope[nb, c[rows, nb]])
         ok = want >= 0
         c[rows[ok], i[ok]] = want[ok]
 
     def _runs(self, rows: np.ndarray, rng: np.random.Generator):
         """A start op and a log-uniform length (2 .. half the graph) per row."""
-        n = self.t.n_ops
+        n = self.space.n_ops
         start = rng.integers(0, n, len(rows))
         top = np.log(max(n / 2, 2.0))
         length = np.exp(rng.uniform(np.log(2.0), top, len(rows))).round().astype(np.int64)
         return start, np.maximum(length, 1)
 
-    def _apply_runs(self, c, rows, start, length, pairs) -> None:
-        """Set each op of each run to its choice of the (unit, scope) id in ``pairs[row,
-        op]``, where the op has one."""
-        cols = np.arange(self.t.n_ops)
+    def _apply_runs(self, c, rows, start, length, units, scopes) -> None:
+        """Set each op of each run to its choice of (``units[row, op]``, ``scopes[row,
+        op]``), where the op has one."""
+        cols = np.arange(self.space.n_ops)
         live = (cols >= start[:, None]) & (cols < (start + length)[:, None])
-        want = self.to_choice[cols, pairs]
+        want = self._choices(np.broadcast_to(cols, live.shape), units, scopes)
         c[rows] = np.where(live & (want >= 0), want, c[rows])
 
     def _segment(self, c, m, rows, rng, *_):
+        t = self.space
         start, length = self._runs(rows, rng)
-        pick = (rng.random(len(rows)) * self.t.n_choices[start]).astype(np.int64)
-        pairs = np.repeat(self.pair[start, pick][:, None], self.t.n_ops, axis=1)
-        self._apply_runs(c, rows, start, length, pairs)
+        pick = (rng.random(len(rows)) * t.n_choices[start]).astype(np.int64)
+        shape = (len(rows), t.n_ops)
+        units = np.broadcast_to(t.c_unit[start, pick][:, None], shape)
+        scopes = np.broadcast_to(t.c_scope[start, pick][:, None], shape)
+        self._apply_runs(c, rows, start, length, units, scopes)
 
     def _scope(self, c, m, rows, rng, *_):
-        t = self.t
+        t = self.space
         start, length = self._runs(rows, rng)
         scope = rng.integers(0, len(t.scopes), len(rows))
         units = t.c_unit[np.arange(t.n_ops), c[rows]]
-        self._apply_runs(c, rows, start, length, units * len(t.scopes) + scope[:, None])
+        self._apply_runs(c, rows, start, length, units,
+                         np.broadcast_to(scope[:, None], units.shape))
 
     def _move(self, c, m, rows, rng, *_):
-        t = self.t
+        t = self.space
         i = rng.integers(0, t.n_ops, len(rows))
         pick = (rng.random(len(rows)) * t.n_choices[i]).astype(np.int64)
         src_unit = t.c_unit[i, c[rows, i]]
         cols = np.arange(t.n_ops)
         units = t.c_unit[cols, c[rows]]
-        want = self.to_choice[cols, self.pair[i, pick][:, None]]
+        shape = units.shape
+        want = self._choices(np.broadcast_to(cols, shape),
+                             np.broadcast_to(t.c_unit[i, pick][:, None], shape),
+                             np.broadcast_to(t.c_scope[i, pick][:, None], shape))
         swap = (units == src_unit[:, None]) & (want >= 0)
         c[rows] = np.where(swap, want, c[rows])
 
     def _mode(self, c, m, rows, rng, *_):
-        if not self.t.n_edges:
+        if not self.space.n_edges:
             return
         for _ in range(3):
-            e = rng.integers(0, self.t.n_edges, len(rows))
+            e = rng.integers(0, self.space.n_edges, len(rows))
             flip = rng.random(len(rows)) < 0.6
             m[rows[flip], e[flip]] ^= 1
 
     def _cross(self, c, m, rows, rng, choice, mode):
-        t = self.t
+        t = self.space
         other = rng.integers(0, len(choice), len(rows))
         lo = rng.integers(0, t.n_ops, len(rows))
         hi = np.minimum(lo + rng.integers(1, max(t.n_ops // 2, 1) + 1, len(rows)), t.n_ops)
@@ -165,7 +138,7 @@ class Genomes:
         m[rows] = np.where(take_e, mode[other], m[rows])
 
 
-def _neighbours(t: SpaceTables) -> np.ndarray:
+def _neighbours(t: SearchSpace) -> np.ndarray:
     """Predecessors and successors of each op, padded with -1."""
     nb: list[list[int]] = [[] for _ in range(t.n_ops)]
     for s, d in zip(t.src, t.dst):
@@ -191,15 +164,16 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
     drawn more often) and keeps the ``keep`` best of distinct keys. Returns every genome
     scored whose key is new and not in ``exclude``, best first, with its score.
     """
-    mode = genomes.normalize(choice, mode)
+    space = genomes.space
+    mode = space.normalize(choice, mode)
     pop = _unique(choice, mode, *score(choice, mode), set())
-    pool, scored = [pop], set(genomes.keys(choice, mode))
+    pool, scored = [pop], set(space.keys(choice, mode))
     for _ in range(generations):
         weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
         parents = rng.choice(len(pop[0]), size=children, p=weights / weights.sum())
         c, m = genomes.mutate(pop[0], pop[1], parents, rng)
-        m = genomes.normalize(c, m)
-        new = _first_unseen(genomes.keys(c, m), scored)  # many children equal a parent
+        m = space.normalize(c, m)
+        new = _first_unseen(space.keys(c, m), scored)  # many children equal a parent
         c, m = c[new], m[new]
         kids = _unique(c, m, *score(c, m), set())
         pool.append(kids)

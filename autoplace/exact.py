@@ -30,11 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoplace.estimate import SpaceTables
-from autoplace.graph import OpGraph
-from autoplace.measure.batch import BatchModel, BatchRun
+from autoplace.measure.batch import simulate_batch
 from autoplace.profile import COPY_MODES
-from autoplace.space import Placement, SearchSpace
+from autoplace.space import Placement, PlacementError, SearchSpace
 
 CHUNK = 50_000  # rows simulated at once
 
@@ -62,15 +60,15 @@ class Bound:
         return max(self.critical_path_s, self.load_s)
 
 
-def lower_bound(space: SearchSpace, t: SpaceTables | None = None) -> Bound:
+def lower_bound(space: SearchSpace) -> Bound:
     """Max of the critical-path bound and the LP bound on unit loads (see module doc)."""
-    t = t or SpaceTables(space)
+    t = space
     fastest = fitting_fastest(t)
     return Bound(critical_path_s=float((fastest + _tails(t, fastest)).max(initial=0.0)),
                  load_s=load_bound(t))
 
 
-def fitting(t: SpaceTables) -> np.ndarray:
+def fitting(t: SearchSpace) -> np.ndarray:
     """``[ops, width]``: the real choices whose scope holds the op's inputs and output."""
     in_bytes = np.zeros(t.n_ops)
     np.add.at(in_bytes, t.dst, t.nbytes)
@@ -80,12 +78,12 @@ def fitting(t: SpaceTables) -> np.ndarray:
     return np.where(fits.any(axis=1)[:, None], fits, real)  # none fits: the op fails anyway
 
 
-def fitting_fastest(t: SpaceTables) -> np.ndarray:
+def fitting_fastest(t: SearchSpace) -> np.ndarray:
     """Each op's shortest time over its :func:`fitting` choices."""
     return np.where(fitting(t), t.c_dur, np.inf).min(axis=1)
 
 
-def load_bound(t: SpaceTables) -> float:
+def load_bound(t: SearchSpace) -> float:
     """``min M`` s.t. ops split over units (``sum_u x[v,u] = 1``), each load ``<= M``."""
     from scipy.optimize import linprog
 
@@ -112,22 +110,9 @@ def load_bound(t: SpaceTables) -> float:
     return float(res.x[n]) * (1 - 1e-9) if res.status == 0 else 0.0
 
 
-def _prefix_model(space: SearchSpace, t: SpaceTables, k: int) -> BatchModel:
-    """The batched simulator of ops ``[0, k)``; outputs read later are freed at their end."""
-    g = space.graph
-    sub = OpGraph(name=f"{g.name}[:{k}]", ops=g.ops[:k],
-                  edges=tuple(e for e in g.edges if e.dst < k))
-    sub_space = SearchSpace(sub, space.profile)
-    durations = [{c: float(t.c_dur[i, j]) for j, c in enumerate(space.op_choices[i])}
-                 for i in range(k)]
-    model = BatchModel(sub_space, durations)
-    model.has_consumers = np.array([bool(x) for x in g.out_edges()[:k]])
-    return model
-
-
-def _tails(t: SpaceTables, fastest: np.ndarray) -> np.ndarray:
+def _tails(t: SearchSpace, fastest: np.ndarray) -> np.ndarray:
     """Longest path after each op (exclusive) with ops at ``fastest`` and free copies."""
-    outs = t.space.graph.out_edges()
+    outs = t.out_edges
     tail = np.zeros(t.n_ops)
     for v in reversed(range(t.n_ops)):
         tail[v] = max((fastest[t.dst[k]] + tail[t.dst[k]] for k in outs[v]), default=0.0)
@@ -137,12 +122,11 @@ def _tails(t: SpaceTables, fastest: np.ndarray) -> np.ndarray:
 class _Search:
     """Level-by-level branch and bound (see the module docstring)."""
 
-    def __init__(self, space: SearchSpace, t: SpaceTables, incumbent: float, limit: int,
-                 work: float):
-        self.space, self.t, self.limit, self.work = space, t, limit, work
+    def __init__(self, space: SearchSpace, incumbent: float, limit: int, work: float):
+        self.space, self.t, self.limit, self.work = space, space, limit, work
         self.best, self.best_rows = incumbent, None
-        self.tail = _tails(t, fitting_fastest(t))
-        self.in_edges = space.graph.in_edges()
+        self.tail = _tails(space, fitting_fastest(space))
+        self.in_edges = space.in_edges
         self.nodes = 0
 
     def extend(self, choice: np.ndarray, mode: np.ndarray, k: int):
@@ -168,21 +152,19 @@ class _Search:
         first.sort()
         return choice[first], mode[first]
 
-    def level(self, model: BatchModel, choice: np.ndarray, mode: np.ndarray, k: int):
+    def level(self, choice: np.ndarray, mode: np.ndarray, k: int):
         """Simulate the rows of level ``k`` (ops ``[0, k]``) and keep the promising ones."""
-        cols = [e for e in range(self.t.n_edges) if self.t.dst[e] <= k]
         keep = np.zeros(len(choice), dtype=bool)
+        pad = np.zeros((1, self.t.n_ops - k - 1), dtype=np.int64)  # ops not placed yet
         for lo in range(0, len(choice), CHUNK):
-            c, m = choice[lo:lo + CHUNK], mode[lo:lo + CHUNK][:, cols]
-            st = BatchRun(model, c, m)
-            for i in range(model.n):
-                st.op(i)
-            out = st.finish_up()
+            c, m = choice[lo:lo + CHUNK], mode[lo:lo + CHUNK]
+            full = np.concatenate([c, np.repeat(pad, len(c), axis=0)], axis=1)
+            out = simulate_batch(self.space, full, m, prefix=k + 1, finish=True)
             self.nodes += len(c)
-            ok = ~out["no_route"] & (out["peak"] <= self.t.capacity[None, :]).all(axis=1)
+            ok = ~out.no_route & (out.peak <= self.t.capacity[None, :]).all(axis=1)
             if k == self.t.n_ops - 1:
-                self._improve(ok, out["latency"], c, mode[lo:lo + CHUNK])
-            bound = (st.finish + self.tail[None, :k + 1]).max(axis=1)
+                self._improve(ok, out.latency, c, m)
+            bound = (out.finish + self.tail[None, :k + 1]).max(axis=1)
             keep[lo:lo + len(c)] = ok & (bound < self.best)
         return choice[keep], mode[keep]
 
@@ -201,15 +183,14 @@ class _Search:
             if choice is None or len(choice) * (k + 1) > self.work:
                 return False
             self.work -= len(choice) * (k + 1)
-            choice, mode = self.level(_prefix_model(self.space, self.t, k + 1), choice, mode, k)
+            choice, mode = self.level(choice, mode, k)
             if not len(choice):
                 break
         return True
 
 
 def optimum(space: SearchSpace, *, incumbent: Placement | None = None,
-            bound: float | None = None, limit: int = 3_000_000, work: float = 1e9,
-            t: SpaceTables | None = None) -> Optimum:
+            bound: float | None = None, limit: int = 3_000_000, work: float = 1e9) -> Optimum:
     """The minimum latency over every placement of ``space`` by branch and bound.
 
     ``incumbent`` (e.g. the HEFT placement) and ``bound`` (a latency known to be reachable,
@@ -219,31 +200,27 @@ def optimum(space: SearchSpace, *, incumbent: Placement | None = None,
     the seeds, the answer is their latency, with the incumbent's placement if it is the one
     that reaches it (else None).
     """
-    t = t or SpaceTables(space)
-    seed_s = _latency(space, t, incumbent) if incumbent is not None else np.inf
+    seed_s = _latency(space, incumbent) if incumbent is not None else np.inf
     start = min(seed_s, np.inf if bound is None else bound)
-    search = _Search(space, t, start * (1 + 1e-12), limit, work)
+    search = _Search(space, start * (1 + 1e-12), limit, work)
     proven = search.run()
     if search.best_rows is None:
         placement = incumbent if incumbent is not None and seed_s <= start else None
         return Optimum(latency_s=float(start), placement=placement, proven=proven,
                        nodes=search.nodes)
-    choice, mode = search.best_rows
-    placement = space.decode([int(c) for c in choice],
-                             {e: COPY_MODES[int(m)] for e, m in enumerate(mode)})
+    placement = space.decode(*search.best_rows)
     return Optimum(latency_s=search.best, placement=placement, proven=proven,
                    nodes=search.nodes)
 
 
-def _latency(space: SearchSpace, t: SpaceTables, placement: Placement) -> float:
-    """Simulated latency of one placement (inf if infeasible), on the batched model."""
+def _latency(space: SearchSpace, placement: Placement) -> float:
+    """Simulated latency of one placement (inf if it does not fit)."""
+    try:
+        choice, mode = space.encode([placement])
+    except PlacementError:
+        return np.inf
     if space.check(placement):
         return np.inf
-    model = _prefix_model(space, t, t.n_ops)
-    choice = np.array([[space.op_choices[i].index(placement.ops[op.name])
-                        for i, op in enumerate(space.graph.ops)]], dtype=np.int64)
-    mode = np.array([[COPY_MODES.index(placement.copies.get(n, "sync"))
-                      for n in space.edge_names]], dtype=np.int64)
-    out = model.run(choice, mode)
-    fits = (out["peak"][0] <= t.capacity).all() and not out["no_route"][0]
-    return float(out["latency"][0]) if fits else np.inf
+    out = simulate_batch(space, choice, mode)
+    fits = (out.peak[0] <= space.capacity).all() and not out.no_route[0]
+    return float(out.latency[0]) if fits else np.inf

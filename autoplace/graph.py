@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,13 +34,38 @@ class GraphError(ValueError):
     """A graph file or graph value is malformed."""
 
 
+def _check_count(what: str, field: str, value: object) -> int:
+    """``value`` as a plain int >= 0: an integer (numpy ones too), not a bool nor a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise GraphError(f"{what}: {field} must be an integer, got {value!r}")
+    if value < 0:
+        raise GraphError(f"{what}: {field} >= 0 must hold, got {value}")
+    return int(value)
+
+
+def _check_flops(what: str, value: object) -> None:
+    """``value`` must be a finite real number >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise GraphError(f"{what}: flops must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise GraphError(f"{what}: flops must be finite, got {value}")
+    if value < 0:
+        raise GraphError(f"{what}: flops >= 0 must hold, got {value}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Op:
     """One kernel of the graph (one ``call_tir`` after fusion).
 
     ``bytes_read`` counts every input tensor (produced by other ops, graph inputs and
     weights); ``external_bytes`` is the part of it that comes from graph inputs and
-    weights, i.e. not from another op. ``output_bytes`` is what the kernel writes.
+    weights, i.e. not from another op; ``weight_bytes`` is the part of ``external_bytes``
+    that is constants (model weights/parameters), so :attr:`input_bytes` is the rest, read
+    from graph inputs. ``output_bytes`` is what the kernel writes.
+
+    Byte counts must be integers >= 0 (numpy integers are turned into ``int``); ``flops``
+    a finite number >= 0; bools are refused everywhere. Graph files written before
+    ``weight_bytes`` existed load with ``weight_bytes == 0``.
     """
 
     name: str
@@ -47,17 +74,26 @@ class Op:
     bytes_read: int
     output_bytes: int
     external_bytes: int = 0
+    weight_bytes: int = 0
     func: str = ""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise GraphError("op name must be non-empty")
+        what = f"op {self.name!r}"
         if self.kind not in OP_KINDS:
-            raise GraphError(f"op {self.name!r}: kind must be one of {OP_KINDS}, got {self.kind!r}")
-        for field in ("flops", "bytes_read", "output_bytes", "external_bytes"):
-            if getattr(self, field) < 0:
-                value = getattr(self, field)
-                raise GraphError(f"op {self.name!r}: {field} >= 0 must hold, got {value}")
+            raise GraphError(f"{what}: kind must be one of {OP_KINDS}, got {self.kind!r}")
+        _check_flops(what, self.flops)
+        for field in ("bytes_read", "output_bytes", "external_bytes", "weight_bytes"):
+            object.__setattr__(self, field, _check_count(what, field, getattr(self, field)))
+        if self.weight_bytes > self.external_bytes:
+            raise GraphError(f"{what}: weight_bytes <= external_bytes must hold, got "
+                             f"{self.weight_bytes} > {self.external_bytes}")
+
+    @property
+    def input_bytes(self) -> int:
+        """Bytes read from graph inputs: ``external_bytes - weight_bytes``."""
+        return self.external_bytes - self.weight_bytes
 
     @property
     def kernel_key(self) -> str:
@@ -80,12 +116,12 @@ class Edge:
     nbytes: int
 
     def __post_init__(self) -> None:
+        what = f"edge {self.src!r}->{self.dst!r}"
+        for field in ("src", "dst", "nbytes"):
+            object.__setattr__(self, field, _check_count(what, field, getattr(self, field)))
         if self.src >= self.dst:
             raise GraphError(f"edge {self.src}->{self.dst}: src < dst must hold "
                              "(ops are in topological order)")
-        if self.nbytes < 0:
-            raise GraphError(f"edge {self.src}->{self.dst}: nbytes >= 0 must hold, "
-                             f"got {self.nbytes}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,10 +174,12 @@ class OpGraph:
 
     @functools.cached_property
     def total_flops(self) -> float:
+        """Sum of the ops' flops."""
         return float(sum(op.flops for op in self.ops))
 
     # -- serialisation -----------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The graph as JSON-ready data (read back by :meth:`from_dict`)."""
         return {
             "name": self.name,
             "ops": [dataclasses.asdict(op) for op in self.ops],
@@ -150,6 +188,7 @@ class OpGraph:
 
     @classmethod
     def from_dict(cls, d: dict, *, source: str = "<dict>") -> OpGraph:
+        """The graph of :meth:`to_dict` data; a missing op ``weight_bytes`` means 0."""
         try:
             ops = tuple(Op(**o) for o in d["ops"])
             edges = tuple(Edge(src=s, dst=t, nbytes=b) for s, t, b in d["edges"])
@@ -167,6 +206,7 @@ class OpGraph:
         return cls.from_dict(d, source=str(path))
 
     def save(self, path: str | Path) -> None:
+        """Write the graph as indented JSON (read back by :meth:`load`)."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     @functools.cached_property

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from autoplace.cost_model import AnalyticCostModel, CostModel, Featurizer, XGBCostModel
-from autoplace.estimate import SpaceTables
 from autoplace.evolve import Genomes, evolve
 from autoplace.space import SearchSpace
 
@@ -51,19 +50,19 @@ ROUNDS = 4
 class GuidedProposer:
     """Proposes batches of genomes for one space (see the module docstring)."""
 
-    def __init__(self, space: SearchSpace, t: SpaceTables, *, model: CostModel | None,
+    def __init__(self, space: SearchSpace, *, model: CostModel | None,
                  candidates: int, seed: int, warm: tuple[np.ndarray, np.ndarray] | None = None,
                  explore: float = 0.1, generations: int = 3, keep: int = 64,
                  feasible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
-        self.genomes, self.featurizer = Genomes(space, t), Featurizer(space, t)
+        self.space, self.genomes, self.featurizer = space, Genomes(space), Featurizer(space)
         self.model, self.candidates, self.explore = model, candidates, explore
         self.generations, self.keep = generations, keep
         self.rng = np.random.default_rng(seed)
         width = len(self.featurizer.names)
         self.warm = warm if warm is not None else (np.zeros((0, width)), np.zeros(0))
         self.X, self.latency = np.zeros((0, width)), np.zeros(0)
-        self.choice = np.zeros((0, t.n_ops), dtype=np.int64)
-        self.mode = np.zeros((0, t.n_edges), dtype=np.int64)
+        self.choice = np.zeros((0, space.n_ops), dtype=np.int64)
+        self.mode = np.zeros((0, space.n_edges), dtype=np.int64)
         self.measured: set[bytes] = set()  # duplicate keys (see score) measured
         self.measured_genomes: set[bytes] = set()
         self.feasible = feasible  # rows -> bool: fits the profile (else never proposed)
@@ -74,9 +73,9 @@ class GuidedProposer:
     # -- data ----------------------------------------------------------------------------
     def observe(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         """Add measured genomes; ``latency`` is NaN for a failed candidate."""
-        mode = self.genomes.normalize(choice, mode)
+        mode = self.space.normalize(choice, mode)
         X = self.featurizer.transform(choice, mode)
-        self.measured_genomes.update(self.genomes.keys(choice, mode))
+        self.measured_genomes.update(self.space.keys(choice, mode))
         self.measured.update(self.dup_keys(choice, mode, X))
         self.choice = np.concatenate([self.choice, choice])
         self.mode = np.concatenate([self.mode, mode])
@@ -104,7 +103,7 @@ class GuidedProposer:
         """The duplicate key of each row (as :meth:`score` gives it), without predicting:
         its features with a model (``X`` if already computed), else its genome."""
         if self.model is None:
-            return self.genomes.keys(choice, mode)
+            return self.space.keys(choice, mode)
         return _feature_keys(self.featurizer.transform(choice, mode) if X is None else X)
 
     def score(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
@@ -115,7 +114,7 @@ class GuidedProposer:
         equal genomes are duplicates.
         """
         if self.model is None:
-            return self.rng.random(len(choice)), self.genomes.keys(choice, mode)
+            return self.rng.random(len(choice)), self.space.keys(choice, mode)
         X = self.featurizer.transform(choice, mode)
         keys = _feature_keys(X)
         if self._fitted_rows < 0:
@@ -131,7 +130,7 @@ class GuidedProposer:
         c = np.concatenate([self.choice[best], pc[: self.keep - len(best)]])
         m = np.concatenate([self.mode[best], pm[: self.keep - len(best)]])
         if not len(c):
-            c, m = self.genomes.random(self.keep, self.rng)
+            c, m = self.space.random_genomes(self.keep, self.rng)
         return c, m
 
     def propose(self, n: int) -> Batch:
@@ -152,7 +151,7 @@ class GuidedProposer:
             parts.append((c[pick], m[pick], s[pick],
                           ["evolve" if p < want else "explore" for p in pick]))
             taken[0].update(self.dup_keys(c[pick], m[pick]))
-            taken[1].update(self.genomes.keys(c[pick], m[pick]))
+            taken[1].update(self.space.keys(c[pick], m[pick]))
             if len(pick) == want or not len(c):
                 break
         cs, ms, ss, labels = zip(*parts)
@@ -175,13 +174,13 @@ class GuidedProposer:
         """Random genomes not measured, not in the pool and not ``taken`` (equal features
         allowed: in a small space, the model's twins are measured before the search gives
         up)."""
-        rc, rm = self.genomes.random(8 * self.keep, self.rng)
-        rm = self.genomes.normalize(rc, rm)
+        rc, rm = self.space.random_genomes(8 * self.keep, self.rng)
+        rm = self.space.normalize(rc, rm)
 
         def score(choice, mode):
-            return self.score(choice, mode)[0], self.genomes.keys(choice, mode)
+            return self.score(choice, mode)[0], self.space.keys(choice, mode)
 
-        exclude = self.measured_genomes | set(self.genomes.keys(c, m)) | taken
+        exclude = self.measured_genomes | set(self.space.keys(c, m)) | taken
         return evolve(self.genomes, rc, rm, score, children=1, generations=0, keep=self.keep,
                       rng=self.rng, exclude=exclude)
 

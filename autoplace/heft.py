@@ -14,6 +14,9 @@ it into the first idle gap long enough. The adaptation to autoplace's space:
   which classic HEFT's contention-free links do not model;
 - **mean costs for the rank**: ``w̄`` is the mean op time over the op's choices; ``c̄`` the
   mean over the two ends' choice pairs of the faster mode's copy time (0 for one scope);
+- **identical idle units**: an op tries the units already in use, and of each class of
+  identical units (``SearchSpace.unit_class``) only the first :data:`IDLE_PER_CLASS` idle
+  ones: idle twins differ only in where they sit, and a mesh has thousands of them;
 - **memory**: a scope is admissible for an op only if the bytes resident there (outputs of
   planned ops with an unplanned consumer, graph outputs, plus this op's output and staged
   inputs) fit its capacity; if no choice is admissible, every choice is.
@@ -29,31 +32,51 @@ import bisect
 
 import numpy as np
 
-from autoplace.estimate import ASYNC, SYNC, SpaceTables
 from autoplace.profile import COPY_MODES
-from autoplace.space import Placement, SearchSpace
+from autoplace.space import ASYNC, SYNC, Placement, SearchSpace
+
+#: scopes per end of an edge that :func:`mean_copy` averages over at most (evenly spaced)
+MEAN_SCOPES = 64
+#: idle units of one class an op may go to (besides the units already in use)
+IDLE_PER_CLASS = 2
 
 
-def upward_ranks(t: SpaceTables) -> np.ndarray:
+def upward_ranks(space: SearchSpace) -> np.ndarray:
     """``rank(v) = w̄(v) + max over edges v->w of (c̄(v, w) + rank(w))``."""
-    mean_w = np.array([t.c_dur[i, :t.n_choices[i]].mean() for i in range(t.n_ops)])
-    out_edges = t.space.graph.out_edges()
-    rank = np.zeros(t.n_ops)
-    for v in reversed(range(t.n_ops)):
-        tail = [mean_copy(t, k) + rank[t.dst[k]] for k in out_edges[v]]
+    real = space.real_choices()
+    mean_w = np.where(real, space.c_dur, 0.0).sum(axis=1) / space.n_choices
+    rank = np.zeros(space.n_ops)
+    for v in reversed(range(space.n_ops)):
+        tail = [mean_copy(space, k) + rank[space.dst[k]] for k in space.out_edges[v]]
         rank[v] = mean_w[v] + max(tail, default=0.0)
     return rank
 
 
-def mean_copy(t: SpaceTables, k: int) -> float:
+def _scope_weights(space: SearchSpace, op: int) -> tuple[np.ndarray, np.ndarray]:
+    """The scopes of op ``op``'s choices and how many choices each has (at most
+    :data:`MEAN_SCOPES` of them, evenly spaced, on a big mesh)."""
+    scopes, counts = np.unique(space.c_scope[op, :space.n_choices[op]], return_counts=True)
+    if len(scopes) > MEAN_SCOPES:
+        keep = np.linspace(0, len(scopes) - 1, MEAN_SCOPES).round().astype(np.int64)
+        scopes, counts = scopes[keep], counts[keep]
+    return scopes, counts
+
+
+def mean_copy(space: SearchSpace, k: int) -> float:
     """Mean over the choice pairs of edge ``k``'s ends of the faster copy (0: same scope)."""
-    a = t.c_scope[t.src[k], :t.n_choices[t.src[k]]]
-    b = t.c_scope[t.dst[k], :t.n_choices[t.dst[k]]]
-    rid = t.route_id[a[:, None], b[None, :]]  # [na, nb, modes]
-    secs = np.where(rid > 0, t.r_lat[rid] + t.nbytes[k] * t.r_inv[rid], np.inf).min(axis=2)
-    secs = np.where(a[:, None] == b[None, :], 0.0, secs)
-    finite = secs[np.isfinite(secs)]
-    return float(finite.mean()) if finite.size else 0.0
+    a, wa = _scope_weights(space, space.src[k])
+    b, wb = _scope_weights(space, space.dst[k])
+    aa, bb = np.repeat(a, len(b)), np.tile(b, len(a))
+    weight = np.repeat(wa, len(b)) * np.tile(wb, len(a))
+    routes = space.routes
+    secs = np.full(len(aa), np.inf)
+    for m in range(len(COPY_MODES)):
+        rid = routes.ids(aa, bb, np.full(len(aa), m))
+        secs = np.minimum(secs, np.where(rid > 0, routes.lat[rid] + space.nbytes[k]
+                                         * routes.inv[rid], np.inf))
+    secs = np.where(aa == bb, 0.0, secs)
+    ok = np.isfinite(secs)
+    return float((secs[ok] * weight[ok]).sum() / weight[ok].sum()) if ok.any() else 0.0
 
 
 class _Timelines:
@@ -90,11 +113,14 @@ class _Timelines:
 class _Planner:
     """HEFT's list-scheduling phase over one space."""
 
-    def __init__(self, t: SpaceTables):
-        self.t, self.g = t, t.space.graph
-        self.in_edges, self.out_edges = self.g.in_edges(), self.g.out_edges()
+    def __init__(self, t: SearchSpace):
+        self.t = t
+        self.in_edges, self.out_edges = t.in_edges, t.out_edges
         self.lines = _Timelines(t.n_resources)
         self.choice = [-1] * t.n_ops
+        self.used: set[int] = set()
+        classes = t.unit_class
+        self.members = [np.flatnonzero(classes == c) for c in range(int(classes.max()) + 1)]
         self.finish = [0.0] * t.n_ops
         self.modes: dict[int, int] = {}
         self.resident = np.zeros(len(t.scopes))
@@ -102,16 +128,15 @@ class _Planner:
     def copy_plan(self, k: int, a: int, b: int, ready: float, extra: list) -> tuple:
         """(arrival, mode, hop reservations) of the fastest mode for edge ``k``, a -> b."""
         best = (np.inf, ASYNC, [])
+        routes = self.t.routes
         for mode in (ASYNC, SYNC):
-            rid = self.t.route_id[a, b, mode]
+            rid = routes.id(a, b, mode)
             if not rid:
                 continue
             at, hops = ready, []
-            for h in range(self.t.r_hop_res.shape[1]):
-                res = int(self.t.r_hop_res[rid, h])
-                if res < 0:
-                    break
-                secs = self.t.r_hop_lat[rid, h] + self.t.nbytes[k] * self.t.r_hop_inv[rid, h]
+            for h in range(routes.length[rid]):
+                res = int(routes.hop_res[rid, h])
+                secs = routes.hop_lat[rid, h] + self.t.nbytes[k] / routes.hop_bw[rid, h]
                 start = self.lines.earliest(res, at, secs, extra + hops)
                 at = start + secs
                 hops.append((res, start, at))
@@ -142,14 +167,23 @@ class _Planner:
         need = self.resident[s] + self.t.out_bytes[v] + staged
         return need <= self.t.capacity[s]
 
+    def candidates(self, v: int) -> np.ndarray:
+        """Op ``v``'s choices on units in use or among each class's first idle units."""
+        idle = [u for units in self.members
+                for u in [x for x in units[:len(self.used) + IDLE_PER_CLASS]
+                          if x not in self.used][:IDLE_PER_CLASS]]
+        units = self.t.c_unit[v, :self.t.n_choices[v]]
+        return np.flatnonzero(np.isin(units, [*self.used, *idle]))
+
     def place(self, v: int) -> None:
         """Give op ``v`` the admissible choice that finishes earliest, and book it."""
-        options = [(j, *self.try_choice(v, j)) for j in range(self.t.n_choices[v])]
+        options = [(j, *self.try_choice(v, j)) for j in self.candidates(v).tolist()]
         admissible = [o for o in options if self.fits(v, o[0], o[4])] or options
         j, end, reservations, modes, _ = min(admissible, key=lambda o: (o[1], o[0]))
         for res, start, stop in reservations:
             self.lines.reserve(res, start, stop)
         self.choice[v], self.finish[v] = j, end
+        self.used.add(int(self.t.c_unit[v, j]))
         self.modes.update(modes)
         self.resident[self.t.c_scope[v, j]] += self.t.out_bytes[v]
         for k in self.in_edges[v]:  # a producer's output is freed once all consumers are planned
@@ -158,13 +192,18 @@ class _Planner:
                 self.resident[self.t.c_scope[p, self.choice[p]]] -= self.t.out_bytes[p]
 
 
-def heft(space: SearchSpace, t: SpaceTables | None = None) -> Placement:
-    """The HEFT placement of ``space`` (see the module docstring for the adaptation)."""
-    t = t or SpaceTables(space)
-    rank = upward_ranks(t)
-    planner = _Planner(t)
-    for v in sorted(range(t.n_ops), key=lambda i: (-rank[i], i)):
+def heft_genome(space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+    """The HEFT placement of ``space`` as a genome (see the module docstring)."""
+    rank = upward_ranks(space)
+    planner = _Planner(space)
+    for v in sorted(range(space.n_ops), key=lambda i: (-rank[i], i)):
         planner.place(v)
-    ops = {op.name: space.op_choices[i][planner.choice[i]] for i, op in enumerate(space.graph.ops)}
-    copies = {space.edge_names[k]: COPY_MODES[m] for k, m in sorted(planner.modes.items())}
-    return Placement(ops=ops, copies=copies)
+    mode = np.zeros(space.n_edges, dtype=np.int64)
+    for k, m in planner.modes.items():
+        mode[k] = m
+    return np.array(planner.choice, dtype=np.int64), mode
+
+
+def heft(space: SearchSpace) -> Placement:
+    """The HEFT placement of ``space`` by name."""
+    return space.decode(*heft_genome(space))

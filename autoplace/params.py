@@ -1,10 +1,10 @@
-"""How placements are written for Optuna and in the study: parameters and genomes.
+"""How placements are written for Optuna's samplers: one parameter per op and free edge.
 
 The Optuna samplers (``tpe``, ``random``) see one categorical parameter per op
 (``"unit@scope"``) and one per edge that has a choice of copy mode. The ``evolve`` search
-stores a measured candidate as a *genome* instead: its choice index per op and preferred
-copy mode per edge, as one short text attribute (per-op parameters cost Optuna ~30 us each
-per trial, which is most of the search's time on a 300-op graph).
+stores a measured candidate as its genome's text instead (``SearchSpace.format_genome``):
+per-op parameters cost Optuna ~30 us each per trial, most of the search's time on a 300-op
+graph.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from optuna.distributions import CategoricalDistribution
 
+from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, SearchSpace
 
 
@@ -37,15 +38,18 @@ def distributions(space: SearchSpace) -> dict[str, CategoricalDistribution]:
     return dists
 
 
+def to_genome(space: SearchSpace, params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The genome of Optuna parameters (an edge without a parameter: its first mode)."""
+    choice = np.array([space.choice_of(i, *params[op_param(op.name)].split("@", 1))
+                       for i, op in enumerate(space.graph.ops)], dtype=np.int64)
+    mode = np.array([COPY_MODES.index(params.get(copy_param(n), (modes or ["sync"])[0]))
+                     for n, modes in zip(space.edge_names, space.edge_modes)], dtype=np.int64)
+    return choice, mode
+
+
 def to_placement(space: SearchSpace, params: dict) -> Placement:
     """Decode Optuna parameters into a placement (copy modes repaired to fit routes)."""
-    choice = []
-    for op, choices in zip(space.graph.ops, space.op_choices):
-        unit, scope = params[op_param(op.name)].split("@", 1)
-        choice.append(choices.index((unit, scope)))
-    prefs = {k: params[copy_param(n)] for k, n in enumerate(space.edge_names)
-             if copy_param(n) in params}
-    return space.decode(choice, prefs)
+    return space.decode(*to_genome(space, params))
 
 
 def to_params(space: SearchSpace, placement: Placement) -> dict:
@@ -54,21 +58,3 @@ def to_params(space: SearchSpace, placement: Placement) -> dict:
     free = {n for n, m in zip(space.edge_names, space.edge_modes) if len(m) > 1}
     params.update({copy_param(n): m for n, m in placement.copies.items() if n in free})
     return params
-
-
-def format_genome(choice: np.ndarray, mode: np.ndarray) -> str:
-    """Compact text of an encoded placement: choice indices, then copy-mode bits."""
-    return ".".join(map(str, choice.tolist())) + "|" + "".join(map(str, mode.tolist()))
-
-
-def parse_genome(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of :func:`format_genome`."""
-    ops, _, modes = text.partition("|")
-    return (np.array([int(x) for x in ops.split(".")], dtype=np.int64),
-            np.array([int(x) for x in modes], dtype=np.int64))
-
-
-def decode_args(genome: tuple[np.ndarray, np.ndarray]) -> tuple[list[int], dict[int, str]]:
-    """:meth:`SearchSpace.decode` arguments of a genome."""
-    choice, mode = genome
-    return [int(c) for c in choice], {k: ("sync", "async")[int(m)] for k, m in enumerate(mode)}

@@ -100,6 +100,30 @@ class CopyPath:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MeshGrid:
+    """Where a ``[mesh]`` table put its processing elements (PEs), for routing by formula.
+
+    PE ``k`` sits at row ``k // cols``, column ``k % cols``; its local scopes are
+    ``pe<k>.<suffix>`` for each of ``scopes``. Neighbour links join the ``link_scopes`` of
+    4-neighbour PEs; uplinks join each PE's ``uplink_scopes`` and the shared scope
+    ``uplink_to``. ``profile.copies[:generated_copies]`` are those links and uplinks.
+    """
+
+    rows: int
+    cols: int
+    scopes: tuple[str, ...]
+    link_scopes: tuple[str, ...] = ()
+    uplink_scopes: tuple[str, ...] = ()
+    uplink_to: str | None = None
+    generated_copies: int = 0
+
+    @property
+    def size(self) -> int:
+        """The number of PEs."""
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     """A validated hardware profile."""
 
@@ -111,22 +135,49 @@ class Profile:
     copies: tuple[CopyPath, ...]
     description: str = ""
     source: str = field(default="<memory>", compare=False)
+    #: the grid a ``[mesh]`` table generated (its units, scopes and copies are in the
+    #: tuples above too); None for a profile without one
+    mesh: MeshGrid | None = field(default=None, compare=False)
+
+    @functools.cached_property
+    def unit_index(self) -> dict[str, int]:
+        """Unit name -> position in ``units``."""
+        return {u.name: i for i, u in enumerate(self.units)}
+
+    @functools.cached_property
+    def scope_index(self) -> dict[str, int]:
+        """Scope name -> position in ``scopes``."""
+        return {s.name: i for i, s in enumerate(self.scopes)}
+
+    @functools.cached_property
+    def copy_index(self) -> dict[tuple[str, str], CopyPath]:
+        """(src scope, dst scope) -> the direct copy path."""
+        return {(c.src, c.dst): c for c in self.copies}
+
+    @functools.cached_property
+    def _scopes_by_unit(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {u.name: [] for u in self.units}
+        for s in self.scopes:
+            for unit in (out if "*" in s.access else s.access):
+                if unit in out:
+                    out[unit].append(s.name)
+        return out
 
     def unit(self, name: str) -> Unit:
-        for u in self.units:
-            if u.name == name:
-                return u
-        raise KeyError(f"profile {self.name!r} has no unit {name!r}")
+        try:
+            return self.units[self.unit_index[name]]
+        except KeyError:
+            raise KeyError(f"profile {self.name!r} has no unit {name!r}") from None
 
     def scope(self, name: str) -> Scope:
-        for s in self.scopes:
-            if s.name == name:
-                return s
-        raise KeyError(f"profile {self.name!r} has no scope {name!r}")
+        try:
+            return self.scopes[self.scope_index[name]]
+        except KeyError:
+            raise KeyError(f"profile {self.name!r} has no scope {name!r}") from None
 
     def scopes_of(self, unit: str) -> list[str]:
         """Scopes ``unit`` may read and write, in profile order."""
-        return [s.name for s in self.scopes if "*" in s.access or unit in s.access]
+        return list(self._scopes_by_unit.get(unit, ()))
 
     def home_scope(self, unit: str) -> str:
         """The scope a unit writes by default: the default scope if it can, else its first."""

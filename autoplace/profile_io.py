@@ -122,7 +122,7 @@ def _parse_profile(doc: Table, stem: str) -> Profile:
     return Profile(name=name, host=host, default_scope=default_scope,
                    units=tuple(parts.units.values()), scopes=tuple(parts.scopes.values()),
                    copies=tuple(c for _, c in parts.copies), description=description,
-                   source=doc.source)
+                   source=doc.source, mesh=parts.mesh)
 
 
 # -- public API -----------------------------------------------------------------------------------

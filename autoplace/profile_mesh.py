@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from autoplace.profile import CopyPath, Scope
+from autoplace.profile import CopyPath, MeshGrid, Scope
 from autoplace.profile_toml import ProfileParts, Table, parse_copy_fields, parse_scope, parse_unit
 
 
@@ -54,14 +54,18 @@ def _neighbours(rows: int, cols: int) -> list[tuple[int, int]]:
     return pairs
 
 
-def _links(t: Table, suffixes: list[str], rows: int, cols: int) -> list[CopyPath]:
+def _links(t: Table, suffixes: list[str], rows: int,
+           cols: int) -> tuple[list[str], list[CopyPath]]:
+    """The linked scope suffixes and the neighbour links."""
     scopes, dma, fields = _link_template(t, suffixes)
     t.finish()
-    return [CopyPath(src=f"pe{a}.{s}", dst=f"pe{b}.{s}", engine=f"pe{a}.{dma}", **fields)
-            for a, b in _neighbours(rows, cols) for s in scopes]
+    return scopes, [CopyPath(src=f"pe{a}.{s}", dst=f"pe{b}.{s}", engine=f"pe{a}.{dma}", **fields)
+                    for a, b in _neighbours(rows, cols) for s in scopes]
 
 
-def _uplinks(t: Table, suffixes: list[str], shared: set[str], n: int) -> list[CopyPath]:
+def _uplinks(t: Table, suffixes: list[str], shared: set[str],
+             n: int) -> tuple[str, list[str], list[CopyPath]]:
+    """The shared scope, the uplinked scope suffixes and the uplinks."""
     to = t.string("to")
     if to not in shared:
         raise t.error(t.key("to"), f"scope {to!r} is not a defined top-level scope")
@@ -73,7 +77,7 @@ def _uplinks(t: Table, suffixes: list[str], shared: set[str], n: int) -> list[Co
             local, engine = f"pe{k}.{s}", f"pe{k}.{dma}"
             paths.append(CopyPath(src=local, dst=to, engine=engine, **fields))
             paths.append(CopyPath(src=to, dst=local, engine=engine, **fields))
-    return paths
+    return to, scopes, paths
 
 
 def _scope_template(t: Table, suffix: str, units: list[str]) -> Scope:
@@ -119,7 +123,13 @@ def expand_mesh(mesh: Table, parts: ProfileParts) -> None:
     suffixes = _add_scopes(mesh, parts, n, units)
     link, uplink = mesh.table("link", None), mesh.table("uplink", None)
     mesh.finish()
+    grid = MeshGrid(rows=rows, cols=cols, scopes=tuple(suffixes))
     if link is not None:
-        parts.copies += [("mesh.link", c) for c in _links(link, suffixes, rows, cols)]
+        scopes, paths = _links(link, suffixes, rows, cols)
+        parts.copies += [("mesh.link", c) for c in paths]
+        grid = dataclasses.replace(grid, link_scopes=tuple(scopes))
     if uplink is not None:
-        parts.copies += [("mesh.uplink", c) for c in _uplinks(uplink, suffixes, shared, n)]
+        to, scopes, paths = _uplinks(uplink, suffixes, shared, n)
+        parts.copies += [("mesh.uplink", c) for c in paths]
+        grid = dataclasses.replace(grid, uplink_scopes=tuple(scopes), uplink_to=to)
+    parts.mesh = dataclasses.replace(grid, generated_copies=len(parts.copies))

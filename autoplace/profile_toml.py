@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoplace.graph import OP_KINDS
-from autoplace.profile import COPY_MODES, CopyPath, ProfileError, Scope, Unit
+from autoplace.profile import COPY_MODES, CopyPath, MeshGrid, ProfileError, Scope, Unit
 
 REQUIRED: Any = object()
 _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a float",
@@ -201,3 +201,4 @@ class ProfileParts:
     scopes: dict[str, Scope]
     copies: list[tuple[str, CopyPath]]
     origin: dict[str, str]
+    mesh: MeshGrid | None = None

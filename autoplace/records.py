@@ -273,7 +273,7 @@ def load(*paths: str | Path, fast: bool = True):
     for col in df.columns[df.columns.str.startswith(("copy_bytes.", "peak_bytes."))]:
         df[col] = df[col].astype("Int64")
     for col in df.columns[df.columns.str.startswith("busy_s.")]:
-        df[col] = df[col].astype("float64")
+        df[col] = df[col].astype("float64").fillna(0.0)  # a unit a record omits was idle
     df["time"] = pd.to_datetime(df["time"], format="ISO8601", utc=True)
     return df
 

@@ -19,7 +19,7 @@ from autoplace.graph import OpGraph
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.profile import Profile
-from autoplace.space import Placement
+from autoplace.space import Placement, SearchSpace
 
 PICTURES = ("gantt", "convergence", "utilisation", "occupancy")
 
@@ -55,7 +55,7 @@ def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> 
         raise ReportError(f"{log}: profile {profile.name!r} (hash {profile.hash}) is not the "
                           f"log's {row['profile_hash']}; pass --hw with the right one")
     placement = Placement.from_json(row["placement"])
-    result = Simulator(graph, profile, timeline=True).simulate(placement)
+    result = Simulator(SearchSpace(graph, profile), timeline=True).simulate(placement)
     return Subject(graph=graph, profile=profile, row=row, placement=placement, result=result)
 
 

@@ -11,6 +11,7 @@ HEFT's placement. With ``tpe`` or ``random``, Optuna's sampler proposes per-op p
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import warnings
@@ -20,22 +21,13 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from autoplace.baselines import baselines, greedy, heft
-from autoplace.cost_model import XGBCostModel, encode
-from autoplace.estimate import SpaceTables
+from autoplace.baselines import baselines, greedy
+from autoplace.cost_model import XGBCostModel
 from autoplace.guided import COST_MODELS, GuidedProposer, make_model
+from autoplace.heft import heft_genome
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
-from autoplace.measure.simulator import Simulator
-from autoplace.params import (
-    copy_param,
-    decode_args,
-    distributions,
-    format_genome,
-    op_param,
-    parse_genome,
-    to_params,
-    to_placement,
-)
+from autoplace.measure.batch import fits as fits_profile
+from autoplace.params import copy_param, distributions, op_param, to_params, to_placement
 from autoplace.records import Record, TuningLog
 from autoplace.space import Placement, SearchSpace
 from autoplace.warm_start import MODEL_SUFFIXES, load_rows, split_paths
@@ -151,7 +143,6 @@ class Tuner:
     def __init__(self, space: SearchSpace, measurer: Measurer, log: TuningLog,
                  config: TuneConfig):
         self.space, self.measurer, self.log, self.config = space, measurer, log, config
-        self.tables = SpaceTables(space)
         self.dists = distributions(space)
         self.study = self._study()
         self.records: list[Record] = []
@@ -176,8 +167,8 @@ class Tuner:
             XGBCostModel.load(model_file)  # a bad file fails now, before any measurement
         model = make_model(cfg.cost_model, seed=cfg.seed, init_model=model_file)
         warm = (self.warm.X, self.warm.y) if self.warm is not None else None
-        fits = Simulator(self.space.graph, self.space.profile, space=self.space).fits
-        return GuidedProposer(self.space, self.tables, model=model, candidates=cfg.candidates,
+        fits = functools.partial(fits_profile, self.space)
+        return GuidedProposer(self.space, model=model, candidates=cfg.candidates,
                               seed=cfg.seed, warm=warm, explore=cfg.explore, feasible=fits)
 
     def _study(self) -> optuna.Study:
@@ -202,7 +193,7 @@ class Tuner:
             if t.value is not None and (self.incumbent is None or t.value < self.incumbent[0]):
                 self.incumbent = (t.value, p)
         if self.proposer is not None and done:
-            choice, mode = encode(self.space, [p for _, p in done])
+            choice, mode = self.space.encode([p for _, p in done])
             lat = np.array([np.nan if t.value is None else t.value for t, _ in done])
             self.proposer.observe(choice, mode, lat)
         return len(trials)
@@ -210,7 +201,7 @@ class Tuner:
     def _trial_placement(self, trial) -> Placement | None:
         genome = trial.user_attrs.get("genome")
         if genome:
-            return self.space.decode(*decode_args(parse_genome(genome)))
+            return self.space.decode(*self.space.parse_genome(genome))
         if trial.params:
             return to_placement(self.space, self._complete(trial.params))
         return None
@@ -275,12 +266,13 @@ class Tuner:
         done = {t.user_attrs.get("strategy") for t in self.study.get_trials(deepcopy=False)}
         todo = [(n, p) for n, p in baselines(self.space) if n not in done]
         results = self._measure([p for _, p in todo])
-        choice, mode = encode(self.space, [p for _, p in todo])
+        choice, mode = self.space.encode([p for _, p in todo])
         out = {}
         for b, ((name, placement), res) in enumerate(zip(todo, results)):
             if res is not None:
                 out[name] = self._record(name, self.n_trials, placement, res)
-                self._add_trial(name, placement, res, format_genome(choice[b], mode[b]))
+                self._add_trial(name, placement, res,
+                                self.space.format_genome(choice[b], mode[b]))
         self._observe(choice, mode, results)
         self._go_on()
         return out
@@ -307,9 +299,9 @@ class Tuner:
     # -- evolve: model-guided rounds -------------------------------------------------------
     def _heft_genome(self) -> tuple[np.ndarray, np.ndarray] | None:
         """HEFT's placement as a genome, if it was not measured yet (it seeds the search)."""
-        choice, mode = encode(self.space, [heft(self.space, self.tables)])
+        choice, mode = (x[None, :] for x in heft_genome(self.space))
         self.proposer.seed_population(choice, mode)
-        key = self.proposer.genomes.keys(choice, self.proposer.genomes.normalize(choice, mode))
+        key = self.space.keys(choice, self.space.normalize(choice, mode))
         return None if key[0] in self.proposer.measured_genomes else (choice, mode)
 
     def _run_guided(self, progress) -> int:
@@ -324,12 +316,12 @@ class Tuner:
                 warnings.warn(f"search stopped after {measured} trials: no unmeasured "
                               "placement left to propose", stacklevel=2)
                 break
-            placements = [self.space.decode(*decode_args(g)) for g in zip(choice, mode)]
+            placements = [self.space.decode(c, m) for c, m in zip(choice, mode)]
             results = self._measure(placements)
             for b, (label, pl, res) in enumerate(zip(labels, placements, results)):
                 if res is not None:
                     self._record(label, self.n_trials, pl, res)
-                    self._add_trial(label, pl, res, format_genome(choice[b], mode[b]))
+                    self._add_trial(label, pl, res, self.space.format_genome(choice[b], mode[b]))
             self._observe(choice, mode, results)
             self._go_on()
             self._round_stats(predicted, rows)
@@ -373,7 +365,7 @@ class Tuner:
         if self.proposer is not None:
             batch = self.proposer.propose(1)
             if len(batch.choice):
-                placement = self.space.decode(*decode_args((batch.choice[0], batch.mode[0])))
+                placement = self.space.decode(batch.choice[0], batch.mode[0])
                 return to_params(self.space, placement)
         names = sorted(self.dists)
         for _ in range(20):
@@ -427,7 +419,7 @@ class Tuner:
                     if t.number not in told:
                         _finish(self.study, t, None, TrialState.FAIL)
             if self.proposer is not None:
-                self._observe(*encode(self.space, placements), results)
+                self._observe(*self.space.encode(placements), results)
             self._go_on()
             measured += len(placements)
             remaining -= len(placements)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from autoplace.cost_model import FEATURES, CostModelError, Featurizer, encode
+from autoplace.cost_model import FEATURES, CostModelError, Featurizer
 from autoplace.graph import GraphError, OpGraph
 from autoplace.records import Record, read
-from autoplace.space import SearchSpace
+from autoplace.space import PlacementError, SearchSpace
 
 MODEL_SUFFIXES = (".json", ".ubj")
 
@@ -88,8 +88,8 @@ def _rows(space: SearchSpace, records: list[Record]) -> tuple[np.ndarray, np.nda
     fits = []
     for r in records:
         try:
-            fits.append((encode(space, [r.placement]), r.result))
-        except CostModelError:
+            fits.append((space.encode([r.placement]), r.result))
+        except PlacementError:
             continue
     if not fits:
         return np.zeros((0, len(FEATURES))), np.zeros(0)

@@ -78,6 +78,8 @@ def fidelity_table(m: Measurements, profile, models: list[str]) -> None:
 
 def measurement_cost(model: str, profile, n: int) -> None:
     """Wall time per candidate of the local and the RPC measurer on ``n`` candidates."""
+    import numpy as np
+
     from autoplace.measure.local import LocalMeasurer
     from autoplace.measure.rpc import RPCMeasurer
     from autoplace.measure.server import LocalCluster
@@ -86,7 +88,8 @@ def measurement_cost(model: str, profile, n: int) -> None:
 
     mod, graph = load_module(model)
     space = SearchSpace(graph, profile)
-    batch = [space.decode([i % len(c) for c in space.op_choices], {}) for i in range(n)]
+    zeros = np.zeros(space.n_edges, dtype=np.int64)
+    batch = [space.decode(i % space.n_choices, zeros) for i in range(n)]
     settings = TimeSettings(number=1, repeat=5, warmup=1)
     with LocalCluster(profile, "bench", servers=1) as cluster:
         for name, make in (

@@ -33,14 +33,12 @@ def write_log(path: Path, model: str, hw: str, n: int, seed: int = 0) -> None:
     """``n`` random placements of ``model`` on ``hw``, simulated in batches of 1000."""
     graph, profile = load_graph(model), load_profile(hw)
     space = SearchSpace(graph, profile)
-    sim = Simulator(graph, profile, space=space)
+    sim = Simulator(space)
     rng = np.random.default_rng(seed)
     with TuningLog(path) as log:
         for start in range(0, n, 1000):
-            batch = [space.decode([int(rng.integers(len(c))) for c in space.op_choices],
-                                  {k: str(rng.choice(m)) for k, m in enumerate(space.edge_modes)
-                                   if m})
-                     for _ in range(min(1000, n - start))]
+            choice, mode = space.random_genomes(min(1000, n - start), rng)
+            batch = [space.decode(c, m) for c, m in zip(choice, mode)]
             for i, (p, r) in enumerate(zip(batch, sim.measure(batch))):
                 log.append(Record(graph=graph.name, graph_fp=graph.fingerprint,
                                   profile=profile.name, profile_hash=profile.hash,

@@ -66,7 +66,7 @@ def run_one(model: str, hw: str, strategy: str, seed: int, total: int) -> dict:
 
     space = _space(model, hw)
     n_base = len(baselines(space))
-    sim = Simulator(space.graph, space.profile, space=space)
+    sim = Simulator(space)
     config = TuneConfig(trials=total - n_base, seed=seed, **STRATEGIES[strategy])
     with tempfile.TemporaryDirectory() as d:
         with TuningLog(Path(d) / "log.jsonl") as log:
@@ -87,24 +87,23 @@ def run_one(model: str, hw: str, strategy: str, seed: int, total: int) -> dict:
 
 def case_info(model: str, hw: str, incumbent_s: float, limit: int, work: float = 3e7) -> dict:
     """Baselines, HEFT, the lower bound and (if provable within ``limit``) the optimum."""
+
     from autoplace.baselines import greedy, heft, single_units
-    from autoplace.estimate import SpaceTables
     from autoplace.exact import lower_bound, optimum
     from autoplace.measure.simulator import Simulator
 
     space = _space(model, hw)
-    t = SpaceTables(space)
-    sim = Simulator(space.graph, space.profile, space=space)
+    sim = Simulator(space)
     singles = [r.latency_s for r in sim.measure([p for _, p in single_units(space)]) if r.ok]
-    h = heft(space, t)
+    h = heft(space)
     heft_s, greedy_res = (r for r in sim.measure([h, greedy(space)]))
     t0 = time.perf_counter()
-    best = optimum(space, incumbent=h, limit=limit, work=work, t=t, bound=incumbent_s)
+    best = optimum(space, incumbent=h, limit=limit, work=work, bound=incumbent_s)
     return {"model": model, "profile": hw, "ops": len(space.graph.ops),
             "log10_space": space.log10_size, "single_s": min(singles, default=math.inf),
             "greedy_s": greedy_res.latency_s if greedy_res.ok else math.inf,
             "heft_s": heft_s.latency_s if heft_s.ok else math.inf,
-            "lower_bound_s": lower_bound(space, t).latency_s,
+            "lower_bound_s": lower_bound(space).latency_s,
             "optimum_s": best.latency_s if best.proven else None,
             "optimum_nodes": best.nodes, "optimum_wall_s": time.perf_counter() - t0}
 

@@ -38,7 +38,7 @@ def run(space: SearchSpace, path: Path, config: TuneConfig) -> float:
     path.unlink(missing_ok=True)
     t0 = time.perf_counter()
     with TuningLog(path) as log:
-        tune(space, Simulator(space.graph, space.profile, space=space), log, config)
+        tune(space, Simulator(space), log, config)
     return time.perf_counter() - t0
 
 
@@ -52,7 +52,8 @@ def figures(df, space: SearchSpace, labels: dict[str, str], out: Path) -> list[P
                              title=f"{g.name} on {p.name}: best latency of the search so far")
     ok = df[df["ok"]]
     top = ok.loc[ok["latency_s"].idxmin()]
-    res = Simulator(g, p, timeline=True).simulate(Placement.from_json(top["placement"]))
+    sim = Simulator(SearchSpace(g, p), timeline=True)
+    res = sim.simulate(Placement.from_json(top["placement"]))
     gantt = plots.gantt(g, res.timeline, units=[u.name for u in p.units], title=(
         f"{g.name} on {p.name}: best placement found ({labels[top['log']]}, {top['strategy']} "
         f"trial {top['trial']}), {res.latency_s * 1e3:.3f} ms"))

@@ -32,7 +32,7 @@ def fork_setup():
 def fork_records() -> list[Record]:
     """The golden log: baselines, search candidates, an OOM, a timeout, an invalid one."""
     g, p, space = fork_setup()
-    sim = Simulator(g, p, space=space)
+    sim = Simulator(space)
     sram = {"unit": "acc", "scope": "sram"}
     cands = [
         ("single:cpu", space.uniform("cpu")), ("single:acc", space.uniform("acc")),
@@ -171,7 +171,7 @@ def test_study_joins_the_log_on_trial_number(tmp_path):
     space = SearchSpace(g, p)
     log_path, storage = tmp_path / "log.jsonl", f"sqlite:///{tmp_path / 'tune.db'}"
     with TuningLog(log_path) as log:
-        tune(space, Simulator(g, p, space=space), log,
+        tune(space, Simulator(space), log,
              TuneConfig(trials=6, seed=0, batch_size=3, storage=storage))
     df = load(log_path)
     joined = analysis.join_study(df, analysis.study_trials(storage))
@@ -189,7 +189,7 @@ def chain_timeline():
     g, p = chain_graph(), tiny_profile()
     space = SearchSpace(g, p)
     pl = space.from_user({"Y": {"unit": "acc", "scope": "sram"}})
-    return g, Simulator(g, p, space=space, timeline=True).simulate(pl)
+    return g, Simulator(space, timeline=True).simulate(pl)
 
 
 def test_critical_path_of_the_worked_example():
@@ -203,19 +203,18 @@ def test_critical_path_of_the_worked_example():
 def test_critical_path_follows_the_busy_unit_when_it_binds():
     # L and R both on cpu: R waits for the cpu (not for its input), so the path goes via L
     g, p = fork_graph(), tiny_profile()
-    res = Simulator(g, p, timeline=True).simulate(SearchSpace(g, p).uniform("cpu"))
+    res = Simulator(SearchSpace(g, p), timeline=True).simulate(SearchSpace(g, p).uniform("cpu"))
     assert [e.name for e in analysis.critical_path(g, res.timeline)] == ["S", "L", "R", "J"]
 
 
 def test_occupancy_peaks_are_the_simulator_peaks():
     g, p = load_graph("squeezenet"), load_profile("soc")
     space = SearchSpace(g, p)
-    sim = Simulator(g, p, space=space, timeline=True)
+    sim = Simulator(space, timeline=True)
     rng = np.random.default_rng(5)
     checked = 0
     for _ in range(12):
-        pl = space.decode([int(rng.integers(len(c))) for c in space.op_choices],
-                          {k: str(rng.choice(m)) for k, m in enumerate(space.edge_modes) if m})
+        pl = space.decode(*(x[0] for x in space.random_genomes(1, rng)))
         res = sim.simulate(pl)
         if res.error not in (None, ErrorKind.OUT_OF_MEMORY):
             continue

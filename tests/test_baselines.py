@@ -7,7 +7,6 @@ from factories import chain_graph, fork_graph, tiny_profile
 from search_factories import conv_chain, sram_only_profile, two_unit_profile
 
 from autoplace.baselines import baselines, greedy, heft, single_units
-from autoplace.estimate import SpaceTables
 from autoplace.graph import Op, OpGraph
 from autoplace.heft import mean_copy, upward_ranks
 from autoplace.measure.simulator import Simulator
@@ -15,13 +14,13 @@ from autoplace.space import SearchSpace
 
 
 def latency(space: SearchSpace, placement) -> float:
-    return Simulator(space.graph, space.profile, space=space).simulate(placement).latency_s
+    return Simulator(space).simulate(placement).latency_s
 
 
 def test_heft_splits_a_fork_over_two_units():
     # S 1, L 4, R 4, J 1 MFLOP (tiny bytes): cpu takes 0.4/1.6/1.6/0.4 ms, acc 0.25/1/1/0.25.
     space = SearchSpace(fork_graph(), two_unit_profile())
-    ranks = upward_ranks(SpaceTables(space))
+    ranks = upward_ranks(space)
     # mean op times, no copies (one scope): J 0.325, L = R = 1.3 + 0.325, S = 0.325 + 1.625
     assert ranks == pytest.approx([1.95e-3, 1.625e-3, 1.625e-3, 0.325e-3])
     # order S, L, R, J: S acc [0, .25]; L acc [.25, 1.25]; R: cpu ends 1.85 < acc 2.25;
@@ -48,7 +47,7 @@ def test_heft_plans_copies_and_takes_async_on_a_tie():
 def test_mean_copy_averages_over_choice_pairs():
     # choices of each end: cpu@dram, acc@dram, acc@sram -> 4 of 9 pairs cross (2 us each)
     space = SearchSpace(chain_graph(), tiny_profile())
-    assert mean_copy(SpaceTables(space), 0) == pytest.approx(4 * 2e-6 / 9)
+    assert mean_copy(space, 0) == pytest.approx(4 * 2e-6 / 9)
 
 
 def test_heft_keeps_small_scopes_within_capacity():
@@ -57,7 +56,7 @@ def test_heft_keeps_small_scopes_within_capacity():
     space = SearchSpace(conv_chain(), sram_only_profile(sram_mib=1500 / (1 << 20)))
     p = heft(space)
     assert p.ops["Y"] == ("cpu", "dram")
-    result = Simulator(space.graph, space.profile, space=space).simulate(p)
+    result = Simulator(space).simulate(p)
     assert result.ok and result.latency_s == pytest.approx(4e-3)
 
 
@@ -70,7 +69,7 @@ def test_heft_places_every_bundled_model_feasibly():
             space = SearchSpace(load_graph(model), load_profile(hw))
             p = heft(space)
             assert space.check(p) is None
-            result = Simulator(space.graph, space.profile, space=space).simulate(p)
+            result = Simulator(space).simulate(p)
             assert result.ok, (model, hw, result.detail)
 
 
@@ -91,7 +90,7 @@ def test_mirror_units_share_one_single_unit_baseline():
     prof = load_profile("mesh")  # ctrl + 16 identical PEs (arm takes every op)
     space = SearchSpace(load_graph("squeezenet"), prof)
     assert [n for n, _ in single_units(space)] == ["single:ctrl", "single:pe0.arm"]
-    sim = Simulator(space.graph, prof, space=space)
+    sim = Simulator(space)
     mirrors = [space.uniform(f"pe{k}.arm") for k in (0, 5, 15)]
     assert len({r.latency_s for r in sim.measure(mirrors)}) == 1  # what merging relies on
 
@@ -107,4 +106,8 @@ def test_a_unit_differing_in_one_field_keeps_its_baseline():
                    if s.name == "dram" else s for s in prof.scopes)
     prof = dataclasses.replace(prof, units=(cpu, acc, twin, hotter), scopes=scopes)
     names = [n for n, _ in single_units(SearchSpace(chain_graph(), prof))]
-    assert names == ["single:cpu", "single:acc", "single:cpu3"]
+    # cpu2 is cpu's twin but cpu is the host (it performs sync copies): a class of its own
+    assert names == ["single:cpu", "single:acc", "single:cpu2", "single:cpu3"]
+    same = dataclasses.replace(prof, units=(cpu, acc, twin, dataclasses.replace(twin, name="cpu3")))
+    assert [n for n, _ in single_units(SearchSpace(chain_graph(), same))] == \
+        ["single:cpu", "single:acc", "single:cpu2"]

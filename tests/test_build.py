@@ -84,13 +84,13 @@ def alternating(space: SearchSpace) -> Placement:
         options = [j for j, c in enumerate(cs) if c != prev] or [0]
         choice.append(options[i % len(options)])
         prev = cs[choice[-1]]
-    return space.decode(choice, {k: ("sync", "async")[k % 2] for k in range(len(space.edge_names))})
+    return space.decode(choice, [k % 2 for k in range(space.n_edges)])
 
 
 def seeded(space: SearchSpace, seed: int) -> Placement:
     rng = np.random.default_rng(seed)
     for _ in range(100):
-        p = space.decode([int(rng.integers(len(c))) for c in space.op_choices], {})
+        p = space.decode(*(x[0] for x in space.random_genomes(1, rng)))
         if space.check(p) is None:
             return p
     raise AssertionError("no valid random placement found")

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated, to_toml
-from autoplace.estimate import op_seconds
-from autoplace.graph import Op
+from autoplace.graph import Op, OpGraph
 from autoplace.measure.server import LocalCluster
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
+from autoplace.space import SearchSpace
 
 
 def k(model, kind, flops, nbytes, seconds, op="op"):
@@ -59,14 +59,21 @@ def test_the_kernel_table_keeps_the_fastest_time_of_each_kernel():
 
 def test_a_known_kernel_takes_its_measured_time_the_rest_the_roofline():
     host = load_profile("host")
-    cpu, dram = host.unit("cpu"), host.scope("dram")
+    cpu = host.unit("cpu")
     known = Op(name="c", kind="conv2d", flops=4e9, bytes_read=600_000, output_bytes=400_000)
     other = Op(name="d", kind="conv2d", flops=3e9, bytes_read=600_000, output_bytes=400_000)
     timed = dataclasses.replace(cpu, kernel_s={known.kernel_key: 1e-3})
     assert known.kernel_key == "conv2d:4e+09:1000000"
-    assert op_seconds(known, timed, dram, dram) == pytest.approx(cpu.launch_overhead_s + 1e-3)
-    assert op_seconds(other, timed, dram, dram) == op_seconds(other, cpu, dram, dram)
-    assert op_seconds(known, cpu, dram, dram) > 10 * op_seconds(known, timed, dram, dram)
+    graph = OpGraph(name="two", ops=(known, other), edges=())
+
+    def seconds(unit):
+        prof = dataclasses.replace(host, units=(unit,))
+        return SearchSpace(graph, prof).c_dur[:, 0]
+
+    (k_timed, o_timed), (k_roof, o_roof) = seconds(timed), seconds(cpu)
+    assert k_timed == pytest.approx(cpu.launch_overhead_s + 1e-3)
+    assert o_timed == o_roof
+    assert k_roof > 10 * k_timed
 
 
 def test_calibrated_profile_reads_back_the_same(tmp_path):

@@ -34,8 +34,8 @@ def test_tune_best_graph_profiles(tmp_path):
     assert "tuning seed_te (4 ops) on soc (4 units)" in p.stdout
     assert "baseline greedy" in p.stdout and "baseline single:cpu1" in p.stdout
     records = read(log)
-    # all four units take elementwise ops, but cpu2 mirrors cpu1; plus greedy
-    assert len(records) == 24 + 4
+    # single:cpu1, single:cpu2 (cpu1 is the host, so not cpu2's twin), two accelerators, greedy
+    assert len(records) == 24 + 5
     best_ms = min(r.result.latency_s for r in records if r.result.ok) * 1e3
     assert f"best: {best_ms:.4f} ms" in p.stdout
 

@@ -22,9 +22,9 @@ def test_tune_with_the_xgb_cost_model_save_and_warm_start(tmp_path):
             model, "--no-progress")
     assert p.returncode == 0, p.stderr
     records = read(log)
-    assert len(records) == 24 + 2  # single:cpu1 (cpu2 mirrors it), greedy
-    assert records[2].strategy == "heft"
-    assert {r.strategy for r in records[3:]} <= {"evolve", "explore"}
+    assert len(records) == 24 + 3  # single:cpu1, single:cpu2 (cpu1 is the host), greedy
+    assert records[3].strategy == "heft"
+    assert {r.strategy for r in records[4:]} <= {"evolve", "explore"}
     assert "baseline heft" in p.stdout and "cost model: Spearman" in p.stdout
     side = [json.loads(x) for x in (tmp_path / "a.model.jsonl").read_text().splitlines()]
     assert [s["batch"] for s in side] == [6, 6, 6, 6]
@@ -33,7 +33,7 @@ def test_tune_with_the_xgb_cost_model_save_and_warm_start(tmp_path):
     q = cli("tune", "seed_te", "--hw", "soc", "--trials", 8, "--log", tmp_path / "b.jsonl",
             "--warm-start", log, model, "--no-progress")
     assert q.returncode == 0, q.stderr
-    assert "warm start: 26 records of 1 graph(s) (squeezenet)" in q.stdout
+    assert "warm start: 27 records of 1 graph(s) (squeezenet)" in q.stdout
 
 
 def test_cost_model_errors_are_one_line(tmp_path):

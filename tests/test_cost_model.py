@@ -16,7 +16,6 @@ from autoplace.cost_model import (
     Featurizer,
     NotFittedError,
     XGBCostModel,
-    encode,
 )
 from autoplace.evolve import Genomes
 from autoplace.guided import _spearman
@@ -31,7 +30,7 @@ from autoplace.warm_start import load_rows
 
 def features_of(space, spec):
     feat = Featurizer(space)
-    return feat, feat.transform(*encode(space, [space.from_user(spec)]))[0]
+    return feat, feat.transform(*space.encode([space.from_user(spec)]))[0]
 
 
 def test_features_of_a_hand_checked_placement():
@@ -84,15 +83,15 @@ def biglittle_data():
     """600 placements near HEFT's on squeezenet/biglittle, many over the L2 capacity."""
     graph, profile = load_graph("squeezenet"), load_profile("biglittle")
     space = SearchSpace(graph, profile)
-    genomes = Genomes(space, Featurizer(space).t)
+    genomes = Genomes(space)
     rng = np.random.default_rng(0)
-    c0, m0 = encode(space, [heft(space)])
+    c0, m0 = space.encode([heft(space)])
     choice, mode = c0, m0
     for _ in range(3):  # three rounds of mutations, each from the previous batch
         choice, mode = genomes.mutate(choice, mode, rng.integers(0, len(choice), 600), rng)
-    mode = genomes.normalize(choice, mode)
-    results = Simulator(graph, profile, space=space).measure(
-        [genomes.decode(c, m) for c, m in zip(choice, mode)])
+    mode = space.normalize(choice, mode)
+    results = Simulator(space).measure(
+        [space.decode(c, m) for c, m in zip(choice, mode)])
     lat = np.array([r.latency_s if r.ok else np.nan for r in results])
     feat = Featurizer(space)
     X = feat.transform(choice, mode)
@@ -146,7 +145,7 @@ def test_same_data_same_model(biglittle_data):
 def run(tmp_path, graph, profile, name, **cfg):
     space = SearchSpace(graph, profile)
     with TuningLog(tmp_path / name) as log:
-        return tune(space, Simulator(graph, profile, space=space), log, TuneConfig(**cfg))
+        return tune(space, Simulator(space), log, TuneConfig(**cfg))
 
 
 def test_warm_start_from_a_saved_model_and_logs(tmp_path):
@@ -160,11 +159,11 @@ def test_warm_start_from_a_saved_model_and_logs(tmp_path):
             str(tmp_path / "model.json"))
     result = run(tmp_path, load_graph("squeezenet"), prof, "sq.jsonl", trials=8,
                  warm_start=warm)
-    # all 20 seed_te records (16 + 4 baselines) are used (another graph, same profile); the
+    # all 21 seed_te records (16 + 5 baselines) are used (another graph, same profile); the
     # fork's are not
-    assert result.warm_start.startswith("warm start: 20 records of 1 graph(s) (seed_te)")
+    assert result.warm_start.startswith("warm start: 21 records of 1 graph(s) (seed_te)")
     assert "skipped 11 of other profiles" in result.warm_start
-    assert result.stats[0]["train_rows"] == 20 + result.stats[0]["measured"] - 8
+    assert result.stats[0]["train_rows"] == 21 + result.stats[0]["measured"] - 8
 
 
 def test_warm_start_rows_are_featurised_on_their_own_graph(tmp_path):
@@ -176,10 +175,10 @@ def test_warm_start_rows_are_featurised_on_their_own_graph(tmp_path):
     from autoplace.records import read
 
     records = read(tmp_path / "seed.jsonl")
-    expected = Featurizer(seed_space).transform(*encode(seed_space,
+    expected = Featurizer(seed_space).transform(*seed_space.encode(
                                                         [r.placement for r in records]))
     assert np.allclose(rows.X, expected)
-    assert rows.used == len(records) == 8 + 4  # cpu2 mirrors cpu1: 4 baselines
+    assert rows.used == len(records) == 8 + 5  # 4 single units and greedy
 
 
 def test_a_missing_warm_start_or_a_bad_model_fails_before_measuring(tmp_path):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 from factories import chain_graph, tiny_profile
 
-from autoplace.cost_model import encode
-from autoplace.estimate import SpaceTables
 from autoplace.evolve import OPERATORS, Genomes, evolve
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
@@ -15,28 +13,27 @@ from autoplace.space import SearchSpace
 
 def genomes_of(model="squeezenet", hw="mesh"):
     space = SearchSpace(load_graph(model), load_profile(hw))
-    return space, Genomes(space, SpaceTables(space))
+    return space, Genomes(space)
 
 
 def test_normalised_modes_are_what_decoding_uses():
     space, g = genomes_of()
     rng = np.random.default_rng(0)
-    choice, mode = g.random(200, rng)
-    norm = g.normalize(choice, mode)
-    placements = [g.decode(c, m) for c, m in zip(choice, mode)]
-    enc_choice, enc_mode = encode(space, placements)
+    choice, mode = space.random_genomes(200, rng)
+    norm = space.normalize(choice, mode)
+    placements = [space.decode(c, m) for c, m in zip(choice, mode)]
+    enc_choice, enc_mode = space.encode(placements)
     assert np.array_equal(enc_choice, choice)
     assert np.array_equal(enc_mode, norm)  # no copy -> 0 (sync), repaired modes as decoded
-    assert [g.decode(c, m) for c, m in zip(choice, norm)] == placements
+    assert [space.decode(c, m) for c, m in zip(choice, norm)] == placements
 
 
 def test_every_operator_keeps_genomes_valid():
     space, g = genomes_of()
     rng = np.random.default_rng(1)
-    parents = g.random(16, rng)
+    parents = space.random_genomes(16, rng)
     kids, modes = g.mutate(*parents, rng.integers(0, 16, 4000), rng)
-    t = g.t
-    assert ((kids >= 0) & (kids < t.n_choices)).all()
+    assert ((kids >= 0) & (kids < space.n_choices)).all()
     assert set(np.unique(modes)) <= {0, 1}
     changed = (kids != parents[0][0]).any(axis=1)
     assert changed.mean() > 0.3  # most children differ from parent 0 (random parents)
@@ -45,7 +42,7 @@ def test_every_operator_keeps_genomes_valid():
 
 def test_follow_copies_a_neighbours_unit_and_scope():
     space = SearchSpace(chain_graph(), tiny_profile())
-    g = Genomes(space, SpaceTables(space))
+    g = Genomes(space)
     # choices cpu@dram (0), acc@dram (1), acc@sram (2); X 0, Y 2, Z 1. A "follow" child moves
     # one op onto a neighbour's (unit, scope): X->Y's, Y->X's or Z's, Z->Y's, or (padding)
     # nothing
@@ -59,14 +56,14 @@ def test_follow_copies_a_neighbours_unit_and_scope():
 def test_evolve_returns_distinct_unexcluded_genomes_best_first():
     space, g = genomes_of("seed_te", "soc")
     rng = np.random.default_rng(3)
-    start = g.random(8, rng)
+    start = space.random_genomes(8, rng)
 
     def score(c, m):  # prefer choice 0 everywhere
-        return c.sum(axis=1).astype(float), g.keys(c, m)
+        return c.sum(axis=1).astype(float), space.keys(c, m)
 
-    exclude = set(g.keys(start[0][:1], g.normalize(*start)[:1]))
+    exclude = set(space.keys(start[0][:1], space.normalize(*start)[:1]))
     c, m, s = evolve(g, *start, score, children=64, generations=4, keep=16, rng=rng,
                      exclude=exclude)
-    keys = g.keys(c, m)
+    keys = space.keys(c, m)
     assert len(set(keys)) == len(keys) and not set(keys) & exclude
     assert (np.diff(s) >= 0).all() and s[0] < score(*start)[0].min()

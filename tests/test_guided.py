@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from autoplace.estimate import SpaceTables
-from autoplace.evolve import Genomes
 from autoplace.guided import GuidedProposer, make_model
+from autoplace.measure.batch import fits
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.params import decode_args
 from autoplace.profile_io import load_profile
 from autoplace.space import SearchSpace
 
@@ -19,25 +19,25 @@ def space_of(model: str = "squeezenet", hw: str = "soc") -> SearchSpace:
 
 
 def placements(space, choice, mode):
-    return [space.decode(*decode_args(g)) for g in zip(choice, mode)]
+    return [space.decode(c, m) for c, m in zip(choice, mode)]
 
 
 def test_fits_agrees_with_the_simulator_on_random_genomes():
     space = space_of(hw="mesh")  # 2 MiB PE memories: most random placements overflow
-    sim, g = Simulator(space.graph, space.profile, space=space), Genomes(space, SpaceTables(space))
-    c, m = g.random(200, np.random.default_rng(0))
-    m = g.normalize(c, m)
+    sim = Simulator(space)
+    c, m = space.random_genomes(200, np.random.default_rng(0))
+    m = space.normalize(c, m)
     ok = [r.ok for r in sim.measure(placements(space, c, m))]
-    assert sim.fits(c, m).tolist() == ok
+    assert fits(space, c, m).tolist() == ok
     assert 0 < sum(ok) < len(ok)  # both kinds are in the sample
 
 
 def test_rows_that_do_not_fit_are_never_proposed():
     space = space_of(hw="mesh")
-    sim = Simulator(space.graph, space.profile, space=space)
-    p = GuidedProposer(space, SpaceTables(space), model=make_model("xgb", seed=0),
-                       candidates=256, seed=0, feasible=sim.fits)
-    p.seed_population(*Genomes(space, SpaceTables(space)).random(64, np.random.default_rng(1)))
+    sim = Simulator(space)
+    p = GuidedProposer(space, model=make_model("xgb", seed=0),
+                       candidates=256, seed=0, feasible=functools.partial(fits, space))
+    p.seed_population(*space.random_genomes(64, np.random.default_rng(1)))
     for _ in range(6):
         p.fit()
         batch = p.propose(8)

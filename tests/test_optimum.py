@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from factories import fork_graph, op, tiny_profile
 from search_factories import two_unit_profile
@@ -13,6 +14,7 @@ from autoplace.exact import lower_bound, optimum
 from autoplace.graph import Edge, OpGraph
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
+from autoplace.profile import COPY_MODES
 from autoplace.profile_io import load_profile
 from autoplace.records import TuningLog, read
 from autoplace.search import TuneConfig, tune
@@ -25,7 +27,9 @@ def enumerate_space(space: SearchSpace):
     seen = {}
     for choice in itertools.product(*[range(len(c)) for c in space.op_choices]):
         for modes in itertools.product(*[space.edge_modes[k] for k in free]):
-            p = space.decode(choice, dict(zip(free, modes)))
+            mode = np.zeros(space.n_edges, dtype=np.int64)
+            mode[free] = [COPY_MODES.index(m) for m in modes]
+            p = space.decode(np.array(choice), mode)
             seen.setdefault(p.to_json(), p)
     return list(seen.values())
 
@@ -34,7 +38,7 @@ def enumerate_space(space: SearchSpace):
 def setup(request):
     graph, profile = load_graph("seed_te"), load_profile(request.param)
     space = SearchSpace(graph, profile)
-    sim = Simulator(graph, profile, space=space)
+    sim = Simulator(space)
     everything = enumerate_space(space)
     optimum_s = min(r.latency_s for r in sim.measure(everything) if r.ok)
     return space, sim, everything, optimum_s
@@ -63,7 +67,7 @@ def test_lower_bound_holds_for_every_placement(setup):
     big = SearchSpace(load_graph("resnet50"), space.profile)
     some = [p for _, p in baselines(big)] + [heft(big)]
     assert lower_bound(big).latency_s <= min(r.latency_s for r in
-                                             Simulator(big.graph, big.profile).measure(some))
+                                             Simulator(big).measure(some))
 
 
 def test_fork_on_two_units_optimum_and_bound_by_hand():
@@ -108,7 +112,7 @@ def test_tuned_best_equals_the_exhaustive_optimum(setup, tmp_path, seed):
 def test_the_optimum_within_64_measurements(tmp_path, hw):
     graph, profile = load_graph("seed_te"), load_profile(hw)
     space = SearchSpace(graph, profile)
-    sim = Simulator(graph, profile, space=space)
+    sim = Simulator(space)
     target = optimum(space, incumbent=heft(space)).latency_s
     hits = 0
     for seed in range(4):

@@ -23,7 +23,7 @@ GOLDEN = Path(__file__).parent / "data" / "analysis_fork.jsonl"
 
 def simulate(graph, profile, spec):
     space = SearchSpace(graph, profile)
-    return Simulator(graph, profile, space=space, timeline=True).simulate(space.from_user(spec))
+    return Simulator(space, timeline=True).simulate(space.from_user(spec))
 
 
 def bars(fig: Figure) -> list[Rectangle]:
@@ -71,9 +71,9 @@ def test_gantt_of_a_big_graph_on_the_mesh_merges_the_quiet_lanes():
     g, p = load_graph("resnet50"), load_profile("mesh")
     space = SearchSpace(g, p)
     rng = np.random.default_rng(0)
-    pl = space.decode([int(rng.integers(len(c))) for c in space.op_choices],
-                      {k: "async" for k in range(len(g.edges))})
-    res = Simulator(g, p, space=space, timeline=True).simulate(pl)
+    choice = space.random_genomes(1, rng)[0][0]
+    pl = space.decode(choice, np.ones(space.n_edges, dtype=np.int64))
+    res = Simulator(space, timeline=True).simulate(pl)
     used = analysis.lanes(res.timeline, [u.name for u in p.units])
     assert len(used) > 24
     fig = plots.gantt(g, res.timeline, units=[u.name for u in p.units], max_lanes=24)

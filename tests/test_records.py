@@ -20,7 +20,7 @@ GOLDEN = Path(__file__).parent / "data" / "golden_v1.jsonl"
 def make_records(n_extra_failed: int = 1) -> list[Record]:
     g, p = chain_graph(), tiny_profile()
     space = SearchSpace(g, p)
-    sim = Simulator(g, p, space=space)
+    sim = Simulator(space)
     placements = [space.uniform("cpu"), space.from_user({"Y": {"unit": "acc", "scope": "sram"}}),
                   space.uniform("acc")]
     results = sim.measure(placements)

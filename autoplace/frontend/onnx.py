@@ -1,4 +1,11 @@
-"""ONNX file -> Relax IRModule -> :class:`~autoplace.graph.OpGraph`."""
+"""ONNX file -> Relax IRModule -> :class:`~autoplace.graph.OpGraph`.
+
+Initializers are imported as Relax constants (TVM's default ``keep_params_in_input=False``),
+and so are weights computed from them alone (the light model-zoo files build each weight
+with ``ConstantOfShape``; :func:`~autoplace.frontend.relax.fuse` folds it), so an op's
+``weight_bytes`` is the bytes of the (folded) initializer tensors it reads and the rest
+of its ``external_bytes`` comes from the real graph inputs.
+"""
 
 from __future__ import annotations
 

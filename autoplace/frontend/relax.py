@@ -2,6 +2,13 @@
 
 One :class:`~autoplace.graph.Op` per ``call_tir`` of the (fused) ``main`` function, in
 program order; one :class:`~autoplace.graph.Edge` per producer/consumer pair of kernels.
+
+Weights: a kernel argument that is not another kernel's output is external; it counts as
+a weight (``Op.weight_bytes``) if it is a Relax constant, or a function parameter at index
+``>= attrs["num_input"]`` (the Relax convention for parameters kept as inputs, e.g. ONNX
+``from_onnx(..., keep_params_in_input=True)``), or an alias / tuple item of one of those.
+Everything else external (the first ``num_input`` parameters, or all of them when the
+function has no ``num_input``) is a graph input.
 """
 
 from __future__ import annotations
@@ -178,6 +185,19 @@ class _Walker:
     flows: dict = field(default_factory=dict)  # (src, dst) -> {_Tensor}
     calls: dict = field(default_factory=dict)  # PrimFunc name -> times called so far
     costs: dict = field(default_factory=dict)  # PrimFunc name -> (kind, flops)
+    weights: set = field(default_factory=set)  # relax.Vars that stand for weights
+
+    def is_weight(self, expr: relax.Expr) -> bool:
+        """Whether ``expr`` is a weight: a constant, a weight var, or a tuple (item) of them."""
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return True
+        if isinstance(expr, relax.Var):
+            return expr in self.weights
+        if isinstance(expr, relax.TupleGetItem):
+            return self.is_weight(expr.tuple_value)
+        if isinstance(expr, relax.Tuple):
+            return bool(expr.fields) and all(self.is_weight(f) for f in expr.fields)
+        return False
 
     def resolve(self, expr: relax.Expr) -> _Value:
         """The kernel outputs ``expr`` stands for; aliases are transparent."""
@@ -201,6 +221,8 @@ class _Walker:
             resolved = self.resolve(value)
             if resolved is not None:
                 self.values[binding.var] = resolved
+            elif self.is_weight(value):
+                self.weights.add(binding.var)
 
     def cost(self, func: str, pf: tvm.tirx.PrimFunc) -> tuple[str, float]:
         if func not in self.costs:
@@ -213,7 +235,7 @@ class _Walker:
         gv, args = call.args[0], call.args[1].fields
         k, func = len(self.ops), gv.name_hint
         reads: dict = {}  # distinct tensor -> bytes
-        external = 0
+        external = weight = 0
         for arg in args:
             leaves = _leaves(self.resolve(arg))
             for t in leaves:
@@ -222,6 +244,7 @@ class _Walker:
             if not leaves and arg not in reads:
                 reads[arg] = type_bytes(arg.ty, f"{func} argument")
                 external += reads[arg]
+                weight += reads[arg] if self.is_weight(arg) else 0
         nth = self.calls.get(func, 0)
         self.calls[func] = nth + 1
         kind, flops = self.cost(func, self.mod[gv])
@@ -229,7 +252,7 @@ class _Walker:
         self.ops.append(
             Op(name=func if nth == 0 else f"{func}#{nth}", kind=kind, flops=flops,
                bytes_read=sum(reads.values()), output_bytes=out_bytes,
-               external_bytes=external, func=func)
+               external_bytes=external, weight_bytes=weight, func=func)
         )
         if isinstance(call.ty, relax.TupleType):
             return tuple(_Tensor(k, i, type_bytes(t)) for i, t in enumerate(call.ty.fields))
@@ -243,11 +266,20 @@ class _Walker:
         return OpGraph(name=name, ops=tuple(self.ops), edges=edges)
 
 
+def _weight_params(func: relax.Function) -> set:
+    """Parameters of ``func`` that are weights: those at index >= ``attrs["num_input"]``."""
+    num_input = func.attrs.get("num_input") if func.attrs is not None else None
+    if num_input is None:
+        return set()
+    return set(list(func.params)[int(num_input):])
+
+
 def op_graph(fused_mod: tvm.IRModule, name: str, fname: str = "main") -> OpGraph:
     """The op graph of function ``fname`` of a fused module: one op per ``call_tir``.
 
     Ops are in program order (topological); ops calling the same PrimFunc again are named
     ``func#1``, ``func#2``, ... Edges carry the bytes of the distinct tensors that flow.
+    External arguments are split into weights and graph inputs as the module docstring says.
     """
     try:
         func = fused_mod[fname]
@@ -255,7 +287,7 @@ def op_graph(fused_mod: tvm.IRModule, name: str, fname: str = "main") -> OpGraph
         raise GraphError(f"op graph {name!r}: module has no function {fname!r}") from None
     if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
         raise GraphError(f"op graph {name!r}: {fname!r} is not a Relax function")
-    walker = _Walker(fused_mod)
+    walker = _Walker(fused_mod, weights=_weight_params(func))
     for block in func.body.blocks:
         for binding in block.bindings:
             walker.bind(binding)

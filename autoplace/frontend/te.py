@@ -2,6 +2,12 @@
 
 The module is deliberately NOT fused: every ``te.compute`` stays its own kernel, named
 after the TE op, so the op graph mirrors the TE graph one to one.
+
+Weights: a TE placeholder does not say whether it is a graph input or a parameter, so the
+caller tells: placeholders passed as ``weights`` (default: none) become the trailing
+parameters of ``main``, after the ``inputs``, with ``attrs["num_input"] = len(inputs)``
+(the Relax convention), and the op graph counts what kernels read from them as
+``Op.weight_bytes``. Placeholders passed as ``inputs`` are graph inputs.
 """
 
 from __future__ import annotations
@@ -54,26 +60,36 @@ def _clone_on(op: te.ComputeOp, inputs: dict[te.Operation, te.Tensor]) -> te.Ten
     return te.ComputeOp(op.name, op.tag, op.attrs, op.axis, op.reduce_axis, body).output(0)
 
 
-def _check_ops(ops: list[te.Operation], inputs: Sequence[te.Tensor]) -> None:
-    placeholders = {t.op for t in inputs}
+def _check_ops(ops: list[te.Operation], params: Sequence[te.Tensor]) -> None:
+    placeholders = {t.op for t in params}
+    if len(placeholders) != len(params):
+        raise GraphError("TE graph: a placeholder is passed twice (inputs and weights)")
     for op in ops:
         if isinstance(op, te.PlaceholderOp) and op not in placeholders:
-            raise GraphError(f"TE graph: placeholder {op.name!r} is not among the inputs")
+            raise GraphError(f"TE graph: placeholder {op.name!r} is not among the inputs "
+                             "nor the weights")
         if isinstance(op, te.ComputeOp) and op.num_outputs != 1:
             raise GraphError(f"TE graph: op {op.name!r} has {op.num_outputs} outputs, need 1")
         if not isinstance(op, te.PlaceholderOp | te.ComputeOp):
             raise GraphError(f"TE graph: op {op.name!r} is a {type(op).__name__}, need ComputeOp")
 
 
-def te_module(outputs: Sequence[te.Tensor], inputs: Sequence[te.Tensor]) -> tvm.IRModule:
-    """A Relax module whose ``main(*inputs)`` makes one ``call_tir`` per TE compute op."""
+def te_module(
+    outputs: Sequence[te.Tensor],
+    inputs: Sequence[te.Tensor],
+    weights: Sequence[te.Tensor] = (),
+) -> tvm.IRModule:
+    """A Relax module whose ``main(*inputs, *weights)`` makes one ``call_tir`` per TE
+    compute op; with ``weights``, ``main`` has ``attrs["num_input"] = len(inputs)``."""
     ops = te_ops(outputs)
-    _check_ops(ops, inputs)
-    params = [relax.Var(t.op.name, relax.TensorType(t.shape, t.dtype)) for t in inputs]
+    tensors = [*inputs, *weights]
+    _check_ops(ops, tensors)
+    params = [relax.Var(t.op.name, relax.TensorType(t.shape, t.dtype)) for t in tensors]
+    attrs = {"num_input": len(inputs)} if weights else None
     bb = relax.BlockBuilder()
-    with bb.function("main", params):
+    with bb.function("main", params, attrs=attrs):
         with bb.dataflow():
-            val = {t.op: p for t, p in zip(inputs, params)}
+            val = {t.op: p for t, p in zip(tensors, params)}
             for op in ops:
                 if op in val:
                     continue
@@ -89,10 +105,17 @@ def te_module(outputs: Sequence[te.Tensor], inputs: Sequence[te.Tensor]) -> tvm.
 
 
 def from_te(
-    outputs: Sequence[te.Tensor], inputs: Sequence[te.Tensor], name: str
+    outputs: Sequence[te.Tensor],
+    inputs: Sequence[te.Tensor],
+    name: str,
+    weights: Sequence[te.Tensor] = (),
 ) -> tuple[tvm.IRModule, OpGraph]:
-    """Relax module (one unfused kernel per TE op) and its op graph, ops named as in TE."""
-    mod = te_module(outputs, inputs)
+    """Relax module (one unfused kernel per TE op) and its op graph, ops named as in TE.
+
+    ``inputs`` are the graph-input placeholders, ``weights`` the parameter placeholders
+    (counted in ``Op.weight_bytes``); every placeholder the outputs use must be in one.
+    """
+    mod = te_module(outputs, inputs, weights)
     return mod, op_graph(mod, name)
 
 

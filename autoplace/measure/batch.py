@@ -1,183 +1,271 @@
-"""The simulator's model, vectorised over a batch of placements with numpy.
+"""The simulator's model over a batch of genomes, compiled with numba.
 
-Same semantics as the event-by-event reference in :mod:`autoplace.measure.simulator` (a test
-checks they agree on random placements); it walks the ops once for the whole batch, so one
-placement costs a few microseconds instead of a Python loop over every op and edge.
+Same semantics as the event-by-event reference in :mod:`autoplace.measure.simulator`
+(``tests/measure/test_batch_agrees.py`` checks they agree on random placements of every
+bundled profile); one placement costs microseconds. The kernel reads only the compiled
+space's arrays (:class:`~autoplace.space.SearchSpace`); routes are looked up (and found on
+first use) before it runs. The first call compiles the kernel, or loads it from numba's
+on-disk cache (``__pycache__``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numba
 import numpy as np
 
-from autoplace.profile import COPY_MODES
 from autoplace.space import SearchSpace
-
-SYNC = COPY_MODES.index("sync")
-
-
-class BatchModel:
-    """Index tables of one graph on one profile, and the batched schedule over them."""
-
-    def __init__(self, space: SearchSpace, durations: list[dict]):
-        g, prof = space.graph, space.profile
-        self.n, self.units = len(g.ops), [u.name for u in prof.units]
-        self.scopes = [s.name for s in prof.scopes]
-        self.capacity = np.array([s.capacity_bytes for s in prof.scopes], dtype=np.float64)
-        self.power = np.array([u.power_w for u in prof.units])
-        engines = sorted({c.engine for c in prof.copies})
-        self.resources = self.units + engines
-        self.host = self.units.index(prof.host)
-        self._choice_tables(space, durations)
-        self._route_tables(space, engines)
-        self.src = np.array([e.src for e in g.edges], dtype=np.int64)
-        self.dst = np.array([e.dst for e in g.edges], dtype=np.int64)
-        self.nbytes = np.array([e.nbytes for e in g.edges], dtype=np.float64)
-        self.out_bytes = np.array([op.output_bytes for op in g.ops], dtype=np.float64)
-        self.in_edges = g.in_edges()
-        self.has_consumers = np.array([bool(x) for x in g.out_edges()])
-
-    def _choice_tables(self, space: SearchSpace, durations: list[dict]) -> None:
-        width = max(len(c) for c in space.op_choices)
-        self.c_unit = np.zeros((self.n, width), dtype=np.int64)
-        self.c_scope = np.zeros((self.n, width), dtype=np.int64)
-        self.c_dur = np.zeros((self.n, width))
-        for i, choices in enumerate(space.op_choices):
-            for j, (u, s) in enumerate(choices):
-                self.c_unit[i, j] = self.units.index(u)
-                self.c_scope[i, j] = self.scopes.index(s)
-                self.c_dur[i, j] = durations[i][(u, s)]
-
-    def _route_tables(self, space: SearchSpace, engines: list[str]) -> None:
-        routes = [(a, b, m, r) for m in COPY_MODES for (a, b), r in space.routes[m].items()]
-        self.hops = max((len(r) for *_, r in routes), default=1)
-        nr, S = len(routes) + 1, len(self.scopes)  # route 0: "none"
-        self.route_id = np.zeros((S, S, len(COPY_MODES)), dtype=np.int64)
-        self.r_len = np.zeros(nr, dtype=np.int64)
-        self.r_res = np.zeros((nr, self.hops), dtype=np.int64)
-        self.r_lat = np.zeros((nr, self.hops))
-        self.r_inv = np.zeros((nr, self.hops))
-        self.r_dst = np.zeros((nr, self.hops), dtype=np.int64)
-        for rid, (a, b, m, route) in enumerate(routes, start=1):
-            mi = COPY_MODES.index(m)
-            self.route_id[self.scopes.index(a), self.scopes.index(b), mi] = rid
-            self.r_len[rid] = len(route)
-            for h, p in enumerate(route):
-                res = self.host if m == "sync" else len(self.units) + engines.index(p.engine)
-                self.r_res[rid, h], self.r_lat[rid, h] = res, p.latency_s
-                self.r_inv[rid, h] = 1.0 / p.bandwidth_bps
-                self.r_dst[rid, h] = self.scopes.index(p.dst)
-
-    def run(self, choice: np.ndarray, mode: np.ndarray) -> dict[str, np.ndarray]:
-        """Simulate ``B`` placements: ``choice[B, ops]`` indices, ``mode[B, edges]`` (0 sync)."""
-        st = BatchRun(self, choice, mode)
-        for i in range(self.n):
-            st.op(i)
-        return st.finish_up()
+from autoplace.space.copyplan import find, learn
 
 
-class BatchRun:
-    """Per-batch arrays of one run; ``op(i)`` schedules op ``i`` (in order) for every row."""
+@dataclass(frozen=True)
+class BatchOutput:
+    """Per row: ``latency`` (makespan), ``busy[B, units]``, ``copy_bytes[B, modes]``,
+    ``peak[B, scopes]``, ``energy``, ``no_route`` (a copy with no route); ``finish[B, ops]``
+    (each op's end) when asked for."""
 
-    def __init__(self, m: BatchModel, choice: np.ndarray, mode: np.ndarray):
-        B, ops = choice.shape
-        self.m, self.mode, self.rows = m, mode, np.arange(B)
-        cols = np.arange(ops)
-        self.unit = m.c_unit[cols, choice]
-        self.scope = m.c_scope[cols, choice]
-        self.dur = m.c_dur[cols, choice]
-        self.free = np.zeros((B, len(m.resources)))
-        self.busy = np.zeros((B, len(m.units)))
-        self.finish = np.zeros((B, ops))
-        self.last_use = np.zeros((B, ops))
-        self.copy_bytes = np.zeros((B, len(COPY_MODES)))
-        self.no_route = np.zeros(B, dtype=bool)
-        self.bufs: list[tuple] = []  # (scope[B], bytes[B], alloc[B], free[B] array to fill)
-        self.out_alloc = np.zeros((B, ops))
-
-    def occupy(self, res: np.ndarray, ready: np.ndarray, secs: np.ndarray, active):
-        start = np.maximum(ready, self.free[self.rows, res])
-        end = start + secs
-        self.free[self.rows, res] = np.where(active, end, self.free[self.rows, res])
-        return start, end
-
-    def copy(self, k: int, i: int, cross: np.ndarray) -> np.ndarray:
-        m, p, r = self.m, self.m.src[k], self.rows
-        rid = m.route_id[self.scope[:, p], self.scope[:, i], self.mode[:, k]]
-        self.no_route |= cross & (rid == 0)
-        t = self.finish[:, p].copy()
-        is_sync = self.mode[:, k] == SYNC
-        self.copy_bytes[r, self.mode[:, k]] += np.where(cross, m.nbytes[k], 0.0)
-        prev_free = None
-        for h in range(m.hops):
-            active = cross & (h < m.r_len[rid])
-            if not active.any():
-                break
-            secs = m.r_lat[rid, h] + m.nbytes[k] * m.r_inv[rid, h]
-            start, end = self.occupy(m.r_res[rid, h], t, secs, active)
-            self.busy[r, m.host] += np.where(active & is_sync, secs, 0.0)
-            if h == 0:
-                self.last_use[:, p] = np.where(active, np.maximum(self.last_use[:, p], end),
-                                               self.last_use[:, p])
-            else:
-                prev_free[active] = end[active]
-            prev_free = np.full(len(r), np.nan)
-            self.bufs.append((m.r_dst[rid, h], np.where(active, m.nbytes[k], 0.0), start,
-                              prev_free))
-            t = np.where(active, end, t)
-        return t
-
-    def op(self, i: int) -> None:
-        m, r = self.m, self.rows
-        ready = np.zeros(len(r))
-        same = []
-        n_before = len(self.bufs)
-        for k in m.in_edges[i]:
-            p = m.src[k]
-            cross = self.scope[:, p] != self.scope[:, i]
-            arrive = self.copy(k, i, cross) if cross.any() else self.finish[:, p]
-            ready = np.maximum(ready, arrive)
-            same.append((p, ~cross))
-        start, end = self.occupy(self.unit[:, i], ready, self.dur[:, i], True)
-        self.busy[r, self.unit[:, i]] += self.dur[:, i]
-        self.finish[:, i], self.out_alloc[:, i] = end, start
-        for p, mask in same:
-            self.last_use[:, p] = np.where(mask, np.maximum(self.last_use[:, p], end),
-                                           self.last_use[:, p])
-        for *_, free in self.bufs[n_before:]:
-            np.copyto(free, end, where=np.isnan(free))  # final hops live until the op ends
-
-    def finish_up(self) -> dict[str, np.ndarray]:
-        m = self.m
-        makespan = self.finish.max(axis=1) if m.n else np.zeros(len(self.rows))
-        out_free = np.where(m.has_consumers, np.maximum(self.last_use, self.finish),
-                            makespan[:, None])
-        scope = np.concatenate([self.scope] + [b[0][:, None] for b in self.bufs], axis=1)
-        nbytes = np.concatenate([np.broadcast_to(m.out_bytes, self.scope.shape)]
-                                + [b[1][:, None] for b in self.bufs], axis=1)
-        alloc = np.concatenate([self.out_alloc] + [b[2][:, None] for b in self.bufs], axis=1)
-        free = np.concatenate([out_free] + [b[3][:, None] for b in self.bufs], axis=1)
-        return {
-            "latency": makespan, "busy": self.busy, "copy_bytes": self.copy_bytes,
-            "peak": _peaks(scope, nbytes, alloc, free, len(m.scopes)),
-            "energy": self.busy @ m.power, "no_route": self.no_route,
-        }
+    latency: np.ndarray
+    busy: np.ndarray
+    copy_bytes: np.ndarray
+    peak: np.ndarray
+    energy: np.ndarray
+    no_route: np.ndarray
+    finish: np.ndarray | None = None
 
 
-def _peaks(scope, nbytes, alloc, free, n_scopes: int) -> np.ndarray:
-    """Peak live bytes per (row, scope); frees sort before allocations at equal times.
+def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
+                   prefix: int | None = None, finish: bool = False) -> BatchOutput:
+    """Simulate ``B`` genomes (``choice[B, ops]``, ``mode[B, edges]``; modes are repaired as
+    :meth:`SearchSpace.normalize` does).
 
-    One stable sort per row by scope, then time, with the free events placed first so they
-    win ties: every scope's allocations and frees cancel, so a single running sum restarts
-    from zero at each scope's first event.
+    ``prefix=k`` simulates only ops ``[0, k)`` and the copies into them; an output read
+    only by later ops is then freed at its producer's end (branch and bound's prefixes).
+    ``finish=True`` also returns each op's end time.
     """
-    times = np.concatenate([free, alloc], axis=1)
-    span = times.max(initial=0.0) * 2.0 + 1.0
-    where = np.concatenate([scope, scope], axis=1)
-    order = np.argsort(where * span + times, axis=1, kind="stable")
-    live = np.cumsum(np.take_along_axis(np.concatenate([-nbytes, nbytes], axis=1), order,
-                                        axis=1), axis=1)
-    where = np.take_along_axis(where, order, axis=1)
-    peaks = np.zeros((len(times), n_scopes))
-    for s in range(n_scopes):
-        peaks[:, s] = np.where(where == s, live, 0.0).max(axis=1, initial=0.0)
-    return peaks
+    choice = np.ascontiguousarray(choice, dtype=np.int64)
+    if choice.ndim != 2 or choice.shape[1] != space.n_ops:
+        raise ValueError(f"choice must have shape (B, {space.n_ops}), got {choice.shape}")
+    mode = np.ascontiguousarray(mode, dtype=np.int64)
+    n = space.n_ops if prefix is None else int(prefix)
+    while True:
+        r = space.routes
+        out = _run(space.c_unit, space.c_scope, space.c_dur, choice, mode, r.keys, r.key_ids,
+                   space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
+                   space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
+                   space.n_resources, len(space.units), len(space.scopes), space.host, n,
+                   finish)
+        latency, busy, copy_bytes, peak, no_route, ends, missing = out
+        if not missing.any():
+            break
+        learn(space, choice[missing], mode[missing])  # routes never needed before
+    return BatchOutput(latency=latency, busy=busy, copy_bytes=copy_bytes, peak=peak,
+                       energy=(busy * space.power).sum(axis=1), no_route=no_route,
+                       finish=ends if finish else None)
+
+
+def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """Per genome, whether every scope's peak fits its capacity and every copy has a
+    route: what no measurer would fail before building it."""
+    if not len(choice):
+        return np.zeros(0, dtype=bool)
+    out = simulate_batch(space, choice, mode)
+    over = np.floor(out.peak) > space.capacity  # as the capacity check counts
+    return ~over.any(axis=1) & ~out.no_route
+
+
+@numba.njit(cache=True, nogil=True)
+def _run(c_unit, c_scope, c_dur, choice, mode, keys, key_ids, src, nbytes, in_ptr, in_idx,
+         has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res, n_units,
+         n_scopes, host, n, want_finish):  # pragma: no cover - compiled
+    """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
+    on one resource that writes one buffer; an item's buffer is freed by the end of another
+    item (``freer``; -1: at the makespan). Each resource runs its items in program order,
+    so their starts and ends are sorted per resource, which :func:`_peaks` merges."""
+    B = choice.shape[0]
+    m_items = n + len(src) * hop_res.shape[1]
+    latency, no_route = np.zeros(B), np.zeros(B, dtype=np.bool_)
+    missing = np.zeros(B, dtype=np.bool_)  # a route not found yet: the row is not done
+    busy, copy_bytes = np.zeros((B, n_units)), np.zeros((B, 2))
+    peak, ends = np.zeros((B, n_scopes)), np.zeros((B if want_finish else 1, n))
+    free_t, stamp = np.zeros(n_res), np.full(n_res, -1)
+    finish, last_use = np.zeros(n), np.zeros(n)
+    op_item, last_item = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    it_res, freer = np.zeros(m_items, dtype=np.int64), np.zeros(m_items, dtype=np.int64)
+    it_start, it_end = np.zeros(m_items), np.zeros(m_items)
+    b_scope, b_bytes = np.zeros(m_items, dtype=np.int64), np.zeros(m_items)
+    staged = np.zeros(max(len(src), 1), dtype=np.int64)
+    work = _work(m_items, n_res, n_scopes)
+    for b in range(B):
+        nb = 0
+        for i in range(n):
+            j = choice[b, i]
+            s = c_scope[i, j]
+            ready, n_staged = 0.0, 0
+            for q in range(in_ptr[i], in_ptr[i + 1]):
+                k = in_idx[q]
+                p = src[k]
+                arrive = finish[p]
+                a = c_scope[p, choice[b, p]]
+                if a != s:
+                    m, pair = mode[b, k], (a * n_scopes + s) * 2
+                    want, other = find(keys, pair + m), find(keys, pair + 1 - m)
+                    if want < 0 or other < 0:
+                        missing[b] = True
+                        break
+                    r = key_ids[want]
+                    if r == 0 and key_ids[other] > 0:
+                        r, m = key_ids[other], 1 - m
+                    no_route[b] |= r == 0
+                    copy_bytes[b, m] += nbytes[k]
+                    prev = -1
+                    for h in range(r_len[r]):
+                        res = hop_res[r, h]
+                        secs = hop_lat[r, h] + nbytes[k] / hop_bw[r, h]
+                        start = max(arrive, free_t[res] if stamp[res] == b else 0.0)
+                        arrive = start + secs
+                        free_t[res], stamp[res] = arrive, b
+                        if m == 0:
+                            busy[b, host] += secs
+                        if h == 0 and arrive > last_use[p]:
+                            last_use[p], last_item[p] = arrive, nb
+                        if prev >= 0:
+                            freer[prev] = nb
+                        it_res[nb], it_start[nb], it_end[nb] = res, start, arrive
+                        b_scope[nb], b_bytes[nb] = hop_dst[r, h], nbytes[k]
+                        prev, nb = nb, nb + 1
+                    if prev >= 0:
+                        staged[n_staged] = prev
+                        n_staged += 1
+                ready = max(ready, arrive)
+            if missing[b]:
+                break
+            u = c_unit[i, j]
+            start = max(ready, free_t[u] if stamp[u] == b else 0.0)
+            end = start + c_dur[i, j]
+            free_t[u], stamp[u] = end, b
+            busy[b, u] += c_dur[i, j]
+            finish[i], last_use[i], op_item[i], last_item[i] = end, end, nb, nb
+            it_res[nb], it_start[nb], it_end[nb] = u, start, end
+            b_scope[nb], b_bytes[nb] = s, out_bytes[i]
+            nb += 1
+            for q in range(in_ptr[i], in_ptr[i + 1]):
+                p = src[in_idx[q]]
+                if c_scope[p, choice[b, p]] == s and end > last_use[p]:
+                    last_use[p], last_item[p] = end, op_item[i]
+            for x in range(n_staged):
+                freer[staged[x]] = op_item[i]
+        if missing[b]:
+            continue
+        makespan = 0.0
+        for i in range(n):
+            makespan = max(makespan, finish[i])
+            freer[op_item[i]] = last_item[i] if has_consumers[i] else -1
+        latency[b] = makespan
+        _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, work, peak[b])
+        if want_finish:
+            ends[b] = finish[:n]
+    return latency, busy, copy_bytes, peak, no_route, ends, missing
+
+
+@numba.njit(cache=True, nogil=True)
+def _work(items, n_res, n_scopes):  # pragma: no cover - compiled
+    """Scratch arrays of :func:`_peaks`, allocated once per batch: a slot per resource,
+    per item rows for run bounds, two merge buffers, two orders, free counts and lists,
+    and per scope the live bytes."""
+    ints = np.empty((9, items + 2), dtype=np.int64)
+    return np.full(n_res, -1), ints, np.zeros(n_scopes)
+
+
+@numba.njit(cache=True, nogil=True)
+def _runs(it_res, nb, w):  # pragma: no cover - compiled
+    """Bucket the items by resource, keeping creation order: ``w[1][2][:nb]`` holds the
+    runs, ``w[1][0][:runs + 1]`` their bounds; returns the number of runs."""
+    slot, bounds, fill, runs = w[0], w[1][0], w[1][1], w[1][2]
+    n_runs = 0
+    for x in range(nb):
+        r = it_res[x]
+        if slot[r] < 0:
+            slot[r] = n_runs
+            bounds[n_runs + 1] = 0
+            n_runs += 1
+        bounds[slot[r] + 1] += 1
+    bounds[0] = 0
+    for x in range(n_runs):
+        bounds[x + 1] += bounds[x]
+    fill[:n_runs] = bounds[:n_runs]
+    for x in range(nb):
+        r = slot[it_res[x]]
+        runs[fill[r]] = x
+        fill[r] += 1
+    for x in range(nb):
+        slot[it_res[x]] = -1
+    return n_runs
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge(times, nb, n_runs, w, order):  # pragma: no cover - compiled
+    """The items of :func:`_runs` in order of ``times``, given that each run's times are
+    nondecreasing: runs merged pairwise, ``log2(runs)`` linear passes."""
+    bounds, buf = w[1][3], w[1][4]
+    bounds[:n_runs + 1] = w[1][0][:n_runs + 1]
+    order[:nb] = w[1][2][:nb]
+    src, dst, in_order = order, buf, True
+    while n_runs > 1:
+        out = 0
+        for q in range(0, n_runs, 2):
+            lo, mid = bounds[q], bounds[q + 1]
+            hi = bounds[q + 2] if q + 1 < n_runs else mid
+            _merge_two(times, src, dst, lo, mid, hi)
+            bounds[out] = lo
+            out += 1
+        bounds[out] = nb
+        n_runs = out
+        src, dst, in_order = dst, src, not in_order
+    if not in_order:
+        order[:nb] = src[:nb]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _merge_two(times, src, dst, lo, mid, hi):  # pragma: no cover - compiled
+    """Merge the sorted runs ``src[lo:mid]`` and ``src[mid:hi]`` into ``dst[lo:hi]``."""
+    i, j = lo, mid
+    for k in range(lo, hi):
+        if j >= hi or (i < mid and times[src[i]] <= times[src[j]]):
+            dst[k] = src[i]
+            i += 1
+        else:
+            dst[k] = src[j]
+            j += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, w,
+           peak):  # pragma: no cover - compiled
+    """Peak live bytes per scope: buffers allocated in order of their item's start, freed
+    in order of their freeing item's end (graph outputs at the makespan); at equal times
+    frees come first, so a buffer freed at t is reusable by one allocated at t."""
+    allocs, ends, first, nxt = w[1][5], w[1][6], w[1][7], w[1][8]
+    n_runs = _runs(it_res, nb, w)
+    _merge(it_start, nb, n_runs, w, allocs)
+    _merge(it_end, nb, n_runs, w, ends)
+    first[:nb + 1] = -1  # buffers each item frees, as linked lists; item nb: the makespan
+    for x in range(nb):
+        f = freer[x] if freer[x] >= 0 else nb
+        nxt[x], first[f] = first[f], x
+    live = w[2]
+    live[:] = 0.0
+    e = 0  # position in ``ends``; nb: the makespan's frees
+    for y in range(nb):
+        a = allocs[y]
+        t = it_start[a]
+        while e <= nb and (it_end[ends[e]] if e < nb else makespan) <= t:
+            z = first[ends[e] if e < nb else nb]
+            while z >= 0:
+                live[b_scope[z]] -= b_bytes[z]
+                z = nxt[z]
+            e += 1
+        s = b_scope[a]
+        live[s] += b_bytes[a]
+        if live[s] > peak[s]:
+            peak[s] = live[s]

@@ -44,7 +44,7 @@ class Prechecker:
     def __init__(self, graph: OpGraph, profile: Profile, space: SearchSpace, *,
                  check_capacity: bool = True):
         self.space = space
-        self.sim = Simulator(graph, profile, space=space) if check_capacity else None
+        self.sim = Simulator(space) if check_capacity else None
 
     def __call__(self, placement: Placement) -> MeasureResult | None:
         problem = self.space.check(placement)

@@ -49,9 +49,10 @@ class SimulatorService:
 
     def load_graph(self, graph_json: str) -> dict:
         from autoplace.measure.simulator import Simulator
+        from autoplace.space import SearchSpace
 
         graph = OpGraph.from_dict(json.loads(graph_json), source="rpc request")
-        self.sim = Simulator(graph, self.profile)
+        self.sim = Simulator(SearchSpace(graph, self.profile))
         return {"graph_fp": graph.fingerprint}
 
     def simulate(self, placements_json: str) -> dict:

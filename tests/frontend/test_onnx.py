@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
 
 from autoplace.frontend.onnx import from_onnx, import_onnx, input_shapes
+from autoplace.frontend.relax import from_relax
 from autoplace.graph import GraphError, OpGraph
 from autoplace.models import BUNDLED, GRAPH_DIR, bundled_onnx_path
 
@@ -41,7 +45,10 @@ def test_import_matches_shipped_graph(name: str) -> None:
     for i, op in enumerate(g.ops):
         # every byte an op reads comes over an edge or from outside (params, weights)
         assert op.bytes_read == op.external_bytes + sum(g.edges[k].nbytes for k in in_edges[i])
+        assert 0 <= op.weight_bytes <= op.external_bytes
     assert not in_edges[0]  # the first kernel reads only the graph input and weights
+    # the one 1x3x224x224 float32 graph input is read once, by the first kernel
+    assert [op.input_bytes for op in g.ops] == [3 * 224 * 224 * 4] + [0] * (len(g.ops) - 1)
 
 
 def test_squeezenet_costs() -> None:
@@ -51,9 +58,53 @@ def test_squeezenet_costs() -> None:
     # conv 3x3x3 -> 64 channels on 111x111, MAC = 2 flops, plus bias add and relu
     assert first.flops == 64 * 111 * 111 * 27 * 2 + 2 * 64 * 111 * 111
     assert first.bytes_read == first.external_bytes == (3 * 224 * 224 + 64 * 27 + 64) * 4
+    assert first.weight_bytes == (64 * 27 + 64) * 4  # conv1 weight and bias
+    assert first.input_bytes == 3 * 224 * 224 * 4  # the image
     assert first.output_bytes == 64 * 111 * 111 * 4
     assert g.total_flops == 706628160.0
     assert g.ops[-1].kind == "injective" and g.ops[-2].kind == "softmax"
+
+
+def _mlp_onnx() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """relu(x @ W1 + B1) reshaped by an int64 shape initializer, then @ W2 + B2."""
+    rng = np.random.default_rng(0)
+    inits = {"W1": rng.random((8, 16), dtype=np.float32), "B1": np.ones(16, np.float32),
+             "W2": rng.random((16, 4), dtype=np.float32), "B2": np.ones(4, np.float32),
+             "shape": np.array([2, 16], np.int64)}
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]),
+             helper.make_node("Add", ["h", "B1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]),
+             helper.make_node("Reshape", ["r", "shape"], ["rr"]),
+             helper.make_node("MatMul", ["rr", "W2"], ["o"]),
+             helper.make_node("Add", ["o", "B2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), inits
+
+
+def test_onnx_weight_bytes_are_the_initializers_each_kernel_reads(tmp_path) -> None:
+    model, inits = _mlp_onnx()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    _, g = from_onnx(path)
+    nbytes = {k: v.nbytes for k, v in inits.items()}
+    assert [op.kind for op in g.ops] == ["matmul", "injective", "matmul"]
+    # the shape initializer becomes a static shape, not a tensor argument of the reshape
+    assert [op.weight_bytes for op in g.ops] == [nbytes["W1"] + nbytes["B1"], 0,
+                                                 nbytes["W2"] + nbytes["B2"]]
+    assert [op.input_bytes for op in g.ops] == [2 * 8 * 4, 0, 0]
+
+
+def test_params_kept_in_input_are_weights_too() -> None:
+    model, _ = _mlp_onnx()
+    as_params = tvm_from_onnx(model, shape_dict={"x": [2, 8]}, keep_params_in_input=True)
+    assert [p.name for p in as_params["main"].params] == ["x", "W1", "B1", "W2", "B2", "shape"]
+    _, by_param = from_relax(as_params, "mlp")
+    _, by_const = from_relax(tvm_from_onnx(model, shape_dict={"x": [2, 8]}), "mlp")
+    assert by_param.fingerprint == by_const.fingerprint  # weight_bytes included
+    assert sum(op.weight_bytes for op in by_param.ops) == (8 * 16 + 16 + 16 * 4 + 4) * 4
 
 
 def test_multi_output_kernel_edges_count_one_field() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tvm
 from tvm import relax
@@ -34,6 +35,8 @@ def test_matmul_relu_add_fuses_into_one_matmul_kernel() -> None:
     # 2*M*N*K for the matmul (a MAC is 2 flops), then one flop per element for relu and add
     assert op.flops == 2 * 4 * 16 * 8 + 4 * 16 + 4 * 16 == 1152
     assert op.bytes_read == op.external_bytes == (4 * 8 + 8 * 16) * F32 == 640
+    # no num_input attribute: both params are graph inputs; the scalar 1.0 is inlined
+    assert op.weight_bytes == 0 and op.input_bytes == 640
     assert op.output_bytes == 4 * 16 * F32
     assert g.edges == ()
     assert "fused_matmul_relu_add" in [gv.name_hint for gv in fused.get_global_vars()]
@@ -91,6 +94,51 @@ def test_fuse_folds_constant_weights_and_keeps_them_external() -> None:
     g = op_graph(fuse(bb.finalize()), "w")
     assert [op.kind for op in g.ops] == ["matmul"]  # no kernel left for broadcast_to
     assert g.ops[0].external_bytes == (2 * 8 + 8 * 3) * F32
+    assert g.ops[0].weight_bytes == 8 * 3 * F32  # the folded constant
+    assert g.ops[0].input_bytes == 2 * 8 * F32  # x
+
+
+def _params_module() -> tvm.IRModule:
+    """main(x, w1, w2) with num_input=1: w1, w2 are weights, used directly and via aliases.
+
+    exp(x) -> matmul(., w1) -> add(., bias const) ; add(w2 alias, tuple item of (w1, w2)).
+    """
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 8), "float32"))
+    w1 = relax.Var("w1", relax.TensorType((8, 4), "float32"))
+    w2 = relax.Var("w2", relax.TensorType((8, 4), "float32"))
+    bias = relax.const(np.arange(4, dtype="float32"))
+    with bb.function("main", [x, w1, w2], attrs={"num_input": 1}):
+        with bb.dataflow():
+            a = bb.emit(relax.op.exp(x))
+            b = bb.emit(relax.op.add(bb.emit(relax.op.matmul(a, w1)), bias))
+            alias = bb.emit(w2)
+            item = bb.emit(relax.TupleGetItem(bb.emit(relax.Tuple([w1, w2])), 0))
+            out = bb.emit_output(relax.Tuple([b, bb.emit(relax.op.add(alias, item))]))
+        bb.emit_func_output(out)
+    return bb.finalize()
+
+
+def test_constants_and_params_after_num_input_are_weights() -> None:
+    g = op_graph(relax.transform.LegalizeOps()(_params_module()), "params")
+    by_name = {op.name: op for op in g.ops}
+    assert list(by_name) == ["tir_exp", "matmul", "add", "add1"]
+    w = 8 * 4 * F32
+    expected = {  # name: (weight_bytes, input_bytes), computed from the tensors read
+        "tir_exp": (0, 2 * 8 * F32),  # x is the graph input
+        "matmul": (w, 0),  # w1 (exp(x) comes over an edge)
+        "add": (4 * F32, 0),  # the bias constant
+        "add1": (2 * w, 0),  # w2 through an alias, w1 through a tuple item
+    }
+    assert {n: (op.weight_bytes, op.input_bytes) for n, op in by_name.items()} == expected
+    for op in g.ops:
+        assert op.weight_bytes + op.input_bytes == op.external_bytes
+
+
+def test_fused_params_module_keeps_the_weight_split() -> None:
+    _, g = from_relax(_params_module(), "params")
+    assert sum(op.weight_bytes for op in g.ops) == (3 * 8 * 4 + 4) * F32
+    assert sum(op.input_bytes for op in g.ops) == 2 * 8 * F32
 
 
 def test_symbolic_shape_and_missing_function_are_graph_errors() -> None:

@@ -38,6 +38,8 @@ def test_seed_costs(seed) -> None:
     assert e.flops == 0  # estimate_tir_flops does not count exp
     assert c.bytes_read == c.external_bytes == 2 * TENSOR  # A and B
     assert f.bytes_read == 2 * TENSOR and f.external_bytes == 0
+    assert all(op.weight_bytes == 0 for op in g.ops)  # no placeholder marked as a weight
+    assert c.input_bytes == 2 * TENSOR
     assert all(op.output_bytes == TENSOR for op in g.ops)
 
 
@@ -73,3 +75,33 @@ def test_reduction_op_is_reduce_and_placeholder_must_be_an_input() -> None:
     assert g.edge_name(len(g.edges) - 1) == "F->G"
     with pytest.raises(GraphError, match="placeholder 'B' is not among the inputs"):
         from_te([g_op], [a], "missing")
+
+
+def test_placeholders_marked_as_weights() -> None:
+    (f,), (a, b) = seed_example(M, N)
+    w = te.placeholder((N,), "float32", name="W")
+    g_op = te.compute((M, N), lambda i, j: f[i, j] * w[j] + b[i, j], name="G")
+    mod, g = from_te([g_op], [a], "weights", weights=[b, w])
+    main = mod["main"]
+    assert [p.name for p in main.params] == ["A", "B", "W"]
+    assert int(main.attrs["num_input"]) == 1
+    by_name = {op.name: op for op in g.ops}
+    # C reads A (input) and B (weight); G reads F over an edge, then W and B (weights)
+    assert (by_name["C"].input_bytes, by_name["C"].weight_bytes) == (TENSOR, TENSOR)
+    assert (by_name["G"].input_bytes, by_name["G"].weight_bytes) == (0, N * 4 + TENSOR)
+    assert by_name["D"].weight_bytes == by_name["F"].weight_bytes == 0
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    rng = np.random.default_rng(1)
+    av, bv = (rng.random((M, N), dtype=np.float32) for _ in range(2))
+    wv = rng.random(N, dtype=np.float32)
+    c = av * bv
+    np.testing.assert_allclose(vm["main"](av, bv, wv).numpy(), (c + 1 + np.exp(c)) * wv + bv,
+                               rtol=1e-5)
+
+
+def test_placeholder_both_input_and_weight_is_a_graph_error() -> None:
+    (f,), (a, b) = seed_example(M, N)
+    with pytest.raises(GraphError, match="passed twice"):
+        from_te([f], [a, b], "dup", weights=[b])
+    with pytest.raises(GraphError, match="placeholder 'B' is not among the inputs nor the"):
+        from_te([f], [a], "missing")

@@ -45,7 +45,7 @@ class _Factory:
 
 class _Simulator(_Factory):
     def make(self) -> Measurer:
-        return Simulator(self.graph, self.profile)
+        return Simulator(SearchSpace(self.graph, self.profile))
 
 
 class _ThroughRPC(_Factory):

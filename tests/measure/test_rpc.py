@@ -135,7 +135,7 @@ def test_simulated_boards_answer_as_the_simulator(seed, soc, servers, tracker):
         remote = m.measure(batch)
     finally:
         m.close()
-    local = Simulator(graph, soc).measure(batch)
+    local = Simulator(SearchSpace(graph, soc)).measure(batch)
     assert [r.to_dict() for r in remote] == [r.to_dict() for r in local]
     assert m.name == "rpc-sim"
 

@@ -86,7 +86,7 @@ def test_placement_json_round_trip(space):
 def test_decode_repairs_an_unsupported_mode():
     prof = tiny_profile(modes=("sync",))
     space = SearchSpace(fork_graph(), prof)
-    p = space.decode([0, 2, 0, 0], {0: "async"})  # S->L needs dram->sram, sync only
+    p = space.decode([0, 2, 0, 0], [1, 0, 0, 0])  # S->L needs dram->sram, sync only
     assert p.copies == {"S->L": "sync", "L->J": "sync"}
     assert space.check(p) is None
 

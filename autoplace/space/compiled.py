@@ -1,0 +1,281 @@
+"""The compiled space: everything derived from (graph, profile), once, as numpy arrays.
+
+A placement inside the tool is a *genome*: ``choice[i]``, an index into op ``i``'s choices
+(the (unit, scope) pairs it may take: units that accept its kind, scopes they may write, in
+profile order), and ``mode[k]``, the copy mode of edge ``k`` (0 ``sync``, 1 ``async``;
+meaningful only where the edge crosses scopes). Batches are ``[B, ops]`` and ``[B, edges]``
+integer arrays. :class:`SearchSpace` owns the tables every consumer reads (choice tables,
+edges, routes, unit classes, capacities) and the one ``encode`` / ``decode`` / ``normalize``
+/ genome text format; :class:`~autoplace.space.placement.Placement` (names) exists only at
+the edges: the user API, the log, the build.
+
+Semantics (the simulators and the TVM build share them): an op runs on its unit, reads its
+inputs from and writes its output to its scope. An edge whose producer's scope differs from
+the consumer's scope needs a copy along the route of its mode (:mod:`autoplace.space.routes`);
+a mode without a route is repaired to the other mode where that one has a route
+(:meth:`SearchSpace.normalize`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from autoplace.graph import OP_KINDS, OpGraph
+from autoplace.profile import COPY_MODES, Profile, ProfileError
+from autoplace.space.classes import unit_classes
+from autoplace.space.copyplan import plan
+from autoplace.space.placement import Placement, PlacementError
+from autoplace.space.routes import Route, Routes
+from autoplace.space.tables import ChoiceTables, EdgeTables
+
+SYNC, ASYNC = COPY_MODES.index("sync"), COPY_MODES.index("async")
+
+
+def check_graph(profile: Profile, graph: OpGraph) -> None:
+    """Raise :class:`ProfileError` if some op of ``graph`` is accepted by no unit of ``profile``."""
+    kinds = {op.kind for op in graph.ops}
+    accepted = {k for k in kinds if any(u.accepts_kind(k) for u in profile.units)}
+    for op in graph.ops:
+        if op.kind not in accepted:
+            raise ProfileError(f"{profile.source}: no unit accepts op {op.name!r} of kind "
+                               f"{op.kind!r} (graph {graph.name})")
+
+
+class SearchSpace(ChoiceTables, EdgeTables):
+    """The compiled space of one graph on one profile (see the module docstring).
+
+    Arrays: ``n_choices[ops]``; ``c_unit``, ``c_scope``, ``c_dur`` ``[ops, width]`` (unit
+    index, scope index and op time of each choice; padding repeats choice 0); ``src``,
+    ``dst``, ``nbytes`` per edge; ``out_bytes`` per op; ``capacity`` per scope; ``power``,
+    ``launch`` per unit. Resources are the units, then the DMA engines (``engines``).
+    """
+
+    def __init__(self, graph: OpGraph, profile: Profile):
+        check_graph(profile, graph)
+        self.graph, self.profile = graph, profile
+        self.units = [u.name for u in profile.units]
+        self.scopes = [s.name for s in profile.scopes]
+        self.engines = sorted({c.engine for c in profile.copies})
+        self.host = profile.unit_index[profile.host]
+        self.default_scope = profile.scope_index[profile.default_scope]
+        self.capacity = np.array([s.capacity_bytes for s in profile.scopes], dtype=np.float64)
+        self.power = np.array([u.power_w for u in profile.units], dtype=np.float64)
+        self.launch = np.array([u.launch_overhead_s for u in profile.units], dtype=np.float64)
+        self._build_choices(graph, profile)
+        self._build_edges(graph)
+        self.routes = Routes(profile, {e: i for i, e in enumerate(self.engines)}, self.host)
+
+    @property
+    def n_resources(self) -> int:
+        """Units and DMA engines: the resources a schedule occupies."""
+        return len(self.units) + len(self.engines)
+
+    @functools.cached_property
+    def unit_class(self) -> np.ndarray:
+        """Class id of each unit: identical units (same description, home scopes alike,
+        copy paths that map onto each other) share one (see :mod:`autoplace.space.classes`)."""
+        return unit_classes(self.profile)
+
+    # -- genomes -------------------------------------------------------------------------
+    def copy_plan(self, choice: np.ndarray, mode: np.ndarray):
+        """Per row and edge: ``cross`` (the ends' scopes differ), the mode used (the
+        preferred one, else the other where only it has a route; 0 where no copy) and the
+        route id it takes (0: no copy, or no route in either mode)."""
+        return plan(self, choice, mode)
+
+    def normalize(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+        """The modes a genome really uses (see :meth:`copy_plan`): equal placements have
+        equal normalised genomes."""
+        return self.copy_plan(choice, mode)[1]
+
+    @staticmethod
+    def keys(choice: np.ndarray, mode: np.ndarray) -> list[bytes]:
+        """A hashable key per row (of normalised genomes)."""
+        rows = np.concatenate([choice, mode], axis=1).astype(np.int32)
+        return [r.tobytes() for r in rows]
+
+    def random_genomes(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` uniformly random genomes (modes not normalised)."""
+        choice = (rng.random((n, self.n_ops)) * self.n_choices).astype(np.int64)
+        return choice, rng.integers(0, len(COPY_MODES), (n, self.n_edges))
+
+    def encode(self, placements: Sequence[Placement]) -> tuple[np.ndarray, np.ndarray]:
+        """Genomes of placements (``sync`` where no copy); :class:`PlacementError` for a
+        placement naming an op, unit or scope choice this space does not have."""
+        names = [op.name for op in self.graph.ops]
+        uidx, sidx = self.profile.unit_index, self.profile.scope_index
+        choice = np.zeros((len(placements), self.n_ops), dtype=np.int64)
+        mode = np.zeros((len(placements), self.n_edges), dtype=np.int64)
+        for b, p in enumerate(placements):
+            try:
+                pairs = [p.ops[n] for n in names]
+                units = [uidx[u] for u, _ in pairs]
+                scopes = [sidx[s] for _, s in pairs]
+                mode[b] = [COPY_MODES.index(p.copies.get(n, "sync")) for n in self.edge_names]
+            except (KeyError, ValueError) as exc:
+                raise PlacementError(f"placement does not fit graph {self.graph.name} on "
+                                     f"profile {self.profile.name}: {exc}") from None
+            choice[b] = self.choice_index(np.arange(self.n_ops), units, scopes)
+            if (choice[b] < 0).any():
+                bad = names[int(np.flatnonzero(choice[b] < 0)[0])]
+                raise PlacementError(f"op {bad!r}: {p.ops[bad]} is not one of its choices "
+                                     f"(graph {self.graph.name}, profile {self.profile.name})")
+        return choice, mode
+
+    def decode(self, choice: np.ndarray, mode: np.ndarray) -> Placement:
+        """The placement of one genome (modes normalised: copies only where scopes differ)."""
+        choice = np.asarray(choice, dtype=np.int64)
+        used = self.normalize(choice[None, :], np.asarray(mode)[None, :])[0]
+        unit = self.c_unit[np.arange(self.n_ops), choice]
+        scope = self.c_scope[np.arange(self.n_ops), choice]
+        ops = {op.name: (self.units[u], self.scopes[s])
+               for op, u, s in zip(self.graph.ops, unit.tolist(), scope.tolist())}
+        cross = scope[self.src] != scope[self.dst]
+        copies = {self.edge_names[k]: COPY_MODES[used[k]] for k in np.flatnonzero(cross)}
+        return Placement(ops=ops, copies=copies)
+
+    @staticmethod
+    def format_genome(choice: np.ndarray, mode: np.ndarray) -> str:
+        """Compact text of one genome: choice indices, then copy-mode digits."""
+        return ".".join(map(str, np.asarray(choice).tolist())) + "|" + \
+            "".join(map(str, np.asarray(mode).tolist()))
+
+    def parse_genome(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Inverse of :meth:`format_genome`; :class:`PlacementError` if it is not one of
+        this space's genomes."""
+        ops, sep, modes = str(text).partition("|")
+        try:
+            choice = np.array([int(x) for x in ops.split(".")], dtype=np.int64)
+            mode = np.array([int(x) for x in modes], dtype=np.int64)
+        except ValueError:
+            raise PlacementError(f"genome {text[:40]!r}: not '<choices>|<modes>'") from None
+        ok = (sep and len(choice) == self.n_ops and len(mode) == self.n_edges
+              and (choice >= 0).all() and (choice < self.n_choices).all()
+              and ((mode == 0) | (mode == 1)).all())
+        if not ok:
+            raise PlacementError(f"genome {text[:40]!r}: not a genome of {self.n_ops} ops "
+                                 f"and {self.n_edges} edges of this space")
+        return choice, mode
+
+    # -- named placements ----------------------------------------------------------------
+    def uniform(self, unit: str) -> Placement | None:
+        """Every op on ``unit`` in its home scope, or None if the unit rejects an op."""
+        u, s = self.profile.unit_index[unit], self.profile.scope_index[
+            self.profile.home_scope(unit)]
+        choice = self.choice_index(np.arange(self.n_ops), [u] * self.n_ops, [s] * self.n_ops)
+        if (choice < 0).any():
+            return None
+        return self.decode(choice, np.zeros(self.n_edges, dtype=np.int64))
+
+    def from_user(self, spec: Mapping) -> Placement:
+        """A hand-written placement, defaults filled in, validated.
+
+        ``spec`` maps op name -> unit name or {"unit": ..., "scope": ...}; it may also be
+        {"ops": {...}, "copies": {"C->D": "async"}}. Ops left out run on the host unit;
+        a scope left out is the unit's home scope; a copy mode left out is ``async`` where
+        the route supports it, else ``sync``.
+        """
+        ops_spec = spec.get("ops", spec) if isinstance(spec.get("ops"), Mapping) else spec
+        copies_spec = spec.get("copies", {}) if ops_spec is not spec else {}
+        ops = {}
+        for op in self.graph.ops:
+            v = ops_spec.get(op.name, self.profile.host)
+            unit = v if isinstance(v, str) else v.get("unit", self.profile.host)
+            scope = None if isinstance(v, str) else v.get("scope")
+            ops[op.name] = (unit, scope or self._home_or_first(unit))
+        unknown = sorted(set(ops_spec) - set(ops))
+        if unknown:
+            raise PlacementError(f"graph {self.graph.name} has no op {unknown[0]!r}")
+        copies = {}
+        for k, e in enumerate(self.graph.edges):
+            src, dst = ops[self.graph.ops[e.src].name][1], ops[self.graph.ops[e.dst].name][1]
+            if src != dst:
+                avail = self.modes_between(src, dst) or ["sync"]
+                copies[self.edge_names[k]] = copies_spec.get(self.edge_names[k], avail[-1])
+        copies.update({k: v for k, v in copies_spec.items() if k not in copies})
+        placement = Placement(ops=ops, copies=copies)
+        self.validate(placement)
+        return placement
+
+    def _home_or_first(self, unit: str) -> str:
+        try:
+            return self.profile.home_scope(unit)
+        except (KeyError, IndexError):
+            return "?"
+
+    # -- routes by name ------------------------------------------------------------------
+    def route(self, src: str, dst: str, mode: str) -> Route:
+        """The route of a copy from scope ``src`` to ``dst`` in ``mode`` (KeyError: none)."""
+        route = self.routes.route(src, dst, mode)
+        if route is None:
+            raise KeyError(f"no {mode} route from scope {src!r} to {dst!r}")
+        return route
+
+    def modes_between(self, src: str, dst: str) -> list[str]:
+        """Copy modes with a route from scope ``src`` to scope ``dst``."""
+        if src not in self.profile.scope_index or dst not in self.profile.scope_index:
+            return []
+        return [m for m in COPY_MODES if self.routes.route(src, dst, m) is not None]
+
+    # -- validation ----------------------------------------------------------------------
+    def check(self, placement: Placement) -> str | None:
+        """What is wrong with ``placement`` on this graph and profile, or None."""
+        g = self.graph
+        if set(placement.ops) != {op.name for op in g.ops}:
+            missing = sorted({op.name for op in g.ops} - set(placement.ops))
+            extra = sorted(set(placement.ops) - {op.name for op in g.ops})
+            return f"op {(missing or extra)[0]!r} is {'missing' if missing else 'not in the graph'}"
+        for i, op in enumerate(g.ops):
+            unit, scope = placement.ops[op.name]
+            if self.choice_of(i, unit, scope) < 0:
+                return self._explain_choice(op, unit, scope)
+        need = set()
+        for k, e in enumerate(g.edges):
+            src, dst = placement.ops[g.ops[e.src].name][1], placement.ops[g.ops[e.dst].name][1]
+            if src != dst:
+                need.add(self.edge_names[k])
+                problem = self._check_copy(self.edge_names[k], src, dst, placement.copies)
+                if problem:
+                    return problem
+        extra = sorted(set(placement.copies) - need)
+        return f"edge {extra[0]!r} needs no copy (same scope or no such edge)" if extra else None
+
+    def _explain_choice(self, op, unit: str, scope: str) -> str:
+        if unit not in self.profile.unit_index:
+            return f"op {op.name!r}: unknown unit {unit!r} (profile has {self.units[:8]}" \
+                   f"{' ...' if len(self.units) > 8 else ''})"
+        if not self.profile.unit(unit).accepts_kind(op.kind):
+            return f"op {op.name!r}: unit {unit!r} does not accept kind {op.kind!r}"
+        return f"op {op.name!r}: unit {unit!r} cannot write scope {scope!r}"
+
+    def _check_copy(self, name: str, src: str, dst: str, copies: Mapping[str, str]) -> str | None:
+        mode = copies.get(name)
+        avail = self.modes_between(src, dst)
+        if not avail:
+            return f"edge {name!r}: no copy path from scope {src!r} to {dst!r}"
+        if mode is None:
+            return f"edge {name!r}: copy {src}->{dst} needs a mode, one of {avail}"
+        if mode not in avail:
+            return f"edge {name!r}: copy {src}->{dst} supports {avail}, got {mode!r}"
+        return None
+
+    def validate(self, placement: Placement) -> None:
+        """Raise :class:`PlacementError` if ``placement`` does not fit."""
+        problem = self.check(placement)
+        if problem:
+            where = f"graph {self.graph.name}, profile {self.profile.name}"
+            raise PlacementError(f"{problem} ({where})")
+
+    # -- size ----------------------------------------------------------------------------
+    @property
+    def log10_size(self) -> float:
+        """log10 of the number of distinct placements (op choices x free copy modes)."""
+        ops = float(np.log10(self.n_choices).sum())
+        return ops + sum(math.log10(len(m)) for m in self.edge_modes if len(m) > 1)
+
+
+__all__ = ["ASYNC", "OP_KINDS", "SYNC", "SearchSpace", "check_graph"]

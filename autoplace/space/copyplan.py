@@ -1,0 +1,73 @@
+"""The copies of a batch of genomes: which edges cross scopes, in which mode, on which route.
+
+Compiled with numba: looking up ``B x edges`` routes is the hot part of every simulated and
+featurised batch. Routes not found yet are reported back and found by
+:class:`~autoplace.space.routes.Routes` (then the lookup runs again).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+def plan(space, choice: np.ndarray, mode: np.ndarray):
+    """``(cross, used, rid)`` of a batch (see :meth:`SearchSpace.copy_plan`)."""
+    choice = np.ascontiguousarray(choice, dtype=np.int64)
+    mode = np.ascontiguousarray(mode, dtype=np.int64)
+    routes = space.routes
+    while True:
+        out = _plan(space.c_scope, choice, mode, space.src, space.dst, routes.keys,
+                    routes.key_ids, len(space.scopes))
+        cross, used, rid, missing = out
+        if not missing.any():
+            return cross, used, rid
+        learn(space, choice[missing], mode[missing])
+
+
+def learn(space, choice: np.ndarray, mode: np.ndarray) -> None:
+    """Find the routes, in both modes, of the copies of genomes whose routes are missing."""
+    scope = space.c_scope[np.arange(space.n_ops), choice]
+    a, b = scope[:, space.src], scope[:, space.dst]
+    cross = a != b
+    for m in (mode, 1 - mode):
+        space.routes.ids(a[cross], b[cross], np.asarray(m)[cross])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def find(keys, key):  # pragma: no cover - compiled
+    """Position of ``key`` in the sorted ``keys``, -1 if absent."""
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < len(keys) and keys[lo] == key else -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _plan(c_scope, choice, mode, src, dst, keys, key_ids, n_scopes):  # pragma: no cover
+    B, E = mode.shape
+    cross = np.zeros((B, E), dtype=np.bool_)
+    used = np.zeros((B, E), dtype=np.int64)
+    rid = np.zeros((B, E), dtype=np.int64)
+    missing = np.zeros(B, dtype=np.bool_)
+    for b in range(B):
+        for k in range(E):
+            a, z = c_scope[src[k], choice[b, src[k]]], c_scope[dst[k], choice[b, dst[k]]]
+            if a == z:
+                continue
+            cross[b, k] = True
+            m = mode[b, k]
+            pair = (a * n_scopes + z) * 2
+            want, other = find(keys, pair + m), find(keys, pair + 1 - m)
+            if want < 0 or other < 0:
+                missing[b] = True
+                continue
+            if key_ids[want] == 0 and key_ids[other] > 0:
+                used[b, k], rid[b, k] = 1 - m, key_ids[other]
+            else:
+                used[b, k], rid[b, k] = m, key_ids[want]
+    return cross, used, rid, missing

@@ -1,0 +1,84 @@
+"""The compiled batch simulator agrees with the event-by-event reference, field by field.
+
+``Simulator.measure`` runs the compiled kernel (:mod:`autoplace.measure.batch`);
+``Simulator.simulate`` is the reference written from docs/simulator.md. Both read one set of
+tables (the compiled space), so this checks the schedule, the memory sweep and the result
+fields: a change to either simulator alone breaks it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from factories import fork_graph, tiny_profile
+
+from autoplace.evolve import Genomes
+from autoplace.heft import heft_genome
+from autoplace.measure.batch import fits, simulate_batch
+from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
+from autoplace.profile_io import bundled_profiles, load_profile
+from autoplace.space import SearchSpace
+
+MODELS = ("squeezenet", "inception_v1", "resnet50")
+FIELDS = ("latency_s", "error", "detail", "unit_busy_s", "copy_bytes", "peak_bytes", "energy_j")
+
+
+def genomes(space: SearchSpace, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Uniformly random genomes, and mutations of HEFT's (fewer copies, realistic ones)."""
+    rng = np.random.default_rng(seed)
+    rc, rm = space.random_genomes(24, rng)
+    hc, hm = (x[None, :] for x in heft_genome(space))
+    mc, mm = Genomes(space).mutate(hc, hm, np.zeros(24, dtype=np.int64), rng)
+    return np.concatenate([rc, mc]), np.concatenate([rm, mm])
+
+
+def assert_same(batched, reference) -> None:
+    for b, (got, want) in enumerate(zip(batched, reference)):
+        for field in FIELDS:
+            assert getattr(got, field) == getattr(want, field), (b, field)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("hw", sorted(bundled_profiles()))
+def test_batched_equals_reference_on_random_placements(hw, model):
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    sim = Simulator(space)
+    choice, mode = genomes(space, seed=len(model) + len(hw))
+    placements = [space.decode(c, m) for c, m in zip(choice, mode)]
+    batched = sim.measure(placements)
+    assert_same(batched, [sim.simulate(p) for p in placements])
+    # the kernel's own answer to "does it fit" is what the measurements say
+    assert fits(space, choice, mode).tolist() == [r.ok for r in batched]
+
+
+def test_the_check_covers_failures_and_the_mesh_overflows():
+    space = SearchSpace(load_graph("squeezenet"), load_profile("mesh"))
+    sim = Simulator(space)
+    choice, mode = space.random_genomes(40, np.random.default_rng(5))
+    results = sim.measure([space.decode(c, m) for c, m in zip(choice, mode)])
+    kinds = {r.error for r in results}
+    assert None in kinds and len(kinds) > 1  # both fitting and overflowing placements
+
+
+def test_a_copy_without_a_route_is_a_failure_on_both_paths():
+    prof = tiny_profile(modes=("sync",))
+    prof = dataclasses.replace(prof, copies=prof.copies[:1])  # dram -> sram only
+    space = SearchSpace(fork_graph(), prof)
+    sim = Simulator(space)
+    p = space.decode([0, 2, 2, 0], [0, 0, 0, 0])  # L, R in sram; J in dram: no way back
+    out = simulate_batch(space, *space.encode([p]))
+    assert out.no_route.tolist() == [True]
+    assert sim.measure([p])[0].error == sim.simulate(p).error is not None
+
+
+def test_a_prefix_ends_each_op_when_the_whole_run_does():
+    space = SearchSpace(load_graph("inception_v1"), load_profile("soc"))
+    choice, mode = genomes(space, seed=3)
+    whole = simulate_batch(space, choice, mode, finish=True)
+    for k in (1, 17, space.n_ops // 2):
+        part = simulate_batch(space, choice, mode, prefix=k, finish=True)
+        assert np.array_equal(part.finish, whole.finish[:, :k])
+        assert np.array_equal(part.latency, whole.finish[:, :k].max(axis=1))
