@@ -10,7 +10,7 @@ bytes of each memory scope over time (the buffer rules of docs/simulator.md).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -240,12 +240,20 @@ def buffers(graph: OpGraph, timeline: Sequence[Event]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["scope", "nbytes", "alloc", "free"])
 
 
-def occupancy(graph: OpGraph, timeline: Sequence[Event]) -> pd.DataFrame:
+def occupancy(graph: OpGraph, timeline: Sequence[Event],
+              held: Mapping[str, int] | None = None) -> pd.DataFrame:
     """Live bytes per scope over time: rows (scope, t, live_bytes), a step function that
-    holds ``live_bytes`` from ``t`` to the scope's next ``t``. Its maximum per scope is the
-    simulator's ``peak_bytes`` (frees before allocations at equal times)."""
+    holds ``live_bytes`` from ``t`` to the scope's next ``t``. ``held`` (e.g.
+    ``Simulator.held``: weights and graph inputs) is added from t = 0 to the end. With it,
+    the maximum per scope is the simulator's ``peak_bytes`` (frees before allocations at
+    equal times)."""
     b = buffers(graph, timeline)
+    end = max((e.end for e in timeline), default=0.0)
+    base = [(s, t, sign * n) for s, n in (held or {}).items() for t, sign in ((0.0, 1), (end, -1))]
+    held_ev = pd.DataFrame({"scope": [x[0] for x in base], "t": [x[1] for x in base],
+                            "delta": [x[2] for x in base]}).astype({"t": float, "delta": "int64"})
     ev = pd.concat([
+        held_ev,
         pd.DataFrame({"scope": b["scope"], "t": b["alloc"], "delta": b["nbytes"]}),
         pd.DataFrame({"scope": b["scope"], "t": b["free"], "delta": -b["nbytes"]}),
     ]).sort_values(["scope", "t", "delta"], kind="stable")

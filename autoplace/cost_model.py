@@ -113,18 +113,7 @@ class Featurizer:
 
     def _critical_path(self, dur: np.ndarray, secs: np.ndarray) -> np.ndarray:
         """Longest path with the chosen op times and unloaded copy times (no contention)."""
-        dur_t, secs_t = np.ascontiguousarray(dur.T), np.ascontiguousarray(secs.T)
-        finish = np.empty_like(dur_t)  # op-major: each op's row is contiguous
-        src = self.space.src
-        for i, ks in enumerate(self.space.in_edges):
-            if not ks:
-                finish[i] = dur_t[i]
-                continue
-            ready = finish[src[ks[0]]] + secs_t[ks[0]]
-            for k in ks[1:]:
-                np.maximum(ready, finish[src[k]] + secs_t[k], out=ready)
-            np.add(ready, dur_t[i], out=finish[i])
-        return finish.max(axis=0, initial=0.0)
+        return self.space.longest_paths(dur, secs)
 
     def _pressure(self, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Outputs held in a scope over its capacity: summed (log) and the largest one."""

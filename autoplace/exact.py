@@ -19,8 +19,8 @@ With no pruning this is exhaustive enumeration; ``limit`` bounds the rows of a l
 **Lower bound** for any graph: the larger of the critical path (each op at its fastest,
 copies free) and the optimum of the LP relaxation of unit loads (ops split fractionally
 over the units that accept them, each part at that unit's fastest scope). "Fastest" counts
-only the choices whose scope can hold the op's inputs and output at once: they are all live
-while it runs, so no feasible placement uses another.
+only the choices whose scope can hold the op's inputs, output and (resident) weights at once:
+they are all live while it runs, so no feasible placement uses another.
 """
 
 from __future__ import annotations
@@ -69,11 +69,13 @@ def lower_bound(space: SearchSpace) -> Bound:
 
 
 def fitting(t: SearchSpace) -> np.ndarray:
-    """``[ops, width]``: the real choices whose scope holds the op's inputs and output."""
+    """``[ops, width]``: the real choices whose scope holds the op's inputs and output, and
+    its weights when they are resident there."""
     in_bytes = np.zeros(t.n_ops)
     np.add.at(in_bytes, t.dst, t.nbytes)
     real = np.arange(t.c_dur.shape[1]) < t.n_choices[:, None]
-    need = (in_bytes + t.out_bytes)[:, None]
+    need = (in_bytes + t.out_bytes)[:, None] + np.where(t.c_wscope == t.c_scope,
+                                                        t.weight_bytes[:, None], 0.0)
     fits = real & (need <= t.capacity[t.c_scope])
     return np.where(fits.any(axis=1)[:, None], fits, real)  # none fits: the op fails anyway
 

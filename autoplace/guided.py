@@ -45,6 +45,9 @@ def make_model(kind: str, *, seed: int, init_model: str | None = None) -> CostMo
 
 #: evolution rounds per proposed batch at most (more only when too few candidates fit)
 ROUNDS = 4
+#: the model is retrained once its training rows have grown by this share (MetaSchedule
+#: retrains per batch of 64; here a batch is 8, and a fit costs tens of milliseconds)
+REFIT_GROWTH = 0.1
 
 
 class GuidedProposer:
@@ -87,10 +90,13 @@ class GuidedProposer:
         self.population = (np.concatenate([self.population[0], choice]),
                            np.concatenate([self.population[1], mode]))
 
-    def fit(self) -> int:
-        """(Re)train the model on warm-start and own rows; the number of rows used."""
+    def fit(self, *, force: bool = False) -> int:
+        """(Re)train the model on warm-start and own rows once they have grown by
+        :data:`REFIT_GROWTH` since the last fit (every new row with ``force``); the number
+        of rows the model was trained on."""
         rows = len(self.warm[1]) + len(self.latency)
-        if self.model is None or rows == self._fitted_rows or rows == 0:
+        grown = rows >= self._fitted_rows * (1 + REFIT_GROWTH) if not force else True
+        if self.model is None or rows == self._fitted_rows or rows == 0 or not grown:
             return max(self._fitted_rows, 0)
         X = np.concatenate([self.warm[0], self.X])
         y = np.concatenate([self.warm[1], self.featurizer.targets(self.latency, self.X)])

@@ -19,7 +19,8 @@ it into the first idle gap long enough. The adaptation to autoplace's space:
   ones: idle twins differ only in where they sit, and a mesh has thousands of them;
 - **memory**: a scope is admissible for an op only if the bytes resident there (outputs of
   planned ops with an unplanned consumer, graph outputs, plus this op's output and staged
-  inputs) fit its capacity; if no choice is admissible, every choice is.
+  inputs, and its weights if they are resident there; weights and graph inputs stay for the
+  whole run) fit its capacity; if no choice is admissible, every choice is.
 
 HEFT's own plan inserts ops into idle gaps, while the simulator (like a stream) runs each
 resource's work in program order; the plan's makespan is thus only an estimate, and the
@@ -123,7 +124,8 @@ class _Planner:
         self.members = [np.flatnonzero(classes == c) for c in range(int(classes.max()) + 1)]
         self.finish = [0.0] * t.n_ops
         self.modes: dict[int, int] = {}
-        self.resident = np.zeros(len(t.scopes))
+        self.resident = np.zeros(len(t.scopes))  # bytes held: weights, inputs, live outputs
+        self.resident[t.default_scope] += t.input_bytes.sum()
 
     def copy_plan(self, k: int, a: int, b: int, ready: float, extra: list) -> tuple:
         """(arrival, mode, hop reservations) of the fastest mode for edge ``k``, a -> b."""
@@ -163,9 +165,13 @@ class _Planner:
 
     def fits(self, v: int, j: int, staged: float) -> bool:
         """Whether choice ``j``'s scope holds what is resident plus op ``v``'s buffers."""
-        s = self.t.c_scope[v, j]
-        need = self.resident[s] + self.t.out_bytes[v] + staged
-        return need <= self.t.capacity[s]
+        t, s = self.t, self.t.c_scope[v, j]
+        need = self.resident[s] + t.out_bytes[v] + staged
+        if t.c_wscope[v, j] == s:
+            need += t.weight_bytes[v]
+        return need <= t.capacity[s] and (
+            t.c_wscope[v, j] == s
+            or self.resident[t.c_wscope[v, j]] + t.weight_bytes[v] <= t.capacity[t.c_wscope[v, j]])
 
     def candidates(self, v: int) -> np.ndarray:
         """Op ``v``'s choices on units in use or among each class's first idle units."""
@@ -186,6 +192,7 @@ class _Planner:
         self.used.add(int(self.t.c_unit[v, j]))
         self.modes.update(modes)
         self.resident[self.t.c_scope[v, j]] += self.t.out_bytes[v]
+        self.resident[self.t.c_wscope[v, j]] += self.t.weight_bytes[v]  # for the whole run
         for k in self.in_edges[v]:  # a producer's output is freed once all consumers are planned
             p = self.t.src[k]
             if all(self.choice[self.t.dst[q]] >= 0 for q in self.out_edges[p]):

@@ -26,10 +26,15 @@ def copy_param(edge: str) -> str:
     return f"copy:{edge}"
 
 
+def choice_label(unit: str, scope: str, weights: str) -> str:
+    """An op parameter's value: ``unit@scope``, and ``@resident`` when its weights are."""
+    return f"{unit}@{scope}@resident" if weights == "resident" else f"{unit}@{scope}"
+
+
 def distributions(space: SearchSpace) -> dict[str, CategoricalDistribution]:
-    """One categorical per op ("unit@scope"), one per edge with a choice of copy mode."""
+    """One categorical per op (:func:`choice_label`), one per edge with a choice of mode."""
     dists = {
-        op_param(op.name): CategoricalDistribution([f"{u}@{s}" for u, s in choices])
+        op_param(op.name): CategoricalDistribution([choice_label(*c) for c in choices])
         for op, choices in zip(space.graph.ops, space.op_choices)
     }
     for name, modes in zip(space.edge_names, space.edge_modes):
@@ -40,11 +45,16 @@ def distributions(space: SearchSpace) -> dict[str, CategoricalDistribution]:
 
 def to_genome(space: SearchSpace, params: dict) -> tuple[np.ndarray, np.ndarray]:
     """The genome of Optuna parameters (an edge without a parameter: its first mode)."""
-    choice = np.array([space.choice_of(i, *params[op_param(op.name)].split("@", 1))
+    choice = np.array([space.choice_of(i, *_unlabel(params[op_param(op.name)]))
                        for i, op in enumerate(space.graph.ops)], dtype=np.int64)
     mode = np.array([COPY_MODES.index(params.get(copy_param(n), (modes or ["sync"])[0]))
                      for n, modes in zip(space.edge_names, space.edge_modes)], dtype=np.int64)
     return choice, mode
+
+
+def _unlabel(label: str) -> tuple[str, str, str]:
+    unit, scope, *rest = label.split("@")
+    return unit, scope, rest[0] if rest else "streamed"
 
 
 def to_placement(space: SearchSpace, params: dict) -> Placement:
@@ -54,7 +64,8 @@ def to_placement(space: SearchSpace, params: dict) -> Placement:
 
 def to_params(space: SearchSpace, placement: Placement) -> dict:
     """Optuna parameters of a placement (edges without a copy keep no parameter)."""
-    params = {op_param(k): f"{u}@{s}" for k, (u, s) in placement.ops.items()}
+    params = {op_param(k): choice_label(u, s, placement.weights.get(k, "streamed"))
+              for k, (u, s) in placement.ops.items()}
     free = {n for n, m in zip(space.edge_names, space.edge_modes) if len(m) > 1}
     params.update({copy_param(n): m for n, m in placement.copies.items() if n in free})
     return params

@@ -14,6 +14,7 @@ frozen dataclasses below. The TOML schema, in units a datasheet uses::
     accepts = ["*"]            # op kinds it runs (see autoplace.graph.OP_KINDS), "*" = all
     launch_overhead_us = 2.0   # fixed cost per kernel launch
     power_w = 1.5              # optional: active power, for energy (default 0)
+    weights = ["resident", "streamed"]  # optional: where its ops' weights may live (default both)
     [units.cpu1.gflops]        # throughput per op kind; "default" for the others
     default = 8.0
     conv2d = 12.0
@@ -45,6 +46,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 COPY_MODES = ("sync", "async")
+#: where an op's weights live: ``streamed`` from the default scope each run, or ``resident``
+#: in the op's own scope for the whole run (see docs/simulator.md)
+WEIGHT_MODES = ("streamed", "resident")
 
 
 class ProfileError(ValueError):
@@ -65,6 +69,8 @@ class Unit:
     #: measured seconds per call of known kernels (``Op.kernel_key`` -> s), from
     #: ``autoplace calibrate``; they replace the roofline estimate of those ops
     kernel_s: Mapping[str, float] = field(default_factory=dict)
+    #: weight placements it supports (an analog in-memory array: ``{"resident"}``)
+    weights: frozenset[str] = frozenset(WEIGHT_MODES)
 
     def accepts_kind(self, kind: str) -> bool:
         return "*" in self.accepts or kind in self.accepts
@@ -200,6 +206,8 @@ class Profile:
                     "rpc_key": u.rpc_key,
                     # only when present, so that profiles without one keep their hash
                     **({"kernel_s": dict(sorted(u.kernel_s.items()))} if u.kernel_s else {}),
+                    **({"weights": sorted(u.weights)} if u.weights != set(WEIGHT_MODES)
+                       else {}),
                 }
                 for u in self.units
             ],

@@ -44,7 +44,6 @@ import tomllib
 from pathlib import Path
 
 import autoplace
-from autoplace.graph import OpGraph
 from autoplace.profile import Profile, ProfileError
 from autoplace.profile_mesh import expand_mesh
 from autoplace.profile_toml import (
@@ -57,7 +56,7 @@ from autoplace.profile_toml import (
     type_name,
 )
 
-__all__ = ["bundled_profiles", "check_graph", "load_profile"]
+__all__ = ["bundled_profiles", "load_profile"]
 
 def _parse_top(doc: Table) -> ProfileParts:
     has_mesh = "mesh" in doc.data
@@ -154,13 +153,3 @@ def load_profile(spec: str | Path) -> Profile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read: {exc}") from None
     return _parse_profile(Table(str(path), "", data), path.stem)
-
-
-def check_graph(profile: Profile, graph: OpGraph) -> None:
-    """Raise :class:`ProfileError` if some op of ``graph`` is accepted by no unit of ``profile``."""
-    kinds = {op.kind for op in graph.ops}
-    accepted = {k for k in kinds if any(u.accepts_kind(k) for u in profile.units)}
-    for op in graph.ops:
-        if op.kind not in accepted:
-            raise ProfileError(f"{profile.source}: no unit accepts op {op.name!r} of kind "
-                               f"{op.kind!r} (graph {graph.name})")

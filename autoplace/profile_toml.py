@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoplace.graph import OP_KINDS
-from autoplace.profile import COPY_MODES, CopyPath, MeshGrid, ProfileError, Scope, Unit
+from autoplace.profile import (
+    COPY_MODES,
+    WEIGHT_MODES,
+    CopyPath,
+    MeshGrid,
+    ProfileError,
+    Scope,
+    Unit,
+)
 
 REQUIRED: Any = object()
 _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a float",
@@ -129,9 +137,19 @@ def parse_unit(t: Table, name: str) -> Unit:
     unit = Unit(name=name, target=target, accepts=frozenset(accepts), gflops=_gflops(t, accepts),
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
-                kernel_s=_kernel_table(t))
+                kernel_s=_kernel_table(t), weights=_weight_modes(t))
     t.finish()
     return unit
+
+
+def _weight_modes(t: Table) -> frozenset[str]:
+    """The ``weights`` key: a non-empty subset of WEIGHT_MODES (default: all)."""
+    modes = t.strings("weights", list(WEIGHT_MODES))
+    bad = [m for m in modes if m not in WEIGHT_MODES]
+    if bad or not modes:
+        what = f"unknown weight placement {bad[0]!r}" if bad else "must not be empty"
+        raise t.error(t.key("weights"), f"{what} (expected some of {', '.join(WEIGHT_MODES)})")
+    return frozenset(modes)
 
 
 def _kernel_table(t: Table) -> dict[str, float]:

@@ -37,6 +37,7 @@ class Subject:
     row: pd.Series
     placement: Placement
     result: MeasureResult
+    held: dict[str, int]  # weights and graph inputs per scope, for the whole run
 
 
 def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> Subject:
@@ -55,8 +56,9 @@ def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> 
         raise ReportError(f"{log}: profile {profile.name!r} (hash {profile.hash}) is not the "
                           f"log's {row['profile_hash']}; pass --hw with the right one")
     placement = Placement.from_json(row["placement"])
-    result = Simulator(SearchSpace(graph, profile), timeline=True).simulate(placement)
-    return Subject(graph=graph, profile=profile, row=row, placement=placement, result=result)
+    sim = Simulator(SearchSpace(graph, profile), timeline=True)
+    return Subject(graph=graph, profile=profile, row=row, placement=placement,
+                   result=sim.simulate(placement), held=sim.held(placement))
 
 
 def placement_table(s: Subject) -> pd.DataFrame:
@@ -98,7 +100,7 @@ def pictures(s: Subject, df: pd.DataFrame) -> dict[str, object]:
         "utilisation": plots.utilisation(analysis.utilisation(tl, 80, units),
                                          title=f"{title}: utilisation of the best placement"),
         "occupancy": plots.occupancy(
-            analysis.occupancy(s.graph, tl),
+            analysis.occupancy(s.graph, tl, s.held),
             capacities={sc.name: sc.capacity_bytes for sc in s.profile.scopes},
             title=f"{title}: memory occupancy of the best placement"),
     }

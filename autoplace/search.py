@@ -428,7 +428,7 @@ class Tuner:
 
     def save_model(self, path: str) -> None:
         """Fit the cost model on everything measured and write it (XGBoost's format)."""
-        self.proposer.fit()
+        self.proposer.fit(force=True)
         self.proposer.model.save(path)
 
 

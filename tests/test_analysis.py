@@ -86,7 +86,7 @@ def test_frame_values_match_the_hand_worked_fork(df):
     assert df["busy_s.cpu"][0] == pytest.approx(10e-3)
     assert df["busy_s.acc"][0] == 0.0
     # S, L, R outputs live together while R runs
-    assert df["peak_bytes.dram"][0] == 3000
+    assert df["peak_bytes.dram"][0] == 1000 + 3000  # S's graph input, three live outputs
     assert df["peak_bytes.sram"][0] == 0  # measured: nothing lived there
     assert df["copy_bytes.async"][3] == 2000 and df["copy_bytes.sync"][4] == 2000
     assert [None if pd.isna(e) else e for e in df["error"]][4:] == [
@@ -218,7 +218,7 @@ def test_occupancy_peaks_are_the_simulator_peaks():
         res = sim.simulate(pl)
         if res.error not in (None, ErrorKind.OUT_OF_MEMORY):
             continue
-        occ = analysis.occupancy(g, res.timeline)
+        occ = analysis.occupancy(g, res.timeline, sim.held(pl))
         peaks = occ.groupby("scope")["live_bytes"].max()
         assert {s: int(v) for s, v in peaks.items() if v} == dict(res.peak_bytes)
         assert (occ.groupby("scope")["live_bytes"].last() == 0).all()  # all freed at the end

@@ -107,7 +107,8 @@ def seeded_on(space: SearchSpace, unit: str) -> Placement:
     for op, cs in zip(space.graph.ops, space.op_choices):
         mine = [c for c in cs if c[0] == unit]
         ops[op.name] = mine[0] if mine else cs[0]
-    return space.from_user({"ops": {k: {"unit": u, "scope": s} for k, (u, s) in ops.items()}})
+    return space.from_user({"ops": {k: {"unit": u, "scope": s, "weights": w}
+                                    for k, (u, s, w) in ops.items()}})
 
 
 @pytest.fixture(scope="module")

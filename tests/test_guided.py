@@ -42,6 +42,6 @@ def test_rows_that_do_not_fit_are_never_proposed():
         p.fit()
         batch = p.propose(8)
         results = sim.measure(placements(space, batch.choice, batch.mode))
-        assert len(results) == 8 and all(r.ok for r in results)
+        assert 0 < len(results) <= 8 and all(r.ok for r in results)
         p.observe(batch.choice, batch.mode, np.array([r.latency_s for r in results]))
     assert p.infeasible  # evolution did breed overflows: the filter had work to do

@@ -8,7 +8,8 @@ import pytest
 
 from autoplace.graph import OP_KINDS, Op, OpGraph
 from autoplace.profile import ProfileError
-from autoplace.profile_io import bundled_profiles, check_graph, load_profile
+from autoplace.profile_io import bundled_profiles, load_profile
+from autoplace.space import check_graph
 
 MIB = 1 << 20
 
@@ -100,6 +101,11 @@ TOP_UNIT = ('[units."pe0.arm"]\ntarget = { kind = "llvm" }\naccepts = ["*"]\n'
 
 # (id, the bad file's text, key named in the message, what the message says)
 ERRORS = [
+    ("weights-unknown", _edit(BASE, 'accepts = ["conv2d"]',
+                              'accepts = ["conv2d"]\nweights = ["cached"]'),
+     "units.acc.weights", "unknown weight placement 'cached'"),
+    ("weights-empty", _edit(BASE, 'accepts = ["conv2d"]', 'accepts = ["conv2d"]\nweights = []'),
+     "units.acc.weights", "must not be empty"),
     ("syntax", _edit(BASE, 'host = "cpu"', 'host = "cpu'), "line 2", "TOML syntax error"),
     ("unknown-top", _edit(BASE, 'name = "t"', 'name = "t"\ncolour = 1'), "colour", "unknown key"),
     ("unknown-unit", _edit(BASE, 'accepts = ["*"]', 'accepts = ["*"]\nspeed = 1'),

@@ -22,13 +22,17 @@ from autoplace.space.copyplan import find, learn
 @dataclass(frozen=True)
 class BatchOutput:
     """Per row: ``latency`` (makespan), ``busy[B, units]``, ``copy_bytes[B, modes]``,
-    ``peak[B, scopes]``, ``energy``, ``no_route`` (a copy with no route); ``finish[B, ops]``
-    (each op's end) when asked for."""
+    ``peak[B, scopes]`` (activations at their peak, plus weights and graph inputs, which
+    are held for the whole run), ``weights[B, scopes]`` (the weights among them),
+    ``energy``, ``no_route`` (a copy with no route); ``finish[B, ops]`` (each op's end) when
+    asked for. Graph inputs (``inputs`` bytes) are in the default scope."""
 
     latency: np.ndarray
     busy: np.ndarray
     copy_bytes: np.ndarray
     peak: np.ndarray
+    weights: np.ndarray
+    inputs: float
     energy: np.ndarray
     no_route: np.ndarray
     finish: np.ndarray | None = None
@@ -59,9 +63,26 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
         if not missing.any():
             break
         learn(space, choice[missing], mode[missing])  # routes never needed before
+    weights = held_weights(space, choice, n)
+    inputs = float(space.input_bytes[:n].sum())
+    peak += weights
+    peak[:, space.default_scope] += inputs
     return BatchOutput(latency=latency, busy=busy, copy_bytes=copy_bytes, peak=peak,
+                       weights=weights, inputs=inputs,
                        energy=(busy * space.power).sum(axis=1), no_route=no_route,
                        finish=ends if finish else None)
+
+
+def held_weights(space: SearchSpace, choice: np.ndarray, n: int | None = None) -> np.ndarray:
+    """``[B, scopes]``: the weight bytes each scope holds for the whole run (the first
+    ``n`` ops'): resident ones in the op's scope, streamed ones in the default scope."""
+    n = space.n_ops if n is None else n
+    where = space.c_wscope[np.arange(n), choice[:, :n]]
+    rows = np.repeat(np.arange(len(choice)), n)
+    flat = np.bincount(rows * len(space.scopes) + where.ravel(),
+                       weights=np.tile(space.weight_bytes[:n], len(choice)),
+                       minlength=len(choice) * len(space.scopes))
+    return flat.reshape(len(choice), len(space.scopes))
 
 
 def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:

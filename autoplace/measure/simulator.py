@@ -119,19 +119,25 @@ class Simulator(Measurer):
             copy_bytes={c: int(v) for c, v in zip(COPY_MODES, out.copy_bytes[b])},
             peak_bytes=peaks, energy_j=float(out.energy[b]),
         )
-        return self._capacity_check(result, peaks)
+        weights = {space.scopes[s]: int(out.weights[b, s]) for s in np.flatnonzero(out.weights[b])}
+        return self._capacity_check(result, peaks, weights, int(out.inputs))
 
-    def _capacity_check(self, result: MeasureResult, peaks: dict[str, int]) -> MeasureResult:
+    def _capacity_check(self, result: MeasureResult, peaks: dict[str, int],
+                        weights: dict[str, int], inputs: int) -> MeasureResult:
         """The result, failed with ``OUT_OF_MEMORY`` naming the first scope (in profile
-        order) whose peak is over its capacity."""
+        order) whose peak is over its capacity, and what it holds: weights, graph inputs
+        (default scope) and activations at their peak."""
         index = self.profile.scope_index
         for name in sorted(peaks, key=index.__getitem__):
-            peak = peaks[name]
-            scope = self.profile.scope(name)
+            peak, scope = peaks[name], self.profile.scope(name)
             over = peak - scope.capacity_bytes
             if over > 0:
+                held = weights.get(name, 0)
+                ins = inputs if name == self.profile.default_scope else 0
                 detail = (f"scope {name!r} peak {peak / MIB:.2f} MiB exceeds capacity "
-                          f"{scope.capacity_bytes / MIB:.2f} MiB by {over} bytes")
+                          f"{scope.capacity_bytes / MIB:.2f} MiB by {over} bytes (weights "
+                          f"{held} B, graph inputs {ins} B, activations "
+                          f"{peak - held - ins} B)")
                 return dataclasses.replace(result, error=ErrorKind.OUT_OF_MEMORY, detail=detail)
         return result
 
@@ -146,8 +152,11 @@ class Simulator(Measurer):
         latency = self._schedule(run)
         return self._result(run, latency)
 
-    def _duration(self, i: int, unit: str, scope: str) -> float:
-        return float(self.space.c_dur[i, self.space.choice_of(i, unit, scope)])
+    def _duration(self, i: int, unit: str, scope: str, weights: str) -> float:
+        choice = self.space.choice_of(i, unit, scope, weights)
+        if choice < 0:  # the default scope: resident and streamed weights are one choice
+            choice = self.space.choice_of(i, unit, scope)
+        return float(self.space.c_dur[i, choice])
 
     def _schedule(self, run: _Run) -> float:
         g, p, space = self.graph, run.p, self.space
@@ -167,7 +176,8 @@ class Simulator(Measurer):
                     staged.append(buf)
                     last_use[src] = max(last_use[src], read_done)
                 ready = max(ready, arrive)
-            start, end = run.occupy(unit, ready, self._duration(i, unit, scope))
+            weights = p.weights.get(op.name, "streamed")
+            start, end = run.occupy(unit, ready, self._duration(i, unit, scope, weights))
             finish.append(end)
             outputs.append([scope, op.output_bytes, start, None])
             for k in space.in_edges[i]:
@@ -184,8 +194,30 @@ class Simulator(Measurer):
         run.buffers.extend(outputs)
         return makespan
 
+    def held(self, placement: Placement) -> dict[str, int]:
+        """Bytes each scope holds for the whole run: weights and graph inputs."""
+        weights, inputs = self._held(placement)
+        out = dict(weights)
+        out[self.profile.default_scope] = out.get(self.profile.default_scope, 0) + inputs
+        return {s: b for s, b in out.items() if b}
+
+    def _held(self, placement: Placement) -> tuple[dict[str, int], int]:
+        """Weight bytes per scope (resident: the op's scope; streamed: the default one)
+        and graph-input bytes (default scope): held for the whole run."""
+        weights: dict[str, int] = {}
+        for op in self.graph.ops:
+            if op.weight_bytes:
+                resident = placement.weights.get(op.name) == "resident"
+                where = placement.ops[op.name][1] if resident else self.profile.default_scope
+                weights[where] = weights.get(where, 0) + op.weight_bytes
+        return weights, sum(op.input_bytes for op in self.graph.ops)
+
     def _result(self, run: _Run, latency: float) -> MeasureResult:
         peaks = _peaks(run.buffers)
+        weights, inputs = self._held(run.p)
+        held = self.held(run.p)
+        peaks = {s: peaks.get(s, 0) + held.get(s, 0) for s in {*peaks, *held}
+                 if peaks.get(s, 0) + held.get(s, 0) > 0}
         busy = np.array([run.busy.get(u, 0.0) for u in self.space.units])
         result = MeasureResult(
             latency_s=latency, unit_busy_s={u: b for u, b in run.busy.items() if b > 0},
@@ -193,7 +225,7 @@ class Simulator(Measurer):
             energy_j=float((busy[None, :] * self.space.power).sum(axis=1)[0]),
             timeline=tuple(sorted(run.events, key=lambda e: (e.start, e.end, e.resource))),
         )
-        return self._capacity_check(result, peaks)
+        return self._capacity_check(result, peaks, weights, inputs)
 
 
 def _peaks(buffers: list[list]) -> dict[str, int]:

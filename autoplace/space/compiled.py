@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from autoplace.graph import OP_KINDS, OpGraph
-from autoplace.profile import COPY_MODES, Profile, ProfileError
+from autoplace.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 from autoplace.space.classes import unit_classes
 from autoplace.space.copyplan import plan
 from autoplace.space.placement import Placement, PlacementError
@@ -110,21 +110,37 @@ class SearchSpace(ChoiceTables, EdgeTables):
         uidx, sidx = self.profile.unit_index, self.profile.scope_index
         choice = np.zeros((len(placements), self.n_ops), dtype=np.int64)
         mode = np.zeros((len(placements), self.n_edges), dtype=np.int64)
+        ops, edge_index, op_index = np.arange(self.n_ops), self._edge_index, self._op_index
         for b, p in enumerate(placements):
+            resident = np.zeros(self.n_ops, dtype=np.int64)
             try:
                 pairs = [p.ops[n] for n in names]
                 units = [uidx[u] for u, _ in pairs]
                 scopes = [sidx[s] for _, s in pairs]
-                mode[b] = [COPY_MODES.index(p.copies.get(n, "sync")) for n in self.edge_names]
+                for name, m in p.copies.items():
+                    mode[b, edge_index[name]] = COPY_MODES.index(m)
+                for name, where in p.weights.items():
+                    resident[op_index[name]] = WEIGHT_MODES.index(where)
             except (KeyError, ValueError) as exc:
                 raise PlacementError(f"placement does not fit graph {self.graph.name} on "
                                      f"profile {self.profile.name}: {exc}") from None
-            choice[b] = self.choice_index(np.arange(self.n_ops), units, scopes)
-            if (choice[b] < 0).any():
-                bad = names[int(np.flatnonzero(choice[b] < 0)[0])]
-                raise PlacementError(f"op {bad!r}: {p.ops[bad]} is not one of its choices "
-                                     f"(graph {self.graph.name}, profile {self.profile.name})")
+            choice[b] = self.choice_index(ops, units, scopes, resident)
+            bad = (choice[b] < 0) | self._other_weights(choice[b], resident)
+            if bad.any():
+                name = names[int(np.flatnonzero(bad)[0])]
+                raise PlacementError(
+                    f"op {name!r}: {p.ops[name]} with {p.weights.get(name, 'streamed')} "
+                    f"weights is not one of its choices (graph {self.graph.name}, profile "
+                    f"{self.profile.name})")
         return choice, mode
+
+    def _other_weights(self, choice: np.ndarray, resident: np.ndarray) -> np.ndarray:
+        """Ops whose choice places weights other than ``resident`` asks, where that matters
+        (the op has weights, its scope is not the default one)."""
+        ops = np.arange(self.n_ops)
+        got = self.c_resident[ops, choice]
+        matters = (self.weight_bytes > 0) & (self.c_scope[ops, choice] != self.default_scope)
+        return (choice >= 0) & matters & (got != resident)
 
     def decode(self, choice: np.ndarray, mode: np.ndarray) -> Placement:
         """The placement of one genome (modes normalised: copies only where scopes differ)."""
@@ -136,7 +152,10 @@ class SearchSpace(ChoiceTables, EdgeTables):
                for op, u, s in zip(self.graph.ops, unit.tolist(), scope.tolist())}
         cross = scope[self.src] != scope[self.dst]
         copies = {self.edge_names[k]: COPY_MODES[used[k]] for k in np.flatnonzero(cross)}
-        return Placement(ops=ops, copies=copies)
+        resident = self.c_resident[np.arange(self.n_ops), choice] > 0
+        weights = {self.graph.ops[i].name: "resident"
+                   for i in np.flatnonzero(resident & (self.weight_bytes > 0))}
+        return Placement(ops=ops, copies=copies, weights=weights)
 
     @staticmethod
     def format_genome(choice: np.ndarray, mode: np.ndarray) -> str:
@@ -174,19 +193,25 @@ class SearchSpace(ChoiceTables, EdgeTables):
     def from_user(self, spec: Mapping) -> Placement:
         """A hand-written placement, defaults filled in, validated.
 
-        ``spec`` maps op name -> unit name or {"unit": ..., "scope": ...}; it may also be
-        {"ops": {...}, "copies": {"C->D": "async"}}. Ops left out run on the host unit;
-        a scope left out is the unit's home scope; a copy mode left out is ``async`` where
-        the route supports it, else ``sync``.
+        ``spec`` maps op name -> unit name or {"unit": ..., "scope": ..., "weights": ...}; it
+        may also be {"ops": {...}, "copies": {"C->D": "async"}}. Ops left out run on the host
+        unit; a scope left out is the unit's home scope; weights left out are streamed where
+        the unit can stream them, else resident; a copy mode left out is ``async`` where the
+        route supports it, else ``sync``.
         """
         ops_spec = spec.get("ops", spec) if isinstance(spec.get("ops"), Mapping) else spec
         copies_spec = spec.get("copies", {}) if ops_spec is not spec else {}
-        ops = {}
+        ops, weights = {}, {}
         for op in self.graph.ops:
             v = ops_spec.get(op.name, self.profile.host)
             unit = v if isinstance(v, str) else v.get("unit", self.profile.host)
             scope = None if isinstance(v, str) else v.get("scope")
             ops[op.name] = (unit, scope or self._home_or_first(unit))
+            placed = None if isinstance(v, str) else v.get("weights")
+            if placed is None and op.weight_bytes and unit in self.profile.unit_index:
+                placed = min(self.profile.unit(unit).weights, key=WEIGHT_MODES.index)
+            if placed is not None and placed != "streamed":
+                weights[op.name] = placed
         unknown = sorted(set(ops_spec) - set(ops))
         if unknown:
             raise PlacementError(f"graph {self.graph.name} has no op {unknown[0]!r}")
@@ -197,7 +222,7 @@ class SearchSpace(ChoiceTables, EdgeTables):
                 avail = self.modes_between(src, dst) or ["sync"]
                 copies[self.edge_names[k]] = copies_spec.get(self.edge_names[k], avail[-1])
         copies.update({k: v for k, v in copies_spec.items() if k not in copies})
-        placement = Placement(ops=ops, copies=copies)
+        placement = Placement(ops=ops, copies=copies, weights=weights)
         self.validate(placement)
         return placement
 
@@ -233,6 +258,9 @@ class SearchSpace(ChoiceTables, EdgeTables):
             unit, scope = placement.ops[op.name]
             if self.choice_of(i, unit, scope) < 0:
                 return self._explain_choice(op, unit, scope)
+        problem = self._check_weights(placement)
+        if problem:
+            return problem
         need = set()
         for k, e in enumerate(g.edges):
             src, dst = placement.ops[g.ops[e.src].name][1], placement.ops[g.ops[e.dst].name][1]
@@ -243,6 +271,30 @@ class SearchSpace(ChoiceTables, EdgeTables):
                     return problem
         extra = sorted(set(placement.copies) - need)
         return f"edge {extra[0]!r} needs no copy (same scope or no such edge)" if extra else None
+
+    def _check_weights(self, placement: Placement) -> str | None:
+        """What is wrong with the placement's weights (op names, values, unit support)."""
+        for name, where in placement.weights.items():
+            if where not in WEIGHT_MODES:
+                return f"op {name!r}: weights must be one of {WEIGHT_MODES}, got {where!r}"
+            if name not in self._op_index or not self.graph.ops[self._op_index[name]].weight_bytes:
+                return f"op {name!r}: has no weights to place (weights: {where!r})"
+        default = self.profile.default_scope
+        for i in np.flatnonzero(self.weight_bytes > 0).tolist():
+            name = self.graph.ops[i].name
+            unit, scope = placement.ops[name]
+            where = placement.weights.get(name, "streamed")
+            if scope != default and self.choice_of(i, unit, scope, where) < 0:
+                return f"op {name!r}: unit {unit!r} cannot keep its weights {where}"
+        return None
+
+    @functools.cached_property
+    def _op_index(self) -> dict[str, int]:
+        return {op.name: i for i, op in enumerate(self.graph.ops)}
+
+    @functools.cached_property
+    def _edge_index(self) -> dict[str, int]:
+        return {name: k for k, name in enumerate(self.edge_names)}
 
     def _explain_choice(self, op, unit: str, scope: str) -> str:
         if unit not in self.profile.unit_index:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class PlacementError(ValueError):
@@ -18,16 +18,22 @@ class PlacementError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
-    """Op name -> (unit, scope); crossing edge name ("src->dst") -> copy mode."""
+    """Op name -> (unit, scope); crossing edge name ("src->dst") -> copy mode; op name ->
+    ``"resident"`` for each op whose weights live in its scope (the others' are streamed
+    from the default scope)."""
 
     ops: Mapping[str, tuple[str, str]]
     copies: Mapping[str, str]
+    weights: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "ops": {k: {"unit": u, "scope": s} for k, (u, s) in self.ops.items()},
             "copies": dict(self.copies),
         }
+        if self.weights:  # absent when every op streams: logs without weights read the same
+            out["weights"] = dict(self.weights)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Placement:
@@ -35,9 +41,10 @@ class Placement:
         try:
             ops = {k: (str(v["unit"]), str(v["scope"])) for k, v in d["ops"].items()}
             copies = {str(k): str(v) for k, v in d.get("copies", {}).items()}
+            weights = {str(k): str(v) for k, v in d.get("weights", {}).items()}
         except (KeyError, TypeError, AttributeError) as exc:
             raise PlacementError(f"not a placement: missing or malformed {exc}") from None
-        return cls(ops=ops, copies=copies)
+        return cls(ops=ops, copies=copies, weights=weights)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

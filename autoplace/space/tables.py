@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 
+import numba
 import numpy as np
 
 from autoplace.graph import OP_KINDS, OpGraph
-from autoplace.profile import COPY_MODES, Profile
+from autoplace.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 
 
 def _throughput(profile: Profile) -> np.ndarray:
@@ -20,59 +21,73 @@ def _throughput(profile: Profile) -> np.ndarray:
                      for u in profile.units])
 
 
-def _kind_pairs(profile: Profile, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """Unit and scope index of each choice of an op of ``kind``, in profile order."""
-    sidx, units, scopes = profile.scope_index, [], []
+def _group_choices(profile: Profile, kind: str, weighty: bool) -> tuple[np.ndarray, ...]:
+    """Unit, scope and weight placement (1: resident) of each choice of an op of ``kind``
+    (with weights, if ``weighty``), in profile order. An op without weights has one choice
+    per (unit, scope); with weights, one per weight placement the unit supports, except in
+    the default scope, where resident and streamed weights are one and the same."""
+    sidx, default, out = profile.scope_index, profile.default_scope, []
     for u, unit in enumerate(profile.units):
-        if unit.accepts_kind(kind):
-            for s in profile.scopes_of(unit.name):
-                units.append(u)
-                scopes.append(sidx[s])
-    return np.array(units, dtype=np.int64), np.array(scopes, dtype=np.int64)
+        if not unit.accepts_kind(kind):
+            continue
+        first = 0 if "streamed" in unit.weights else 1
+        for s in profile.scopes_of(unit.name):
+            if not weighty or s == default:
+                out.append((u, sidx[s], first if weighty else 0))
+            else:
+                out += [(u, sidx[s], w) for w, m in enumerate(WEIGHT_MODES) if m in unit.weights]
+    return tuple(np.array(x, dtype=np.int64).reshape(-1) for x in zip(*out)) if out else \
+        (np.zeros(0, dtype=np.int64),) * 3
 
 
 class ChoiceTables:
-    """Per-op choice tables: ``n_choices``, ``c_unit``, ``c_scope``, ``c_dur``."""
+    """Per-op choice tables: ``n_choices``, ``c_unit``, ``c_scope``, ``c_resident`` (1 where
+    the op's weights live in its scope), ``c_dur``."""
 
     def _build_choices(self, graph: OpGraph, profile: Profile) -> None:
         self.n_ops = len(graph.ops)
-        kinds = sorted({op.kind for op in graph.ops}, key=OP_KINDS.index)
-        pairs = {k: _kind_pairs(profile, k) for k in kinds}
-        if any(not len(pairs[k][0]) for k in kinds):  # the loader rejects scope-less units
-            bad = next(op for op in graph.ops if not len(pairs[op.kind][0]))
-            from autoplace.profile import ProfileError
-
+        groups = sorted({(OP_KINDS.index(op.kind), op.weight_bytes > 0) for op in graph.ops})
+        self._op_group = np.array([groups.index((OP_KINDS.index(op.kind), op.weight_bytes > 0))
+                                   for op in graph.ops], dtype=np.int64)
+        table = [_group_choices(profile, OP_KINDS[k], w) for k, w in groups]
+        if any(not len(t[0]) for t in table):  # the loader rejects scope-less units
+            bad = next(op for i, op in enumerate(graph.ops) if not len(table[self._op_group[i]][0]))
             raise ProfileError(f"{profile.source}: no unit accepting op {bad.name!r} "
                                "can write any scope")
-        self.n_choices = np.array([len(pairs[op.kind][0]) for op in graph.ops], dtype=np.int64)
+        self.n_choices = np.array([len(table[g][0]) for g in self._op_group], dtype=np.int64)
         width = int(self.n_choices.max(initial=1))
         shape = (self.n_ops, width)
-        self.c_unit = np.zeros(shape, dtype=np.int64)
-        self.c_scope = np.zeros(shape, dtype=np.int64)
-        self.c_dur = np.zeros(shape)
+        self.c_unit, self.c_scope = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        self.c_resident, self.c_dur = np.zeros(shape, np.int64), np.zeros(shape)
         thr = _throughput(profile)
         bw = np.array([s.bandwidth_bps for s in profile.scopes])
         for i, op in enumerate(graph.ops):
-            units, scopes = pairs[op.kind]
-            n = len(units)
-            pad = np.zeros(width - n, dtype=np.int64)
-            self.c_unit[i] = np.concatenate([units, units[pad]])
-            self.c_scope[i] = np.concatenate([scopes, scopes[pad]])
-            dur = self._op_seconds(op, units, scopes, thr, bw, profile)
-            self.c_dur[i] = np.concatenate([dur, dur[pad]])
-        self._index_choices(graph, pairs, len(profile.units), len(profile.scopes))
+            units, scopes, resident = table[self._op_group[i]]
+            pad = np.zeros(width - len(units), dtype=np.int64)
+            dur = self._op_seconds(op, units, scopes, resident, thr, bw, profile)
+            for out, values in ((self.c_unit, units), (self.c_scope, scopes),
+                                (self.c_resident, resident), (self.c_dur, dur)):
+                out[i] = np.concatenate([values, values[pad]])
+        #: the scope each choice's weights occupy for the whole run
+        self.c_wscope = np.where(self.c_resident > 0, self.c_scope, self.default_scope)
+        self.weight_bytes = np.array([op.weight_bytes for op in graph.ops], dtype=np.float64)
+        self.input_bytes = np.array([op.input_bytes for op in graph.ops], dtype=np.float64)
+        self._index_choices(table, len(profile.units), len(profile.scopes))
 
-    def _op_seconds(self, op, units, scopes, thr, bw, profile: Profile) -> np.ndarray:
-        """Roofline time of ``op`` on each (unit, scope) choice, plus the launch overhead.
+    def _op_seconds(self, op, units, scopes, resident, thr, bw, profile: Profile) -> np.ndarray:
+        """Roofline time of ``op`` on each choice, plus the launch overhead.
 
-        ``overhead + max(flops / throughput, internal / bw(scope) + external / bw(default))``
-        where internal bytes are the op's reads from other ops plus its output. A kernel a
-        unit's calibrated table knows (``unit.kernel_s[op.kernel_key]``) takes its measured
-        time instead, whatever the scope (docs/simulator.md).
+        ``overhead + max(flops / throughput, memory)`` with ``memory = internal / bw(scope)
+        + inputs / bw(default) + weights / bw(scope if resident else default)``, where
+        internal bytes are the op's reads from other ops plus its output. A kernel a unit's
+        calibrated table knows (``unit.kernel_s[op.kernel_key]``) takes its measured time
+        instead, whatever the scope (docs/simulator.md).
         """
         compute = op.flops / thr[units, OP_KINDS.index(op.kind)]
         internal = op.bytes_read - op.external_bytes + op.output_bytes
-        memory = internal / bw[scopes] + op.external_bytes / bw[self.default_scope]
+        weight_bw = np.where(resident > 0, bw[scopes], bw[self.default_scope])
+        memory = (internal / bw[scopes] + op.input_bytes / bw[self.default_scope]
+                  + op.weight_bytes / weight_bw)
         dur = self.launch[units] + np.maximum(compute, memory)
         for u in np.unique(units):
             known = profile.units[u].kernel_s.get(op.kernel_key)
@@ -80,38 +95,48 @@ class ChoiceTables:
                 dur[units == u] = self.launch[u] + known
         return dur
 
-    def _index_choices(self, graph: OpGraph, pairs: dict, n_units: int, n_scopes: int) -> None:
-        """Sorted keys (kind, unit, scope) -> choice index, for :meth:`choice_index`."""
-        self._pair_span = n_units * n_scopes
-        self._op_kind = np.array([OP_KINDS.index(op.kind) for op in graph.ops], dtype=np.int64)
-        keys, vals = [], []
-        for kind, (units, scopes) in pairs.items():
-            keys.append(OP_KINDS.index(kind) * self._pair_span + units * n_scopes + scopes)
-            vals.append(np.arange(len(units), dtype=np.int64))
+    def _index_choices(self, table: list, n_units: int, n_scopes: int) -> None:
+        """Sorted keys (group, unit, scope, resident) -> choice index (:meth:`choice_index`)."""
+        self._span = n_units * n_scopes * 2
+        keys = [g * self._span + (u * n_scopes + s) * 2 + w
+                for g, (u, s, w) in enumerate(table)]
+        vals = [np.arange(len(t[0]), dtype=np.int64) for t in table]
         keys, vals = np.concatenate(keys), np.concatenate(vals)
         order = np.argsort(keys)
         self._choice_keys, self._choice_vals = keys[order], vals[order]
 
-    def choice_index(self, ops, units, scopes) -> np.ndarray:
-        """The choice index of each (op, unit index, scope index), -1 where it is none."""
-        n_scopes = len(self.scopes)
-        key = (self._op_kind[np.asarray(ops)] * self._pair_span
-               + np.asarray(units, dtype=np.int64) * n_scopes + np.asarray(scopes))
+    def choice_index(self, ops, units, scopes, resident=None) -> np.ndarray:
+        """The choice index of each (op, unit index, scope index, weights resident), -1
+        where it is none. Where ``resident`` is None or has no such choice, the other
+        weight placement is taken (streamed first)."""
+        base = (self._op_group[np.asarray(ops)] * self._span
+                + (np.asarray(units, dtype=np.int64) * len(self.scopes) + np.asarray(scopes)) * 2)
+        want = np.zeros_like(base) if resident is None else np.asarray(resident, dtype=np.int64)
+        first = self._lookup(base + want)
+        return np.where(first >= 0, first, self._lookup(base + 1 - want))
+
+    def _lookup(self, key: np.ndarray) -> np.ndarray:
         pos = np.minimum(np.searchsorted(self._choice_keys, key), len(self._choice_keys) - 1)
         return np.where(self._choice_keys[pos] == key, self._choice_vals[pos], -1)
 
-    def choice_of(self, op: int, unit: str, scope: str) -> int:
-        """The choice index of op ``op`` on named ``unit`` and ``scope`` (-1: not a choice)."""
+    def choice_of(self, op: int, unit: str, scope: str, weights: str | None = None) -> int:
+        """The choice index of op ``op`` on named ``unit`` and ``scope`` with ``weights``
+        (``"streamed"``/``"resident"``; None: either) placed so (-1: not a choice)."""
         u, s = self.profile.unit_index.get(unit), self.profile.scope_index.get(scope)
-        if u is None or s is None:
+        if u is None or s is None or (weights is not None and weights not in WEIGHT_MODES):
             return -1
-        return int(self.choice_index([op], [u], [s])[0])
+        if weights is None:
+            return int(self.choice_index([op], [u], [s])[0])
+        j = int(self.choice_index([op], [u], [s], [WEIGHT_MODES.index(weights)])[0])
+        return j if j >= 0 and self.c_resident[op, j] == WEIGHT_MODES.index(weights) else -1
 
     @functools.cached_property
-    def op_choices(self) -> list[list[tuple[str, str]]]:
-        """Each op's choices by name, ``(unit, scope)`` (built on first use: big on a mesh)."""
-        return [[(self.units[u], self.scopes[s])
-                 for u, s in zip(self.c_unit[i, :n].tolist(), self.c_scope[i, :n].tolist())]
+    def op_choices(self) -> list[list[tuple[str, str, str]]]:
+        """Each op's choices by name, ``(unit, scope, weights)`` (built on first use: big
+        on a mesh)."""
+        return [[(self.units[u], self.scopes[s], WEIGHT_MODES[w])
+                 for u, s, w in zip(self.c_unit[i, :n].tolist(), self.c_scope[i, :n].tolist(),
+                                    self.c_resident[i, :n].tolist())]
                 for i, n in enumerate(self.n_choices.tolist())]
 
     def real_choices(self) -> np.ndarray:
@@ -144,11 +169,15 @@ class EdgeTables:
     def critical_path(self, seconds: np.ndarray) -> float:
         """The longest path through the graph with op ``i`` taking ``seconds[i]`` and
         copies free: with each op at its fastest, no placement can beat it."""
-        finish = np.zeros(self.n_ops)
-        for i in range(self.n_ops):
-            ready = max((finish[self.src[k]] for k in self.in_edges[i]), default=0.0)
-            finish[i] = ready + seconds[i]
-        return float(finish.max(initial=0.0))
+        return float(self.longest_paths(np.asarray(seconds, dtype=np.float64)[None, :],
+                                        np.zeros((1, self.n_edges)))[0])
+
+    def longest_paths(self, op_s: np.ndarray, copy_s: np.ndarray) -> np.ndarray:
+        """Per row, the longest path with op ``i`` taking ``op_s[b, i]`` and edge ``k``
+        ``copy_s[b, k]`` (no contention for resources)."""
+        return _longest_paths(np.ascontiguousarray(op_s, dtype=np.float64),
+                              np.ascontiguousarray(copy_s, dtype=np.float64),
+                              self.src, self.in_ptr, self.in_idx)
 
     @functools.cached_property
     def edge_modes(self) -> list[list[str]]:
@@ -157,7 +186,7 @@ class EdgeTables:
         reach = {}
         out = []
         for e in self.graph.edges:
-            key = (self._op_kind[e.src], self._op_kind[e.dst])
+            key = (self._op_group[e.src], self._op_group[e.dst])
             if key not in reach:
                 reach[key] = self._modes_for(e.src, e.dst)
             out.append(reach[key])
@@ -181,6 +210,23 @@ class EdgeTables:
             rows, cols = [idx[c.src] for c in use], [idx[c.dst] for c in use]
             out.append(csr_matrix((np.ones(len(use)), (rows, cols)), shape=(n, n)))
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _longest_paths(op_s, copy_s, src, in_ptr, in_idx):  # pragma: no cover - compiled
+    B, n = op_s.shape
+    out, finish = np.zeros(B), np.zeros(n)
+    for b in range(B):
+        longest = 0.0
+        for i in range(n):
+            ready = 0.0
+            for q in range(in_ptr[i], in_ptr[i + 1]):
+                k = in_idx[q]
+                ready = max(ready, finish[src[k]] + copy_s[b, k])
+            finish[i] = ready + op_s[b, i]
+            longest = max(longest, finish[i])
+        out[b] = longest
+    return out
 
 
 def _reaches(graph, a: np.ndarray, b: np.ndarray) -> bool:

@@ -23,7 +23,7 @@ def test_chain_on_one_unit_adds_op_times():
     assert r.unit_busy_s == pytest.approx({"cpu": 4e-3})  # idle units are left out
     assert r.energy_j == pytest.approx(4e-3 * 1.0)
     # X's output lives until Y ends (3 ms); Y's and Z's until the end: never more than two.
-    assert r.peak_bytes == {"dram": 2000}
+    assert r.peak_bytes == {"dram": 1000 + 2000}  # X's graph input, two live outputs
     assert r.copy_bytes == {"sync": 0, "async": 0}
 
 
@@ -37,7 +37,7 @@ def test_chain_through_accelerator_scope_copies_by_dma():
     lanes = [(e.kind, e.name, e.resource) for e in r.timeline]
     assert lanes == [("op", "X", "cpu"), ("copy", "X->Y", "dma0"), ("op", "Y", "acc"),
                      ("copy", "Y->Z", "dma0"), ("op", "Z", "cpu")]
-    assert r.peak_bytes == {"dram": 2000, "sram": 2000}
+    assert r.peak_bytes == {"dram": 1000 + 2000, "sram": 2000}  # graph input + outputs
     assert r.energy_j == pytest.approx(2e-3 * 1.0 + 201e-6 * 2.0)
 
 

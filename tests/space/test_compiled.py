@@ -18,7 +18,8 @@ def space():
 
 
 def test_choices_follow_capability_and_access(space):
-    assert space.op_choices[0] == [("cpu", "dram"), ("acc", "dram"), ("acc", "sram")]
+    assert space.op_choices[0] == [("cpu", "dram", "streamed"), ("acc", "dram", "streamed"),
+                                   ("acc", "sram", "streamed")]  # no weights: one choice each
     assert space.edge_modes == [["sync", "async"], ["sync", "async"]]
     # 3 ops x 3 choices, 2 edges x 2 modes
     assert space.log10_size == pytest.approx(3 * math.log10(3) + 2 * math.log10(2))
@@ -27,7 +28,7 @@ def test_choices_follow_capability_and_access(space):
 def test_a_kind_only_the_cpu_accepts_narrows_the_choices():
     g = OpGraph(name="g", ops=(Op(name="a", kind="conv2d", flops=1, bytes_read=1,
                                    output_bytes=1),), edges=())
-    assert SearchSpace(g, tiny_profile()).op_choices == [[("cpu", "dram")]]
+    assert SearchSpace(g, tiny_profile()).op_choices == [[("cpu", "dram", "streamed")]]
 
 
 def test_an_op_no_unit_accepts_is_a_profile_error():
