@@ -113,7 +113,7 @@ class TuningLog:
             fh.truncate(keep)
 
     def append(self, record: Record) -> None:
-        self._fh.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        self._fh.write(encode_line(record.to_dict()) + "\n")
         self._fh.flush()
 
     def close(self) -> None:
@@ -160,9 +160,17 @@ _METRICS = (("busy_s", "unit_busy_s"), ("copy_bytes", "copy_bytes"),
             ("peak_bytes", "peak_bytes"))
 
 
+def encode_line(d: dict) -> str:
+    """One log line: compact JSON with sorted keys (msgspec; the values are finite:
+    :class:`~autoplace.measure.base.MeasureResult` refuses others)."""
+    import msgspec
+
+    return msgspec.json.encode(d, order="sorted").decode()
+
+
 def _decode_std(line: bytes) -> dict:
     d = json.loads(line)
-    d["placement"] = json.dumps(d["placement"], sort_keys=True)
+    d["placement"] = json.dumps(d["placement"], sort_keys=True, separators=(",", ":"))
     return d
 
 

@@ -1,112 +1,333 @@
-"""Core benchmark: simulator throughput, search overhead, wall time, memory, result quality.
+"""Core benchmark: set-up, memory, batched simulator, tuner overhead, against 440fede.
 
-For squeezenet, resnet50, densenet121 on the soc and mesh profiles, each case in a fresh
-subprocess (so peak RSS is that case's own), pinned to one core:
+    python experiments/bench_core.py [--cases ...] [--trials 1000] [--runs 3]
+                                     [--ref experiments/results/bench_core_440fede.json]
 
-    python experiments/bench_core.py [--trials 500] [--models ...] [--profiles ...]
+prints one markdown table, each figure beside 440fede's and their ratio, then the goals met or
+not. ``--legacy-tree DIR --out FILE`` measures 440fede's API instead (``git archive 440fede``
+extracted in DIR, imported ahead of the editable install) and writes the --ref JSON.
 
-Prints a markdown table. Goals the project is judged by: simulator >= 10,000 placements/s on
-resnet50; search overhead <= 10 ms per trial.
+Each case runs in a fresh subprocess on one core (``taskset -c 0``), killed past 8 GiB RSS
+(sampled), 900 s of set-up or 1,800 s more. Figures, each with the 1-minute load average:
+set-up s (load_profile + SearchSpace + Simulator; each also alone) and peak RSS after it; the
+first batch apart (numba JIT compile or cache load), then placements/s of the batched simulator
+(batches of 256 random placements made untimed, >= 2 s of simulator time per run, median of
+--runs); tuner overhead per measured trial ((wall - measure) / measured), wall s of --trials
+trials. A set-up over 300 s or 8 GiB skips the rest. The meshes NxM are the measured tree's
+hwprofiles/mesh.toml (the bundled 4x4 ``mesh``) with rows and cols changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-MODELS = ("squeezenet", "resnet50", "densenet121")
-PROFILES = ("soc", "mesh")
+ROOT = Path(__file__).resolve().parents[1]
+BATCH, MIB = 256, 1 << 20
+SETUP_TIMEOUT_S, RUN_TIMEOUT_S, SKIP_SETUP_S, RSS_LIMIT_MIB = 900.0, 1800.0, 300.0, 8192.0
+CASES = {  # name -> (model, bundled profile name or (rows, cols) of a generated mesh)
+    "resnet50/soc": ("resnet50", "soc"), "densenet121/soc": ("densenet121", "soc"),
+    "densenet121/mesh": ("densenet121", "mesh"), "resnet50/mesh8x8": ("resnet50", (8, 8)),
+    "resnet50/mesh32x32": ("resnet50", (32, 32)), "resnet50/mesh96x76": ("resnet50", (96, 76)),
+}
+GOALS = (  # text, case, field, limit, higher is better
+    ("batched sim >= 50,000 placements/s (resnet50/soc)", "resnet50/soc", "sim_per_s",
+     50_000, True),
+    ("overhead <= 5 ms per trial (densenet121/soc)", "densenet121/soc", "overhead_ms", 5, False),
+    ("1,000 trials in <= 8 s wall (densenet121/soc)", "densenet121/soc", "wall_s", 8, False),
+    ("set-up <= 10 s (resnet50, 7,296-PE mesh)", "resnet50/mesh96x76", "setup_s", 10, False),
+    ("set-up <= 1 GiB = 1,024 MiB peak RSS (resnet50, 7,296-PE mesh)", "resnet50/mesh96x76",
+     "setup_rss_mib", 1024, False),
+)
+FIGURES = ("import_s", "profile_s", "space_s", "sim_s", "setup_s", "setup_rss_mib",
+           "first_batch_s", "sim_per_s", "overhead_ms", "wall_s", "measured", "peak_rss_mib")
 
 
-def sim_throughput(space, sim, n: int, seed: int) -> float:
-    """Random placements per second through ``Simulator.measure`` (batches of 1000)."""
+def mesh_toml(rows: int, cols: int, tree: Path, out_dir: str) -> Path:
+    """``tree``'s bundled 4x4 mesh profile as a ``rows`` x ``cols`` one, written to out_dir."""
+    text, name = (tree / "hwprofiles" / "mesh.toml").read_text(), f"mesh{rows}x{cols}"
+    for key, value in (("name", f'"{name}"'), ("rows", rows), ("cols", cols)):
+        text, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
+        if n != 1:
+            raise ValueError(f"mesh.toml: expected one '{key} = ...' line, found {n}")
+    path = Path(out_dir) / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+# -- the two adapters: every call to autoplace is here --------------------------------------
+class CurrentApi:
+    """The current API: batches go to ``simulate_batch`` as genomes (440fede's went through
+    ``Simulator.measure`` as placements, the only batched entry it had)."""
+
+    MODULES = ("numpy", "autoplace.models", "autoplace.profile_io", "autoplace.space",
+               "autoplace.measure.simulator", "autoplace.measure.batch", "autoplace.search",
+               "autoplace.records")
+
+    def setup(self, model: str, spec: str, clock) -> None:
+        """Imports (timed apart), then load_profile, SearchSpace and Simulator, each timed."""
+        clock("import_s", lambda: [importlib.import_module(m) for m in self.MODULES])
+        from autoplace.models import load_graph
+        from autoplace.profile_io import load_profile
+        from autoplace.space import SearchSpace
+
+        self.graph = load_graph(model)
+        self.profile = clock("profile_s", load_profile, spec)
+        self.space = clock("space_s", SearchSpace, self.graph, self.profile)
+        self.sim = clock("sim_s", self.simulator)
+
+    def simulator(self):
+        from autoplace.measure.simulator import Simulator
+
+        return Simulator(self.space)
+
+    def batch(self, rng):
+        """A call that simulates one batch of random placements, made beforehand (untimed)."""
+        from autoplace.measure.batch import simulate_batch
+
+        choice, mode = self.space.random_genomes(BATCH, rng)
+        return lambda: simulate_batch(self.space, choice, mode)
+
+    def tune(self, trials: int, seed: int, path: str):
+        """A TuneResult (wall_s, measure_s, measured) of ``trials`` trials."""
+        from autoplace.records import TuningLog
+        from autoplace.search import TuneConfig, tune
+
+        with TuningLog(path) as log:
+            return tune(self.space, self.sim, log, TuneConfig(trials=trials, seed=seed))
+
+
+class LegacyApi(CurrentApi):
+    """The API of 440fede: the simulator takes graph and profile; batches of Placements."""
+
+    def simulator(self):
+        from autoplace.measure.simulator import Simulator
+
+        return Simulator(self.graph, self.profile, space=self.space)
+
+    def batch(self, rng):
+        sp, pick = self.space, lambda seq: seq[int(rng.integers(len(seq)))]
+        free = [k for k, m in enumerate(sp.edge_modes) if len(m) > 1]  # as 440fede's bench
+        placements = [sp.decode([int(rng.integers(len(c))) for c in sp.op_choices],
+                                {k: pick(sp.edge_modes[k]) for k in free})
+                      for _ in range(BATCH)]
+        return lambda: self.sim.measure(placements)
+
+
+# -- one case, in the subprocess ------------------------------------------------------------
+def emit(**fields) -> None:
+    """One line of the case's figures, with the 1-minute load average (the parent merges)."""
+    print(json.dumps(fields | {"load": round(os.getloadavg()[0], 2)}), flush=True)
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def sim_figures(api, rng, runs: int, min_s: float = 2.0) -> None:
+    """The first batch's seconds, then placements/s of runs of >= min_s simulator time."""
+    call, t0 = api.batch(rng), time.perf_counter()
+    call()
+    first, rates = time.perf_counter() - t0, []
+    for _ in range(runs):
+        spent, n = 0.0, 0
+        while spent < min_s:
+            call, t0 = api.batch(rng), time.perf_counter()
+            call()
+            spent, n = spent + time.perf_counter() - t0, n + BATCH
+        rates.append(n / spent)
+    emit(first_batch_s=first, sim_runs=rates, sim_per_s=statistics.median(rates))
+
+
+def tune_figures(api, trials: int, seed: int, tmp: str) -> None:
+    res = api.tune(trials, seed, os.path.join(tmp, "log.jsonl"))
+    emit(overhead_ms=(res.wall_s - res.measure_s) / res.measured * 1e3, wall_s=res.wall_s,
+         measured=res.measured, peak_rss_mib=rss_mib())
+
+
+def run_case(name: str, tree: Path, legacy: bool, trials: int, runs: int, seed: int) -> None:
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    free = [k for k, m in enumerate(space.edge_modes) if len(m) > 1]
-    placements = [
-        space.decode([int(rng.integers(len(c))) for c in space.op_choices],
-                     {k: space.edge_modes[k][int(rng.integers(len(space.edge_modes[k])))]
-                      for k in free})
-        for _ in range(n)
-    ]
-    t0 = time.perf_counter()
-    for i in range(0, n, 1000):
-        sim.measure(placements[i:i + 1000])
-    return n / (time.perf_counter() - t0)
+    import autoplace
+
+    emit(autoplace=autoplace.__file__)
+    if not Path(autoplace.__file__).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"imported {autoplace.__file__}, not the tree {tree}")
+    (model, spec), api, stages = CASES[name], (LegacyApi if legacy else CurrentApi)(), {}
+
+    def clock(key, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        stages[key] = time.perf_counter() - t0
+        emit(**{key: stages[key]})
+        return out
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = spec if isinstance(spec, str) else str(mesh_toml(*spec, tree, tmp))
+        api.setup(model, path, clock)
+        setup_s = stages["profile_s"] + stages["space_s"] + stages["sim_s"]
+        emit(setup_s=setup_s, setup_rss_mib=rss_mib(), ops=len(api.graph.ops))
+        if setup_s > SKIP_SETUP_S or rss_mib() > RSS_LIMIT_MIB:
+            emit(note=f"set-up took {setup_s:.0f} s, {rss_mib():.0f} MiB: rest skipped")
+            return
+        for what, figures in (("sim", lambda: sim_figures(api, np.random.default_rng(seed), runs)),
+                              ("tune", lambda: tune_figures(api, trials, seed, tmp))):
+            try:
+                figures()
+            except Exception as exc:  # an API in flux: report it, go on to the next figures
+                emit(**{f"error_{what}": f"{what}: {type(exc).__name__}: {exc}"})
 
 
-def run_case(model: str, hw: str, trials: int, seed: int) -> dict:
-    """One benchmark case, in this process."""
-    from autoplace.measure.simulator import Simulator
-    from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
-    from autoplace.records import TuningLog
-    from autoplace.search import TuneConfig, tune
-    from autoplace.space import SearchSpace
+# -- the parent: cases one at a time, watched -----------------------------------------------
+def watch(proc: subprocess.Popen, out: Path) -> dict:
+    """Wait for the case, killing it past the limits: why and when it was, peak RSS MiB."""
+    import psutil
 
-    graph, profile = load_graph(model), load_profile(hw)
-    space = SearchSpace(graph, profile)
-    sim = Simulator(graph, profile, space=space)
-    rate = sim_throughput(space, sim, 5000, seed)
-    with tempfile.TemporaryDirectory() as d, TuningLog(os.path.join(d, "log.jsonl")) as log:
-        res = tune(space, sim, log, TuneConfig(trials=trials, seed=seed))
-    singles = [r.result.latency_s for n, r in res.baselines.items()
-               if n.startswith("single:") and r.result.ok]
-    return {
-        "model": model, "profile": hw, "ops": len(graph.ops),
-        "log10_space": space.log10_size, "sim_per_s": rate,
-        "overhead_ms": (res.wall_s - res.measure_s) / res.measured * 1e3,
-        "wall_s": res.wall_s, "trials": res.measured,
-        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "best_ms": res.best.result.latency_s * 1e3,
-        "single_ms": min(singles) * 1e3 if singles else float("nan"),
-        "greedy_ms": (res.baselines["greedy"].result.latency_s * 1e3
-                      if res.baselines["greedy"].result.ok else float("nan")),
-    }
+    ps, t0, peak = psutil.Process(proc.pid), time.monotonic(), 0.0
+    while proc.poll() is None:
+        try:
+            rss = ps.memory_info().rss / MIB
+        except psutil.Error:
+            break
+        peak, elapsed = max(peak, rss), time.monotonic() - t0
+        in_setup = '"setup_s"' not in out.read_text()
+        limit = SETUP_TIMEOUT_S if in_setup else SETUP_TIMEOUT_S + RUN_TIMEOUT_S
+        reason = (f"RSS {rss:.0f} MiB > {RSS_LIMIT_MIB:.0f}" if rss > RSS_LIMIT_MIB
+                  else f"{'set-up' if in_setup else 'case'} > {limit:.0f} s"
+                  if elapsed > limit else None)
+        if reason:
+            proc.kill()
+            proc.wait()
+            bounds = {"setup_s_over": elapsed, "setup_rss_mib_over": rss} if in_setup else {}
+            return {"killed": f"{reason}: killed after {elapsed:.0f} s at RSS {rss:.0f} MiB",
+                    "load_killed": os.getloadavg()[0], "watch_peak_rss_mib": peak} | bounds
+        time.sleep(0.5)
+    return {"killed": None, "watch_peak_rss_mib": peak}
 
 
-def table(rows: list[dict]) -> str:
-    head = ("| model | profile | ops | space | sim placements/s | overhead ms/trial | "
-            "wall s (trials) | peak RSS MiB | best ms | best single ms | greedy ms | "
-            "best/single | best/greedy |")
-    lines = [head, "|" + "---|" * 13]
+def run_isolated(name: str, args) -> dict:
+    """One case in a fresh subprocess on core 0: its figures merged, with a note."""
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--case", name, "--trials",
+           str(args.trials), "--runs", str(args.runs), "--seed", str(args.seed)]
+    cmd += ["--legacy-tree", str(args.legacy_tree)] if args.legacy_tree else []
+    path = [str(args.legacy_tree or ROOT), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
+    row, t0 = {"case": name, "note": None} | dict.fromkeys(FIGURES), time.monotonic()
+    row |= {"trials": args.trials, "runs": args.runs, "load_before": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp, "out"), Path(tmp, "err")
+        with out.open("w") as fo, err.open("w") as fe:
+            proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env)
+            row |= watch(proc, out)
+        for line in out.read_text().splitlines():
+            if line.startswith("{"):
+                fields = json.loads(line)
+                load = fields.pop("load")
+                row.update(fields, **{f"load_{k}": load for k in fields if k in FIGURES})
+        tail = err.read_text().strip().splitlines()[-1:] if proc.returncode else []
+    row["case_wall_s"] = time.monotonic() - t0
+    errors = [v for k, v in row.items() if k.startswith("error_")]
+    if row["killed"]:  # how far it got
+        row["killed"] += f" (done: {', '.join(k for k in FIGURES if row[k] is not None)})"
+    row["note"] = "; ".join(filter(None, [row["killed"], row["note"], *errors, *tail])) or "ok"
+    print(f"{name}: {row['case_wall_s']:.0f} s, {row['note']}", file=sys.stderr)
+    return row
+
+
+# -- the table ------------------------------------------------------------------------------
+LOWER = "new/old × (< 1 better)"
+COLUMNS = (  # header, field, format, header of the ratio new/old
+    ("set-up s", "setup_s", "{:.3f}", LOWER),
+    ("peak RSS after set-up MiB", "setup_rss_mib", "{:,.0f}", LOWER),
+    ("batched sim placements/s", "sim_per_s", "{:,.0f}", "speed-up × = new/old (> 1 better)"),
+    ("overhead ms/trial", "overhead_ms", "{:.2f}", LOWER),
+    ("wall s of trials", "wall_s", "{:.1f}", LOWER),
+)
+
+
+def cell(row: dict | None, field: str, fmt: str) -> str:
+    """The figure; for a case killed in set-up, what it was past by then; or a dash."""
+    row = row or {}
+    if row.get(field) is not None:
+        return fmt.format(row[field])
+    return f"≥ {row[field + '_over']:,.0f}" if field + "_over" in row else "–"
+
+
+def loads(row: dict | None) -> str:
+    row, keys = row or {}, ("load_setup_s", "load_sim_per_s", "load_wall_s")
+    text = "/".join("–" if row.get(k) is None else f"{row[k]:.1f}" for k in keys)
+    killed = row.get("load_killed")
+    return text if killed is None else f"{text} (at kill {killed:.1f})"
+
+
+def table(rows: list[dict], ref: dict[str, dict]) -> str:
+    head = ["case", "first batch s (JIT/cache)"]
+    for name, _, _, ratio_head in COLUMNS:
+        head += [name, "440fede", ratio_head]
+    head += ["load set-up/sim/tune", "440fede load"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append(
-            f"| {r['model']} | {r['profile']} | {r['ops']} | 10^{r['log10_space']:.0f} | "
-            f"{r['sim_per_s']:,.0f} | {r['overhead_ms']:.1f} | {r['wall_s']:.1f} "
-            f"({r['trials']}) | {r['rss_mib']:.0f} | {r['best_ms']:.3f} | "
-            f"{r['single_ms']:.3f} | {r['greedy_ms']:.3f} | "
-            f"{r['best_ms'] / r['single_ms']:.3f} | {r['best_ms'] / r['greedy_ms']:.3f} |")
+        old, cells = ref.get(r["case"], {}), [r["case"], cell(r, "first_batch_s", "{:.3f}")]
+        for _, field, fmt, _ in COLUMNS:
+            a, b = r.get(field), old.get(field)
+            b = None if field == "wall_s" and r.get("trials") != old.get("trials") else b
+            ratio = f"{a / b:.2f}" if a and b else "–"
+            cells += [cell(r, field, fmt), cell(old, field, fmt), ratio]
+        lines.append("| " + " | ".join(cells + [loads(r), loads(old)]) + " |")
+    return "\n".join(lines)
+
+
+def goals(rows: list[dict], ref: dict[str, dict], trials: int) -> str:
+    by_case, lines = {r["case"]: r for r in rows}, ["", "Goals:"]
+    for text, case, field, limit, higher in GOALS:
+        r = by_case.get(case) or {}
+        value, over = r.get(field), r.get(field + "_over")  # over: killed in set-up past it
+        if not r or (field == "wall_s" and trials != 1000):
+            verdict = "not run" if not r else f"not judged (ran {trials} trials)"
+        elif value is None:
+            verdict = "NOT MET" if over is not None and over > limit else "not measured"
+        else:
+            verdict = "met" if (value >= limit if higher else value <= limit) else "NOT MET"
+        old = cell(ref.get(case), field, "{:,.2f}")
+        lines.append(f"- {text}: {cell(r, field, '{:,.2f}')} (440fede {old}) — {verdict}")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=500)
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--models", nargs="+", default=list(MODELS))
-    ap.add_argument("--profiles", nargs="+", default=list(PROFILES))
-    ap.add_argument("--case", nargs=2, help=argparse.SUPPRESS)  # internal: run one case
+    ap.add_argument("--ref", default=str(ROOT / "experiments/results/bench_core_440fede.json"))
+    ap.add_argument("--legacy-tree", type=Path, help="measure 440fede's API from this tree")
+    ap.add_argument("--out", help="write the figures as JSON here")
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case here
     args = ap.parse_args()
     if args.case:
-        print(json.dumps(run_case(*args.case, args.trials, args.seed)))
+        tree = args.legacy_tree or ROOT
+        sys.path.insert(0, str(tree))
+        run_case(args.case, tree, bool(args.legacy_tree), args.trials, args.runs, args.seed)
         return
-    rows = []
-    for model in args.models:
-        for hw in args.profiles:
-            cmd = ["taskset", "-c", "0", sys.executable, __file__, "--case", model, hw,
-                   "--trials", str(args.trials), "--seed", str(args.seed)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            rows.append(json.loads(out.strip().splitlines()[-1]))
-            print(f"done {model} {hw}", file=sys.stderr)
-    print(table(rows))
+    rows = [run_isolated(name, args) for name in args.cases]
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+    ref_file = Path(args.ref)
+    ref = ({} if args.legacy_tree or not ref_file.is_file()
+           else {r["case"]: r for r in json.loads(ref_file.read_text())})
+    print(table(rows, ref))
+    print(goals(rows, ref, args.trials))
+    print("\nNotes:\n" + "\n".join(f"- {r['case']}: {r['note']}" for r in rows))
 
 
 if __name__ == "__main__":

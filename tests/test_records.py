@@ -11,7 +11,7 @@ from factories import chain_graph, tiny_profile
 
 from autoplace.measure import ErrorKind, MeasureResult
 from autoplace.measure.simulator import Simulator
-from autoplace.records import Record, RecordError, TuningLog, best, load, read
+from autoplace.records import Record, RecordError, TuningLog, best, encode_line, load, read
 from autoplace.space import SearchSpace
 
 GOLDEN = Path(__file__).parent / "data" / "golden_v1.jsonl"
@@ -45,8 +45,8 @@ def test_golden_file_matches_the_schema():
     # If this fails the log schema changed: bump SCHEMA_VERSION and regenerate on purpose.
     lines = GOLDEN.read_text().splitlines()
     records = [Record.from_dict(json.loads(line)) for line in lines]
-    assert [json.dumps(r.to_dict(), sort_keys=True) for r in records] == lines
-    assert [json.dumps(r.to_dict(), sort_keys=True) for r in make_records()] == lines
+    assert [encode_line(r.to_dict()) for r in records] == lines
+    assert [encode_line(r.to_dict()) for r in make_records()] == lines
 
 
 def test_round_trip(tmp_path):
@@ -108,3 +108,10 @@ def test_best_picks_the_fastest_valid_record():
     assert best(records).trial == 2  # all on acc: the fastest
     assert best(records, graph_fp="nope") is None
     assert best(records[3:]) is None  # only a failure
+
+
+def test_a_result_refuses_non_finite_numbers():
+    for bad in ({"latency_s": float("nan")}, {"latency_s": 1.0, "energy_j": float("inf")},
+                {"latency_s": 1.0, "unit_busy_s": {"cpu": float("nan")}}):
+        with pytest.raises(ValueError, match="must be|latency_s >= 0"):
+            MeasureResult(**bad)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +55,13 @@ class MeasureResult:
     timeline: tuple[Event, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.error is None and (self.latency_s is None or self.latency_s < 0):
+        if self.error is None and (self.latency_s is None or not self.latency_s >= 0):
             raise ValueError(f"a valid result needs latency_s >= 0, got {self.latency_s!r}")
+        numbers = [("latency_s", self.latency_s), ("energy_j", self.energy_j),
+                   *((f"unit_busy_s[{k}]", v) for k, v in self.unit_busy_s.items())]
+        for name, value in numbers:
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value!r}")
 
     @property
     def ok(self) -> bool:

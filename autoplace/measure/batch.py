@@ -16,7 +16,6 @@ import numba
 import numpy as np
 
 from autoplace.space import SearchSpace
-from autoplace.space.copyplan import find, learn
 
 
 @dataclass(frozen=True)
@@ -50,20 +49,15 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     choice = np.ascontiguousarray(choice, dtype=np.int64)
     if choice.ndim != 2 or choice.shape[1] != space.n_ops:
         raise ValueError(f"choice must have shape (B, {space.n_ops}), got {choice.shape}")
-    mode = np.ascontiguousarray(mode, dtype=np.int64)
+    cross, used, rid = space.copy_plan(choice, mode)
     n = space.n_ops if prefix is None else int(prefix)
-    while True:
-        r = space.routes
-        out = _run(space.c_unit, space.c_scope, space.c_dur, choice, mode, r.keys, r.key_ids,
-                   space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
-                   space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
-                   space.n_resources, len(space.units), len(space.scopes), space.host, n,
-                   finish)
-        latency, busy, copy_bytes, peak, no_route, ends, missing = out
-        if not missing.any():
-            break
-        learn(space, choice[missing], mode[missing])  # routes never needed before
-    weights = held_weights(space, choice, n)
+    r = space.routes
+    out = _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid,
+               space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
+               space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
+               space.n_resources, len(space.units), len(space.scopes), space.host, n, finish,
+               space.c_wscope, space.weight_bytes)
+    latency, busy, copy_bytes, peak, no_route, ends, weights = out
     inputs = float(space.input_bytes[:n].sum())
     peak += weights
     peak[:, space.default_scope] += inputs
@@ -71,18 +65,6 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
                        weights=weights, inputs=inputs,
                        energy=(busy * space.power).sum(axis=1), no_route=no_route,
                        finish=ends if finish else None)
-
-
-def held_weights(space: SearchSpace, choice: np.ndarray, n: int | None = None) -> np.ndarray:
-    """``[B, scopes]``: the weight bytes each scope holds for the whole run (the first
-    ``n`` ops'): resident ones in the op's scope, streamed ones in the default scope."""
-    n = space.n_ops if n is None else n
-    where = space.c_wscope[np.arange(n), choice[:, :n]]
-    rows = np.repeat(np.arange(len(choice)), n)
-    flat = np.bincount(rows * len(space.scopes) + where.ravel(),
-                       weights=np.tile(space.weight_bytes[:n], len(choice)),
-                       minlength=len(choice) * len(space.scopes))
-    return flat.reshape(len(choice), len(space.scopes))
 
 
 def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
@@ -96,9 +78,9 @@ def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
-def _run(c_unit, c_scope, c_dur, choice, mode, keys, key_ids, src, nbytes, in_ptr, in_idx,
+def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, in_idx,
          has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res, n_units,
-         n_scopes, host, n, want_finish):  # pragma: no cover - compiled
+         n_scopes, host, n, want_finish, c_wscope, weight_bytes):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
     item (``freer``; -1: at the makespan). Each resource runs its items in program order,
@@ -106,9 +88,9 @@ def _run(c_unit, c_scope, c_dur, choice, mode, keys, key_ids, src, nbytes, in_pt
     B = choice.shape[0]
     m_items = n + len(src) * hop_res.shape[1]
     latency, no_route = np.zeros(B), np.zeros(B, dtype=np.bool_)
-    missing = np.zeros(B, dtype=np.bool_)  # a route not found yet: the row is not done
     busy, copy_bytes = np.zeros((B, n_units)), np.zeros((B, 2))
     peak, ends = np.zeros((B, n_scopes)), np.zeros((B if want_finish else 1, n))
+    weights = np.zeros((B, n_scopes))  # held for the whole run, by scope
     free_t, stamp = np.zeros(n_res), np.full(n_res, -1)
     finish, last_use = np.zeros(n), np.zeros(n)
     op_item, last_item = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
@@ -127,16 +109,8 @@ def _run(c_unit, c_scope, c_dur, choice, mode, keys, key_ids, src, nbytes, in_pt
                 k = in_idx[q]
                 p = src[k]
                 arrive = finish[p]
-                a = c_scope[p, choice[b, p]]
-                if a != s:
-                    m, pair = mode[b, k], (a * n_scopes + s) * 2
-                    want, other = find(keys, pair + m), find(keys, pair + 1 - m)
-                    if want < 0 or other < 0:
-                        missing[b] = True
-                        break
-                    r = key_ids[want]
-                    if r == 0 and key_ids[other] > 0:
-                        r, m = key_ids[other], 1 - m
+                if cross[b, k]:
+                    r, m = rid[b, k], used[b, k]
                     no_route[b] |= r == 0
                     copy_bytes[b, m] += nbytes[k]
                     prev = -1
@@ -159,25 +133,22 @@ def _run(c_unit, c_scope, c_dur, choice, mode, keys, key_ids, src, nbytes, in_pt
                         staged[n_staged] = prev
                         n_staged += 1
                 ready = max(ready, arrive)
-            if missing[b]:
-                break
             u = c_unit[i, j]
             start = max(ready, free_t[u] if stamp[u] == b else 0.0)
             end = start + c_dur[i, j]
             free_t[u], stamp[u] = end, b
             busy[b, u] += c_dur[i, j]
+            weights[b, c_wscope[i, j]] += weight_bytes[i]
             finish[i], last_use[i], op_item[i], last_item[i] = end, end, nb, nb
             it_res[nb], it_start[nb], it_end[nb] = u, start, end
             b_scope[nb], b_bytes[nb] = s, out_bytes[i]
             nb += 1
             for q in range(in_ptr[i], in_ptr[i + 1]):
                 p = src[in_idx[q]]
-                if c_scope[p, choice[b, p]] == s and end > last_use[p]:
+                if not cross[b, in_idx[q]] and end > last_use[p]:
                     last_use[p], last_item[p] = end, op_item[i]
             for x in range(n_staged):
                 freer[staged[x]] = op_item[i]
-        if missing[b]:
-            continue
         makespan = 0.0
         for i in range(n):
             makespan = max(makespan, finish[i])
@@ -186,7 +157,7 @@ def _run(c_unit, c_scope, c_dur, choice, mode, keys, key_ids, src, nbytes, in_pt
         _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, work, peak[b])
         if want_finish:
             ends[b] = finish[:n]
-    return latency, busy, copy_bytes, peak, no_route, ends, missing
+    return latency, busy, copy_bytes, peak, no_route, ends, weights
 
 
 @numba.njit(cache=True, nogil=True)

@@ -22,10 +22,10 @@ def plan(space, choice: np.ndarray, mode: np.ndarray):
         cross, used, rid, missing = out
         if not missing.any():
             return cross, used, rid
-        learn(space, choice[missing], mode[missing])
+        _learn(space, choice[missing], mode[missing])
 
 
-def learn(space, choice: np.ndarray, mode: np.ndarray) -> None:
+def _learn(space, choice: np.ndarray, mode: np.ndarray) -> None:
     """Find the routes, in both modes, of the copies of genomes whose routes are missing."""
     scope = space.c_scope[np.arange(space.n_ops), choice]
     a, b = scope[:, space.src], scope[:, space.dst]
@@ -35,7 +35,7 @@ def learn(space, choice: np.ndarray, mode: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def find(keys, key):  # pragma: no cover - compiled
+def _find(keys, key):  # pragma: no cover - compiled
     """Position of ``key`` in the sorted ``keys``, -1 if absent."""
     lo, hi = 0, len(keys)
     while lo < hi:
@@ -62,12 +62,15 @@ def _plan(c_scope, choice, mode, src, dst, keys, key_ids, n_scopes):  # pragma: 
             cross[b, k] = True
             m = mode[b, k]
             pair = (a * n_scopes + z) * 2
-            want, other = find(keys, pair + m), find(keys, pair + 1 - m)
+            want = _find(keys, pair + m)
+            if want >= 0 and key_ids[want] > 0:  # the preferred mode has a route
+                used[b, k], rid[b, k] = m, key_ids[want]
+                continue
+            other = _find(keys, pair + 1 - m)
             if want < 0 or other < 0:
                 missing[b] = True
-                continue
-            if key_ids[want] == 0 and key_ids[other] > 0:
+            elif key_ids[other] > 0:
                 used[b, k], rid[b, k] = 1 - m, key_ids[other]
             else:
-                used[b, k], rid[b, k] = m, key_ids[want]
+                used[b, k] = m  # no route in either mode
     return cross, used, rid, missing

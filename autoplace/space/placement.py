@@ -47,7 +47,8 @@ class Placement:
         return cls(ops=ops, copies=copies, weights=weights)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+        """Compact JSON with sorted keys: the text a log line holds (``records.encode_line``)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Placement:
