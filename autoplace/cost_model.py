@@ -106,7 +106,7 @@ class Featurizer:
         for h in range(routes.hop_res.shape[1]):
             res = routes.hop_res[r, h]
             on = res >= 0
-            secs = routes.hop_lat[r[on], h] + t.nbytes[ki[on]] * routes.hop_inv[r[on], h]
+            secs = routes.hop_lat[r[on], h] + t.nbytes[ki[on]] / routes.hop_bw[r[on], h]
             total += np.bincount(bi[on] * t.n_resources + res[on], weights=secs,
                                  minlength=len(total))
         return total.reshape(len(rid), t.n_resources)[:, len(t.units):]

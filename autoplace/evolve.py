@@ -40,10 +40,6 @@ class Genomes:
         self.space = space
         self.neighbours = _neighbours(space)
 
-    def _choices(self, ops: np.ndarray, units: np.ndarray, scopes: np.ndarray) -> np.ndarray:
-        """Choice index of each (op, unit, scope), -1 where the op has no such choice."""
-        return self.space.choice_index(ops, units, scopes)
-
     # -- mutation ------------------------------------------------------------------------
     def mutate(self, choice: np.ndarray, mode: np.ndarray, parents: np.ndarray,
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +63,7 @@ class Genomes:
         has = nb >= 0
         rows, i, nb = rows[has], i[has], nb[has]
         t = self.space
-        want = self._choices(i, t.c_unit[nb, c[rows, nb]], t.c_scope[nb, c[rows, nb]])
+        want = self.space.choice_index(i, t.c_unit[nb, c[rows, nb]], t.c_scope[nb, c[rows, nb]])
         ok = want >= 0
         c[rows[ok], i[ok]] = want[ok]
 
@@ -84,7 +80,7 @@ class Genomes:
         op]``), where the op has one."""
         cols = np.arange(self.space.n_ops)
         live = (cols >= start[:, None]) & (cols < (start + length)[:, None])
-        want = self._choices(np.broadcast_to(cols, live.shape), units, scopes)
+        want = self.space.choice_index(np.broadcast_to(cols, live.shape), units, scopes)
         c[rows] = np.where(live & (want >= 0), want, c[rows])
 
     def _segment(self, c, m, rows, rng, *_):
@@ -112,7 +108,7 @@ class Genomes:
         cols = np.arange(t.n_ops)
         units = t.c_unit[cols, c[rows]]
         shape = units.shape
-        want = self._choices(np.broadcast_to(cols, shape),
+        want = self.space.choice_index(np.broadcast_to(cols, shape),
                              np.broadcast_to(t.c_unit[i, pick][:, None], shape),
                              np.broadcast_to(t.c_scope[i, pick][:, None], shape))
         swap = (units == src_unit[:, None]) & (want >= 0)

@@ -196,7 +196,9 @@ class Simulator(Measurer):
 
     def held(self, placement: Placement) -> dict[str, int]:
         """Bytes each scope holds for the whole run: weights and graph inputs."""
-        weights, inputs = self._held(placement)
+        return self._with_inputs(*self._held(placement))
+
+    def _with_inputs(self, weights: dict[str, int], inputs: int) -> dict[str, int]:
         out = dict(weights)
         out[self.profile.default_scope] = out.get(self.profile.default_scope, 0) + inputs
         return {s: b for s, b in out.items() if b}
@@ -215,7 +217,7 @@ class Simulator(Measurer):
     def _result(self, run: _Run, latency: float) -> MeasureResult:
         peaks = _peaks(run.buffers)
         weights, inputs = self._held(run.p)
-        held = self.held(run.p)
+        held = self._with_inputs(weights, inputs)
         peaks = {s: peaks.get(s, 0) + held.get(s, 0) for s in {*peaks, *held}
                  if peaks.get(s, 0) + held.get(s, 0) > 0}
         busy = np.array([run.busy.get(u, 0.0) for u in self.space.units])

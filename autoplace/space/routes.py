@@ -143,9 +143,9 @@ class Routes:
 
     ``length[r]`` hops; per hop ``h < length[r]``: ``hop_res[r, h]`` (the resource that
     performs it: the host unit for ``sync``, else ``n_units`` + the DMA engine's index),
-    ``hop_lat`` (s), ``hop_bw`` (bytes per s) and ``hop_inv`` (its inverse), ``hop_dst`` (scope
-    index); ``lat[r]`` and
-    ``inv[r]`` are their sums. :meth:`ids` finds routes it has not seen yet; ``keys``
+    ``hop_lat`` (s), ``hop_bw`` (bytes per s), ``hop_dst`` (scope index); ``lat[r]`` is the
+    summed latency and ``inv[r]`` the summed seconds per byte (an unloaded copy of ``n``
+    bytes takes ``lat + n * inv``). :meth:`ids` finds routes it has not seen yet; ``keys``
     (sorted ``(a * n_scopes + b) * 2 + mode``) and ``key_ids`` are those known so far.
     """
 
@@ -158,8 +158,7 @@ class Routes:
         self.length = np.zeros(1, dtype=np.int64)
         self.hop_res = np.full((1, 1), -1, dtype=np.int64)
         self.hop_dst = np.zeros((1, 1), dtype=np.int64)
-        self.hop_lat, self.hop_inv = np.zeros((1, 1)), np.zeros((1, 1))
-        self.hop_bw = np.ones((1, 1))
+        self.hop_lat, self.hop_bw = np.zeros((1, 1)), np.ones((1, 1))
         self.lat, self.inv = np.zeros(1), np.zeros(1)
         self._one: dict[int, int] = {}  # single look-ups (HEFT, names) already answered
 
@@ -219,8 +218,8 @@ class Routes:
         self.hop_dst = np.concatenate([_widen(self.hop_dst, hops, 0), dst])
         self.hop_lat = np.concatenate([_widen(self.hop_lat, hops, 0.0), lat])
         self.hop_bw = np.concatenate([_widen(self.hop_bw, hops, 1.0), bw])
-        self.hop_inv = np.where(self.hop_res >= 0, 1.0 / self.hop_bw, 0.0)
-        self.lat, self.inv = self.hop_lat.sum(axis=1), self.hop_inv.sum(axis=1)
+        self.lat = self.hop_lat.sum(axis=1)
+        self.inv = np.where(self.hop_res >= 0, 1.0 / self.hop_bw, 0.0).sum(axis=1)
 
     def route(self, src: str, dst: str, mode: str) -> Route | None:
         """The route of a copy between named scopes (None: no route)."""
