@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from autoplace.build import build
-from autoplace.build.pool import first_line
-from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
-from autoplace.build.targets import unit_target
+from autoplace.deploy import build
+from autoplace.deploy.pool import first_line
+from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
+from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
 from autoplace.space import SearchSpace

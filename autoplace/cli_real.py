@@ -60,7 +60,7 @@ def _check_rpc(args) -> None:
 
 def real_measurer(args, graph, profile, space):
     """The local or RPC measurer named by ``--measurer`` (``rpc-sim``: simulated boards)."""
-    from autoplace.build.run import TimeSettings
+    from autoplace.deploy.run import TimeSettings
 
     settings = TimeSettings()
     if args.measurer == "rpc-sim":
@@ -103,7 +103,7 @@ def _module_of(model: str, graph):
 
 
 def _best_placed(model: str, hw: str, log: str):
-    from autoplace.build import apply, best_record
+    from autoplace.deploy import apply, best_record
     from autoplace.models import load_module
     from autoplace.profile_io import load_profile
     from autoplace.records import read
@@ -118,7 +118,7 @@ def _best_placed(model: str, hw: str, log: str):
 
 
 def cmd_compile(args) -> int:
-    from autoplace.build import compile_placed
+    from autoplace.deploy import compile_placed
 
     placed, rec = _best_placed(args.model, args.hw, args.log)
     exe = compile_placed(placed)
@@ -132,7 +132,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from autoplace.build.run import Loaded, TimeSettings, median, random_inputs
+    from autoplace.deploy.run import Loaded, TimeSettings, median, random_inputs
 
     settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
     loaded = Loaded(_load_target(args))
@@ -161,7 +161,7 @@ def _load_target(args):
     if not args.log or not args.hw:
         raise ValueError(f"{args.target}: a model needs --log LOG and --hw PROFILE "
                          "(or give a library built by `autoplace compile`)")
-    from autoplace.build import compile_placed
+    from autoplace.deploy import compile_placed
 
     placed, _ = _best_placed(args.target, args.hw, args.log)
     return compile_placed(placed)

@@ -23,7 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
-from autoplace.build.run import TimeSettings
+from autoplace.deploy.run import TimeSettings
 from autoplace.calibrate import Measurements, Session, calibrated, fit, measure, simulated
 from autoplace.models import BUNDLED, load_graph
 from autoplace.profile_io import load_profile

@@ -7,7 +7,7 @@ import sys
 
 import tvm
 
-from autoplace.build.run import Loaded
+from autoplace.deploy.run import Loaded
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
 from autoplace.records import best, read

@@ -18,9 +18,9 @@ from pathlib import Path
 import tvm
 from tvm.support.popen_pool import PopenWorker
 
-from autoplace.build.pool import Artifact, BuildPool, first_line
-from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, median, random_inputs
-from autoplace.build.targets import BuildError, unit_target
+from autoplace.deploy.pool import Artifact, BuildPool, first_line
+from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, median, random_inputs
+from autoplace.deploy.targets import BuildError, unit_target
 from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
@@ -143,7 +143,7 @@ class LocalMeasurer(BuildingMeasurer):
     latency is the median of the repeats. ``timeout`` bounds one candidate's run (seconds),
     ``build_timeout`` one build. ``check_capacity`` fails placements that overflow a scope
     of the profile without building them (OUT_OF_MEMORY), as the simulator does.
-    ``memory_scopes`` is passed to :func:`autoplace.build.apply` ("profile" only runs where
+    ``memory_scopes`` is passed to :func:`autoplace.deploy.apply` ("profile" only runs where
     the runtime can allocate the profile's scope names).
     """
 

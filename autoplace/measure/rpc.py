@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from tvm import rpc
 
-from autoplace.build.pool import first_line
-from autoplace.build.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
+from autoplace.deploy.pool import first_line
+from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, MeasurementStopped, MeasureResult
 from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times

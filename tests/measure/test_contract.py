@@ -68,7 +68,7 @@ class _Real(_Factory):
 
     def __init__(self):
         super().__init__()
-        from autoplace.build.run import TimeSettings
+        from autoplace.deploy.run import TimeSettings
 
         self.mod, self.graph = te_chain()
         self.fast = TimeSettings(number=1, repeat=3, warmup=1, min_repeat_ms=0)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from tvm import te
 
-from autoplace.build.run import TimeSettings
+from autoplace.deploy.run import TimeSettings
 from autoplace.frontend.te import from_te
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.local import LocalMeasurer

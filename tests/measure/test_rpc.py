@@ -19,7 +19,7 @@ import psutil
 import pytest
 from tvm.rpc.tracker import Tracker
 
-from autoplace.build.run import TimeSettings
+from autoplace.deploy.run import TimeSettings
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.rpc import NoServerError, RPCMeasurer
 from autoplace.measure.server import INFO_FUNC, registered, wait_registered

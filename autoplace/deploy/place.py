@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
-from autoplace.build.targets import BuildError, target_key, unit_target
+from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
 from autoplace.space import Placement, SearchSpace

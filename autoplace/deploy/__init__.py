@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import tvm
 
-from autoplace.build.pipeline import compile_placed, compile_unplaced, metadata
-from autoplace.build.place import apply, check_placement
-from autoplace.build.run import Loaded, TimeSettings, random_inputs
-from autoplace.build.targets import BuildError
+from autoplace.deploy.pipeline import compile_placed, compile_unplaced, metadata
+from autoplace.deploy.place import apply, check_placement
+from autoplace.deploy.run import Loaded, TimeSettings, random_inputs
+from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
 from autoplace.space import Placement, SearchSpace

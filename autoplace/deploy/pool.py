@@ -1,7 +1,7 @@
 """Build placements of one module in parallel worker processes, one exported library each.
 
 Workers are TVM ``PopenWorker`` processes (a fresh interpreter each): the module reaches
-them through :mod:`autoplace.build.portable` files, each worker loads it once. A build that
+them through :mod:`autoplace.deploy.portable` files, each worker loads it once. A build that
 raises, crashes its worker or exceeds ``timeout`` is an error string, never an exception.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import tvm
 from tvm.support.popen_pool import PopenPoolExecutor
 
-from autoplace.build import portable
-from autoplace.build.pipeline import compile_placed
-from autoplace.build.place import apply
+from autoplace.deploy import portable
+from autoplace.deploy.pipeline import compile_placed
+from autoplace.deploy.place import apply
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
 from autoplace.space import Placement

@@ -18,7 +18,7 @@ import tvm
 from factories import tiny_profile
 from onnx import numpy_helper
 
-from autoplace.build import (
+from autoplace.deploy import (
     BuildError,
     apply,
     apply_best,
@@ -29,8 +29,8 @@ from autoplace.build import (
     portable,
     random_inputs,
 )
-from autoplace.build.pipeline import placed_pipeline, with_metadata
-from autoplace.build.run import Loaded
+from autoplace.deploy.pipeline import placed_pipeline, with_metadata
+from autoplace.deploy.run import Loaded
 from autoplace.frontend.te import seed_example
 from autoplace.measure.base import ErrorKind, MeasureResult
 from autoplace.models import BUNDLED, bundled_onnx_path, load_module

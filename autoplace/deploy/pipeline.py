@@ -14,7 +14,7 @@ import json
 import tvm
 from tvm import relax
 
-from autoplace.build.targets import BuildError
+from autoplace.deploy.targets import BuildError
 
 #: Name of the Relax function every built module carries: its metadata, as JSON.
 META_FUNC = "autoplace_meta"
@@ -86,7 +86,7 @@ def with_metadata(mod: tvm.IRModule, extra: dict | None = None) -> tvm.IRModule:
 
 def compile_placed(placed: tvm.IRModule, *, plan_memory: bool = False,
                    extra_meta: dict | None = None) -> tvm.runtime.Executable:
-    """Compile the output of :func:`autoplace.build.apply` (each kernel for its target)."""
+    """Compile the output of :func:`autoplace.deploy.apply` (each kernel for its target)."""
     mod = with_metadata(placed, extra_meta)
     return tvm.compile(mod, target=None, relax_pipeline=placed_pipeline(plan_memory=plan_memory))
 
