@@ -1,3 +1,52 @@
-"""autoplace: search-based auto-placement tuner for heterogeneous systems, on Apache TVM."""
+"""autoplace: search-based auto-placement tuner for heterogeneous systems, on Apache TVM.
+
+The public API, one import away (each name loads its module on first use, so ``import
+autoplace`` stays cheap and the tuning path never loads TVM)::
+
+    import autoplace as ap
+    space = ap.SearchSpace(ap.load_graph("squeezenet"), ap.load_profile("soc"))
+    with ap.TuningLog("tune.jsonl") as log:
+        result = ap.tune(space, ap.Simulator(space), log, ap.TuneConfig(trials=100))
+    df = ap.load("tune.jsonl")
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_API = {
+    "load_graph": "autoplace.models",
+    "OpGraph": "autoplace.graph",
+    "load_profile": "autoplace.profile_io",
+    "Profile": "autoplace.profile",
+    "SearchSpace": "autoplace.space",
+    "Placement": "autoplace.space",
+    "Simulator": "autoplace.measure.simulator",
+    "Measurer": "autoplace.measure.base",
+    "MeasureResult": "autoplace.measure.base",
+    "TuningLog": "autoplace.records",
+    "Record": "autoplace.records",
+    "read": "autoplace.records",
+    "load": "autoplace.records",
+    "TuneConfig": "autoplace.search",
+    "TuneResult": "autoplace.search",
+    "tune": "autoplace.search",
+    "SearchStrategy": "autoplace.search",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name not in _API:
+        raise AttributeError(f"module 'autoplace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the final cost model (.json or .ubj)")
     t.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///tune.db")
     t.add_argument("--study", default=None, help="Optuna study name")
-    t.add_argument("--resume", action="store_true", help="continue an existing study")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the job in --log (and the study in --storage): "
+                   "nothing logged is measured again")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--measurer", choices=("simulator", "local", "rpc", "rpc-sim"),
                    default="simulator",
@@ -152,9 +154,11 @@ def cmd_tune(args) -> int:
 def _report(result, log_path: str) -> None:
     if result.warm_start:
         print(result.warm_start)
+    if result.resumed:
+        print(f"resumed: {result.resumed} candidates measured before, none measured again")
     if result.interrupted:
-        print(f"interrupted: {result.measured} candidates are in {log_path}; "
-              "run again with the same --storage and --resume to continue")
+        print(f"interrupted: {result.measured} candidates of this run are in {log_path}; "
+              "run the same command with --resume to continue")
     if result.best is None:
         print("no feasible placement found")
         return

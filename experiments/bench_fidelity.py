@@ -23,8 +23,8 @@ import statistics
 import time
 from pathlib import Path
 
-from autoplace.deploy.run import TimeSettings
 from autoplace.calibrate import Measurements, Session, calibrated, fit, measure, simulated
+from autoplace.deploy.run import TimeSettings
 from autoplace.models import BUNDLED, load_graph
 from autoplace.profile_io import load_profile
 

@@ -17,15 +17,15 @@ from autoplace.cost_model import (
     NotFittedError,
     XGBCostModel,
 )
-from autoplace.evolve import Genomes
-from autoplace.guided import _spearman
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
 from autoplace.records import TuningLog
 from autoplace.search import TuneConfig, tune
+from autoplace.search.evolve import Genomes
+from autoplace.search.guided import _spearman
+from autoplace.search.warm_start import load_rows
 from autoplace.space import SearchSpace
-from autoplace.warm_start import load_rows
 
 
 def features_of(space, spec):

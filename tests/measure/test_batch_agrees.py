@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from factories import fork_graph, tiny_profile
 
-from autoplace.evolve import Genomes
 from autoplace.heft import heft_genome
 from autoplace.measure.batch import fits, simulate_batch
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.profile_io import bundled_profiles, load_profile
+from autoplace.search.evolve import Genomes
 from autoplace.space import SearchSpace
 
 MODELS = ("squeezenet", "inception_v1", "resnet50")

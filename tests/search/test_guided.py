@@ -6,11 +6,11 @@ import functools
 
 import numpy as np
 
-from autoplace.guided import GuidedProposer, make_model
 from autoplace.measure.batch import fits
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
+from autoplace.search.guided import GuidedProposer, make_model
 from autoplace.space import SearchSpace
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autoplace.cost_model import AnalyticCostModel, CostModel, Featurizer, XGBCostModel
-from autoplace.evolve import Genomes, evolve
+from autoplace.search.evolve import Genomes, evolve
 from autoplace.space import SearchSpace
 
 COST_MODELS = ("xgb", "analytic", "none")
@@ -139,15 +139,20 @@ class GuidedProposer:
             c, m = self.space.random_genomes(self.keep, self.rng)
         return c, m
 
-    def propose(self, n: int) -> Batch:
+    def propose(self, n: int, avoid: tuple[np.ndarray, np.ndarray] | None = None) -> Batch:
         """Up to ``n`` unmeasured genomes that fit the profile: the model's best, ``explore``
         of them at random from lower ranks; fewer (even none) only when none can be found.
+        None equals a genome of ``avoid`` (e.g. others of the same batch).
 
         When too few of a pool fit, evolution runs again (up to :data:`ROUNDS` times) from
         the best measured genomes and the best of the pool just ranked.
         """
         parts: list[tuple] = []
         taken: tuple[set, set] = (set(), set())  # score keys, genome keys already picked
+        if avoid is not None:
+            c, m = avoid[0], self.space.normalize(*avoid)
+            taken[0].update(self.dup_keys(c, m))
+            taken[1].update(self.space.keys(c, m))
         for _ in range(ROUNDS):
             want = n - sum(len(p[0]) for p in parts)
             c, m, s = self._pool(want, taken)

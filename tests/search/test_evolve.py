@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from factories import chain_graph, tiny_profile
 
-from autoplace.evolve import OPERATORS, Genomes, evolve
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
+from autoplace.search.evolve import OPERATORS, Genomes, evolve
 from autoplace.space import SearchSpace
 
 

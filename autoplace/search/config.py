@@ -1,0 +1,95 @@
+"""Settings of one tuning job (:class:`TuneConfig`) and what it found (:class:`TuneResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoplace.records import Record
+from autoplace.search.guided import COST_MODELS
+from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
+
+#: the search strategies by name (``autoplace.search.strategies`` builds them)
+SAMPLERS = ("evolve", "tpe", "random")
+
+
+class SearchError(ValueError):
+    """The search cannot start (e.g. a study that exists without ``resume``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneConfig:
+    """Settings of one tuning job."""
+
+    trials: int = 200
+    seed: int = 0
+    batch_size: int = 8
+    sampler: str = "evolve"
+    storage: str | None = None
+    study_name: str | None = None
+    #: continue from the tuning log (and the study, with ``storage``): nothing logged is
+    #: measured again, trial numbers go on after the logged ones
+    resume: bool = False
+    progress: bool = False
+    #: tpe/random: share of each batch proposed as mutations of the best so far
+    mutation_ratio: float = 0.5
+    #: "xgb" (learned), "analytic" (the features' estimate) or "none" (no ranking)
+    cost_model: str = "xgb"
+    #: evolve: candidates the model ranks per round (over three generations)
+    candidates: int = 512
+    #: evolve: share of each batch drawn from below the model's top
+    explore: float = 0.1
+    #: earlier tuning logs (.jsonl) and at most one saved model (.json/.ubj)
+    warm_start: tuple[str, ...] = ()
+    #: write the final cost model here (.json or .ubj)
+    save_model: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (0.0 <= self.mutation_ratio <= 1.0,
+             f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
+            (self.trials > 0, f"trials > 0 must hold, got trials={self.trials}"),
+            (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
+            (self.sampler in SAMPLERS,
+             f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
+            (self.cost_model in COST_MODELS,
+             f"cost_model must be one of {COST_MODELS}, got cost_model={self.cost_model!r}"),
+            (self.candidates > 0, f"candidates > 0 must hold, got candidates={self.candidates}"),
+            (0.0 <= self.explore <= 1.0, f"0 <= explore <= 1 must hold, got {self.explore}"),
+            (isinstance(self.warm_start, tuple),
+             f"warm_start must be a tuple of paths, got {self.warm_start!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        self._check_model_files()
+
+    def _check_model_files(self) -> None:
+        if self.save_model is not None and not self.save_model.endswith(MODEL_SUFFIXES):
+            raise ValueError(f"save_model must end in .json or .ubj, got {self.save_model!r}")
+        split_paths(self.warm_start)  # at most one saved model
+        if (self.warm_start or self.save_model is not None) and self.cost_model != "xgb":
+            raise ValueError("warm_start and save_model are for a learned cost model: they "
+                             f"need cost_model='xgb', got {self.cost_model!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneResult:
+    """What a tuning job found: the best record, the baselines, how far it got.
+
+    ``best`` and ``baselines`` cover the whole job, records a resumed run found in its log
+    included; ``measured`` counts what this run measured. ``baselines`` holds the records
+    of the named baselines, and ``"heft"`` when the ``evolve`` search measured HEFT's
+    placement (its first candidate).
+    """
+
+    best: Record | None
+    baselines: dict[str, Record]
+    measured: int
+    log10_space: float
+    interrupted: bool = False
+    resumed: int = 0  # records of the job found in the log and the study before this run
+    wall_s: float = 0.0  # whole job
+    measure_s: float = 0.0  # inside the measurer; the rest is search overhead
+    #: the cost model's ranking quality per round (also in the ``.model.jsonl`` side file)
+    stats: tuple[dict, ...] = ()
+    warm_start: str = ""

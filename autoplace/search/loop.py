@@ -1,0 +1,205 @@
+"""The tuning loop: baselines first, then a search strategy's proposals, measured and recorded.
+
+Flow of one round: the strategy proposes genomes; the loop drops those the job measured
+already (the log is the source of truth), decodes the rest, has the measurer measure them,
+records each (log line, then study trial) and lets the strategy observe the results. The
+loop knows no strategy by name (:mod:`autoplace.search.strategies` builds them).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import optuna
+
+from autoplace.baselines import baselines
+from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
+from autoplace.records import Record, TuningLog
+from autoplace.search.config import TuneConfig, TuneResult
+from autoplace.search.store import Store, open_study
+from autoplace.search.strategies import make_strategy, study_sampler, warm_rows
+from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.space import Placement, SearchSpace
+
+#: rounds in a row whose every candidate was measured before, after which the search ends
+STALLED_ROUNDS = 10
+
+
+class Tuner:
+    """One tuning job: a measurer, a store (log and study), a strategy."""
+
+    def __init__(self, space: SearchSpace, measurer: Measurer, store: Store,
+                 strategy: SearchStrategy, config: TuneConfig):
+        self.space, self.measurer, self.store = space, measurer, store
+        self.strategy, self.config = strategy, config
+        self.baseline_names = {name for name, _ in baselines(space)}
+        self.records: list[Record] = []  # measured by this run
+        self.seen: dict[bytes, float | None] = {}  # genome key -> latency (None: failed)
+        self.done: list[str] = []  # strategy of every candidate of the job so far
+        self.resumed = 0
+        self.measure_s = 0.0
+
+    # -- resuming ----------------------------------------------------------------------------
+    def replay(self) -> None:
+        """Take in what the job measured before (``resume``): the log's records and the
+        study's trials; none of it is measured again."""
+        done = self.store.sync() if self.config.resume else []
+        if not done:
+            return
+        labels, placements, latency = zip(*done)
+        choice, mode = self.space.encode(list(placements))
+        lat = np.array([np.nan if x is None else x for x in latency], dtype=np.float64)
+        self._remember(choice, mode, lat)
+        self.strategy.observe(Proposal(choice=choice, mode=mode, labels=labels), lat)
+        self.done.extend(labels)
+        self.resumed = len(done)
+
+    def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
+        keys = self.space.keys(choice, self.space.normalize(choice, mode))
+        self.seen.update((k, None if np.isnan(x) else float(x)) for k, x in zip(keys, latency))
+
+    def search_trials_done(self) -> int:
+        """Candidates of the search (not baselines) the job has measured."""
+        return sum(1 for s in self.done if s not in self.baseline_names)
+
+    # -- measuring ---------------------------------------------------------------------------
+    def run_baselines(self) -> None:
+        """Measure and record every baseline the job has not measured yet."""
+        todo = [(n, p) for n, p in baselines(self.space) if n not in self.done]
+        if todo:
+            choice, mode = self.space.encode([p for _, p in todo])
+            self.run(Proposal(choice=choice, mode=mode, labels=tuple(n for n, _ in todo)),
+                     dedupe=False)
+
+    def run(self, proposal: Proposal, *, dedupe: bool = True) -> int:
+        """Measure and record the candidates of ``proposal`` the job has not measured;
+        the strategy observes them. Returns how many were measured. A measurer that stops
+        mid-batch has what it got recorded, then its error is raised."""
+        mode = self.space.normalize(proposal.choice, proposal.mode)
+        keys = self.space.keys(proposal.choice, mode)
+        fresh = self._fresh(proposal, keys) if dedupe else list(range(len(proposal)))
+        placements = [self.space.decode(proposal.choice[i], mode[i]) for i in fresh]
+        results, stopped = [None] * len(fresh), None
+        try:
+            results, stopped = self._measure(placements)
+            for i, pl, res in zip(fresh, placements, results):
+                self._record(proposal, i, keys[i], pl, res, mode[i])
+        finally:  # interrupted: asked trials left running are finished as not measured
+            self._release_unfinished(proposal, fresh)
+        measured = [i for i, r in zip(fresh, results) if r is not None]
+        latency = np.array([r.latency_s if r.ok else np.nan for r in results if r is not None])
+        self.strategy.observe(proposal.take(measured), latency)
+        if stopped is not None:
+            raise stopped
+        return len(measured)
+
+    def _fresh(self, proposal: Proposal, keys: list[bytes]) -> list[int]:
+        """Rows not measured by the job (nor earlier in the batch); asked trials of the
+        others are finished with the known latency."""
+        fresh, batch = [], set()
+        for i, k in enumerate(keys):
+            if k in self.seen or k in batch:
+                if proposal.trial(i) is not None:
+                    self.store.release(proposal.trial(i), self.seen.get(k))
+            else:
+                fresh.append(i)
+                batch.add(k)
+        return fresh
+
+    def _release_unfinished(self, proposal: Proposal, rows: list[int]) -> None:
+        for i in rows:
+            trial = proposal.trial(i)
+            if trial is not None and trial.number not in self.store.told:
+                self.store.release(trial)
+
+    def _record(self, proposal: Proposal, i: int, key: bytes, placement: Placement,
+                result: MeasureResult | None, mode: np.ndarray) -> None:
+        trial = proposal.trial(i)
+        if result is None:  # never measured (the measurer stopped): not a result
+            return
+        genome = self.space.format_genome(proposal.choice[i], mode)
+        self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
+        self.seen[key] = result.latency_s if result.ok else None
+        self.done.append(proposal.labels[i])
+
+    def _measure(self, placements: list[Placement]):
+        """(results, stop): the measurer's results, or, when it stops mid-batch, what it got
+        (None for the rest) and the stop to raise once those are recorded."""
+        if not placements:
+            return [], None
+        t0 = time.perf_counter()
+        try:
+            return self.measurer.measure(placements), None
+        except MeasurementStopped as exc:
+            return exc.partial or [None] * len(placements), exc
+        finally:
+            self.measure_s += time.perf_counter() - t0
+
+    def run_search(self, progress) -> int:
+        """Search until ``trials`` search candidates are measured; returns how many this run
+        measured. Ends early, with a warning, when the strategy runs dry or proposes only
+        candidates the job has measured for :data:`STALLED_ROUNDS` rounds in a row."""
+        measured, remaining, stalled = 0, self.config.trials - self.search_trials_done(), 0
+        while remaining > 0 and stalled < STALLED_ROUNDS:
+            proposal = self.strategy.propose(min(self.config.batch_size, remaining))
+            if not len(proposal):
+                break
+            n = self.run(proposal)
+            measured, remaining = measured + n, remaining - n
+            stalled = 0 if n else stalled + 1
+            progress(n)
+        if remaining > 0:
+            warnings.warn(f"search stopped after {measured} trials: no unmeasured "
+                          "placement left to propose", stacklevel=2)
+        return measured
+
+def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
+         config: TuneConfig) -> TuneResult:
+    """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged."""
+    from tqdm import tqdm
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t0 = time.perf_counter()
+    warm = warm_rows(space, config)
+    tuner = _tuner(space, measurer, log, config, warm)
+    interrupted = False
+    with tqdm(total=config.trials, disable=not config.progress, unit="trial",
+              initial=min(tuner.search_trials_done(), config.trials)) as bar:
+        try:
+            tuner.run_baselines()
+            tuner.run_search(bar.update)
+            if config.save_model:
+                tuner.strategy.save_model(config.save_model)
+        except KeyboardInterrupt:
+            interrupted = True
+    result = _result(tuner, interrupted, time.perf_counter() - t0)
+    return replace(result, warm_start=warm.summary() if warm is not None else "")
+
+
+def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
+           warm) -> Tuner:
+    """The job's tuner, with what it measured before taken in (``resume``)."""
+    study = open_study(space, config, study_sampler(config))
+    strategy = make_strategy(space, study, config, warm=warm,
+                             stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
+    store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
+                  study_params=strategy.study_params)
+    tuner = Tuner(space, measurer, store, strategy, config)
+    tuner.replay()
+    return tuner
+
+
+def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
+    """The job's result over its logged records before this run and this run's."""
+    job = [*tuner.store.logged, *tuner.records] if tuner.config.resume else tuner.records
+    names = tuner.baseline_names | {"heft"}
+    base = {r.strategy: r for r in job if r.strategy in names}
+    best = min((r for r in job if r.result.ok),
+               key=lambda r: (r.result.latency_s, r.trial), default=None)
+    return TuneResult(best=best, baselines=base, measured=len(tuner.records),
+                      log10_space=tuner.space.log10_size, interrupted=interrupted,
+                      resumed=tuner.resumed, wall_s=wall_s, measure_s=tuner.measure_s,
+                      stats=tuple(tuner.strategy.stats))

@@ -1,0 +1,141 @@
+"""Where measured candidates go: the tuning log first (the source of truth), then the study.
+
+A candidate is appended (and flushed) to the JSON-lines log before the Optuna study hears of
+it, so a crash between the two loses nothing: on ``resume`` the job's records in the log
+are the measured set, and any the study missed are added to it (:meth:`Store.sync`).
+Trials of the study carry the log's trial number (``user_attrs["trial"]``) and the genome
+(``user_attrs["genome"]``), so log and study join on the trial number.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from autoplace.measure.base import MeasureResult
+from autoplace.records import Record, TuningLog, read
+from autoplace.search.config import SearchError, TuneConfig
+from autoplace.search.params import distributions, to_params, to_placement
+from autoplace.space import Placement, SearchSpace
+
+
+def study_name(space: SearchSpace, config: TuneConfig) -> str:
+    g = space.graph
+    return config.study_name or f"autoplace-{g.name}-{space.profile.name}-{g.fingerprint[:8]}"
+
+
+def open_study(space: SearchSpace, config: TuneConfig,
+               sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+    """The job's study: in memory, or in ``config.storage`` (which must not hold it yet
+    unless ``config.resume``)."""
+    name = study_name(space, config)
+    if config.storage and not config.resume and name in optuna.get_all_study_names(config.storage):
+        raise SearchError(f"study {name!r} already exists in {config.storage}; "
+                          "pass --resume to continue it")
+    return optuna.create_study(study_name=name, storage=config.storage, sampler=sampler,
+                               direction="minimize", load_if_exists=config.resume)
+
+
+class Store:
+    """The job's log and study, and the job's records found in them."""
+
+    def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study, *,
+                 measurer: str, seed: int, study_params: bool):
+        self.space, self.log, self.study = space, log, study
+        self.measurer, self.seed, self.study_params = measurer, seed, study_params
+        self.dists: dict[str, CategoricalDistribution] = (
+            distributions(space) if study_params else {})
+        self.logged: list[Record] = self._job_records()
+        self.told: set[int] = set()  # numbers of asked trials finished by this run
+        self.next_trial = 1 + max((r.trial for r in self.logged), default=-1)
+
+    def _job_records(self) -> list[Record]:
+        """Records of this graph, profile and measurer already in the log."""
+        if not self.log.path.exists() or self.log.path.stat().st_size == 0:
+            return []
+        g, p = self.space.graph, self.space.profile
+        return [r for r in read(self.log.path)
+                if r.graph_fp == g.fingerprint and r.profile_hash == p.hash
+                and r.measurer == self.measurer]
+
+    # -- resuming ----------------------------------------------------------------------------
+    def sync(self) -> list[tuple[str, Placement, float | None]]:
+        """Add to the study the logged records it misses; return what the job measured
+        before: (strategy, placement, latency or None) from the log, then from trials of
+        the study that no record of this log has (another log's run on the same study)."""
+        in_study = {}
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
+                                                                  TrialState.FAIL)):
+            if t.user_attrs.get("strategy"):  # asked but never measured: no strategy
+                in_study[t.user_attrs.get("trial", t.number)] = t
+        for r in self.logged:
+            if r.trial not in in_study:
+                self._add_trial(r)
+        logged = {r.trial for r in self.logged}
+        done = [(r.strategy, r.placement, r.result.latency_s) for r in self.logged]
+        for number, t in sorted(in_study.items()):
+            if number not in logged and (p := self._placement(t)) is not None:
+                done.append((t.user_attrs["strategy"], p, t.value))
+        self.next_trial = max([self.next_trial, *(n + 1 for n in in_study)])
+        return done
+
+    def _placement(self, trial: FrozenTrial) -> Placement | None:
+        genome = trial.user_attrs.get("genome")
+        if genome:
+            return self.space.decode(*self.space.parse_genome(genome))
+        if trial.params:
+            dists = distributions(self.space)
+            return to_placement(self.space, {**{k: d.choices[0] for k, d in dists.items()},
+                                             **trial.params})
+        return None
+
+    # -- recording ---------------------------------------------------------------------------
+    def add(self, strategy: str, placement: Placement, result: MeasureResult, genome: str,
+            trial: optuna.Trial | None = None) -> Record:
+        """Log a measured candidate (flushed), then tell the study: finish ``trial`` if the
+        candidate was asked as one, else add a finished trial."""
+        g, p = self.space.graph, self.space.profile
+        rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
+                     strategy=strategy, trial=self.next_trial, seed=self.seed,
+                     measurer=self.measurer, placement=placement, result=result)
+        self.log.append(rec)
+        self.next_trial += 1
+        if trial is None:
+            self._add_trial(rec, genome)
+        else:
+            for k, v in _attrs(rec, genome).items():
+                trial.set_user_attr(k, v)
+            self._tell(trial, result.latency_s if result.ok else None)
+        return rec
+
+    def release(self, trial: optuna.Trial, latency: float | None = None) -> None:
+        """Finish an asked trial that was not measured: with the latency of the equal
+        candidate measured before (a duplicate), else as failed. It carries no strategy,
+        so it is never taken for a measured candidate."""
+        self._tell(trial, latency)
+
+    def _tell(self, trial: optuna.Trial, value: float | None) -> None:
+        self.told.add(trial.number)
+        if value is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, value, state=TrialState.COMPLETE)
+
+    def _add_trial(self, rec: Record, genome: str | None = None) -> None:
+        genome = genome or self.space.format_genome(*(x[0] for x in
+                                                      self.space.encode([rec.placement])))
+        params = to_params(self.space, rec.placement) if self.study_params else {}
+        res = rec.result
+        self.study.add_trial(optuna.trial.create_trial(
+            params=params, distributions={k: self.dists[k] for k in params},
+            value=res.latency_s if res.ok else None,
+            state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
+            user_attrs=_attrs(rec, genome)))
+
+
+def _attrs(rec: Record, genome: str) -> dict:
+    attrs = {"strategy": rec.strategy, "trial": rec.trial, "genome": genome}
+    if not rec.result.ok:
+        attrs["error"] = f"{rec.result.error.value}: {rec.result.detail}"
+    return attrs

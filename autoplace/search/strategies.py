@@ -1,0 +1,57 @@
+"""The strategies a tuning job can use, by name: the one place that maps ``--sampler``
+values to strategy objects (the tuning loop itself knows none of them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from autoplace.cost_model import XGBCostModel
+from autoplace.measure.batch import fits
+from autoplace.search.config import SAMPLERS, TuneConfig
+from autoplace.search.evolution import ModelGuidedEvolution
+from autoplace.search.guided import GuidedProposer, make_model
+from autoplace.search.optuna_sampling import OptunaSampling, sampler
+from autoplace.search.strategy import SearchStrategy
+from autoplace.search.warm_start import WarmStart, load_rows, split_paths
+from autoplace.space import SearchSpace
+
+
+def study_sampler(config: TuneConfig) -> optuna.samplers.BaseSampler:
+    """The sampler of the job's Optuna study (used to ask only by the Optuna strategies;
+    the others only add finished trials to the study)."""
+    return sampler("random" if config.sampler == "random" else "tpe", config.seed)
+
+
+def warm_rows(space: SearchSpace, config: TuneConfig) -> WarmStart | None:
+    """Training rows from the logs of ``config.warm_start`` (None without any)."""
+    logs, _ = split_paths(config.warm_start)
+    return load_rows(logs, space) if logs else None
+
+
+def make_strategy(space: SearchSpace, study: optuna.Study, config: TuneConfig, *,
+                  warm: WarmStart | None = None,
+                  stats_path: str | Path | None = None) -> SearchStrategy:
+    """The strategy ``config.sampler`` names, with its cost model (and warm-start rows)."""
+    if config.sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
+    proposer = _proposer(space, config, warm)
+    if config.sampler == "evolve":
+        return ModelGuidedEvolution(proposer, rank_stats=config.cost_model != "none",
+                                    stats_path=stats_path)
+    return OptunaSampling(space, study, label=config.sampler, mutation_ratio=config.mutation_ratio,
+                          seed=config.seed,
+                          proposer=proposer if config.cost_model != "none" else None)
+
+
+def _proposer(space: SearchSpace, config: TuneConfig, warm: WarmStart | None) -> GuidedProposer:
+    _, model_file = split_paths(config.warm_start)
+    if model_file is not None:
+        XGBCostModel.load(model_file)  # a bad file fails now, before any measurement
+    model = make_model(config.cost_model, seed=config.seed, init_model=model_file)
+    rows = (warm.X, warm.y) if warm is not None else None
+    return GuidedProposer(space, model=model, candidates=config.candidates, seed=config.seed,
+                          warm=rows, explore=config.explore,
+                          feasible=lambda c, m: np.asarray(fits(space, c, m)))

@@ -1,0 +1,72 @@
+"""The search-strategy interface (MetaSchedule's ``SearchStrategy``): propose, observe.
+
+A strategy proposes genomes of the compiled space; the tuning loop measures them, records
+them (log, then study) and hands the measured ones back with :meth:`SearchStrategy.observe`.
+The loop knows no strategy by name, and a strategy knows nothing of logs or measurers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autoplace.search.config import SearchError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposal:
+    """Candidates to measure: genome rows, how each was picked, and optionally the model's
+    prediction and the Optuna trial each was asked as (``None`` when not asked)."""
+
+    choice: np.ndarray  # (n, n_ops) choice per op
+    mode: np.ndarray  # (n, n_edges) copy mode per edge
+    labels: tuple[str, ...]  # the strategy name of each candidate, as logged
+    predicted: np.ndarray | None = None
+    trials: tuple = field(default=())  # optuna.trial.Trial or None per candidate
+
+    def __post_init__(self) -> None:
+        n = len(self.choice)
+        if len(self.mode) != n or len(self.labels) != n or (self.trials and len(self.trials) != n):
+            raise ValueError(f"a proposal's rows disagree: {n} choices, {len(self.mode)} modes, "
+                             f"{len(self.labels)} labels, {len(self.trials)} trials")
+
+    def __len__(self) -> int:
+        return len(self.choice)
+
+    def trial(self, i: int):
+        """The Optuna trial candidate ``i`` was asked as, or None."""
+        return self.trials[i] if self.trials else None
+
+    def take(self, rows: Sequence[int]) -> Proposal:
+        """The candidates at ``rows``, in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return Proposal(choice=self.choice[rows], mode=self.mode[rows],
+                        labels=tuple(self.labels[i] for i in rows),
+                        predicted=None if self.predicted is None else self.predicted[rows],
+                        trials=tuple(self.trials[i] for i in rows) if self.trials else ())
+
+
+class SearchStrategy(ABC):
+    """Proposes candidates and learns from their measurements."""
+
+    #: the study's trials carry per-op parameters (the Optuna samplers read them)
+    study_params: bool = False
+
+    def __init__(self) -> None:
+        self.stats: list[dict] = []  # per-round figures a strategy may keep (cost model)
+
+    @abstractmethod
+    def propose(self, n: int) -> Proposal:
+        """Up to ``n`` candidates not measured yet; none when the strategy has run dry."""
+
+    @abstractmethod
+    def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
+        """Measured candidates (``latency`` in seconds, NaN for a failed one). Also called
+        with the records of a resumed job and the baselines, which carry no prediction."""
+
+    def save_model(self, path: str) -> None:
+        """Fit the strategy's cost model on everything observed and write it."""
+        raise SearchError(f"{type(self).__name__} has no cost model to save")

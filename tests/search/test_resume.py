@@ -1,0 +1,154 @@
+"""The log is the source of truth: a job killed at any point resumes without measuring any
+logged candidate again, whether or not the candidate reached the Optuna study."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
+from autoplace.profile_io import load_profile
+from autoplace.records import TuningLog, read
+from autoplace.search import TuneConfig, baselines, tune
+from autoplace.space import SearchSpace
+
+#: a job that SIGKILLs itself right after the log line of trial ``kill_at`` is flushed:
+#: that candidate is in the log and not in the study
+KILLED_JOB = textwrap.dedent("""
+    import os, signal, sys
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+    from autoplace.records import TuningLog
+    from autoplace.search import TuneConfig, baselines, tune
+    from autoplace.space import SearchSpace
+
+    log_path, storage, sampler, kill_at = sys.argv[1], sys.argv[2] or None, sys.argv[3], \\
+        int(sys.argv[4])
+
+    class DiesAfterLogging(TuningLog):
+        def append(self, record):
+            super().append(record)
+            if record.trial == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    with DiesAfterLogging(log_path) as log:
+        tune(space, Simulator(space), log, TuneConfig(trials=40, seed=5, sampler=sampler,
+                                                      storage=storage))
+""")
+
+SPACE = None
+
+
+def space():
+    global SPACE
+    if SPACE is None:
+        SPACE = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    return SPACE
+
+
+def killed_run(log: Path, storage: str, sampler: str, kill_at: int) -> None:
+    proc = subprocess.run([sys.executable, "-c", KILLED_JOB, str(log), storage, sampler,
+                           str(kill_at)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
+def resume(log: Path, storage: str, sampler: str):
+    s = space()
+    with TuningLog(log) as tl:
+        return tune(s, Simulator(s), tl, TuneConfig(trials=40, seed=5, sampler=sampler,
+                                                    storage=storage or None, resume=True))
+
+
+def n_baselines() -> int:
+    return len(baselines(space()))  # squeezenet on soc: single:cpu1, single:cpu2, greedy
+
+
+def genome_keys(records):
+    s = space()
+    choice, mode = s.encode([r.placement for r in records])
+    return s.keys(choice, s.normalize(choice, mode))
+
+
+def check_job(records, n_baselines: int) -> None:
+    """Every baseline once, 40 search candidates, no placement measured twice (baselines
+    may repeat each other), trial numbers 0..n-1 in log order."""
+    assert len(records) == n_baselines + 40
+    assert [r.trial for r in records] == list(range(len(records)))
+    search = genome_keys(records[n_baselines:])
+    assert len(set(search)) == len(search)
+    assert len({r.strategy for r in records[:n_baselines]}) == n_baselines
+
+
+def logged_values(records) -> dict[int, float | None]:
+    return {r.trial: r.result.latency_s if r.result.ok else None for r in records}
+
+
+def study_trials(storage: str) -> dict[int, float | None]:
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+    return {t.user_attrs["trial"]: t.value for t in study.trials if t.user_attrs.get("strategy")}
+
+
+@pytest.mark.parametrize("sampler", ["evolve", "tpe"])
+@pytest.mark.parametrize("kill_at", [1, 17])  # among the baselines; in the search
+def test_a_candidate_logged_but_not_in_the_study_is_not_measured_again(tmp_path, sampler,
+                                                                      kill_at):
+    log, storage = tmp_path / "t.jsonl", f"sqlite:///{tmp_path / 't.db'}"
+    killed_run(log, storage, sampler, kill_at)
+    before = read(log)
+    assert before[-1].trial == kill_at
+    assert kill_at not in study_trials(storage)  # killed between the log and the study
+    result = resume(log, storage, sampler)
+    records = read(log)
+    assert records[:len(before)] == before  # nothing logged is rewritten
+    assert result.resumed == len(before) and result.measured == len(records) - len(before)
+    check_job(records, n_baselines())
+    # log and study join on the trial number, with the same values
+    assert study_trials(storage) == logged_values(records)
+    best = min((r for r in records if r.result.ok), key=lambda r: r.result.latency_s)
+    assert result.best.result.latency_s == best.result.latency_s  # over the whole job
+
+
+def test_resume_without_storage_continues_from_the_log(tmp_path):
+    log = tmp_path / "t.jsonl"
+    killed_run(log, "", "evolve", 20)
+    before = read(log)
+    result = resume(log, "", "evolve")
+    records = read(log)
+    check_job(records, n_baselines())
+    assert result.resumed == len(before) == 21
+    assert set(result.baselines) >= {"greedy", "single:cpu1"}  # from the log, not measured
+
+
+def test_sigkill_at_any_moment_of_a_cli_run_loses_and_repeats_nothing(tmp_path):
+    """A real crash, at whatever moment the kill lands: after the log holds some lines."""
+    log, storage = tmp_path / "t.jsonl", f"sqlite:///{tmp_path / 't.db'}"
+    cmd = [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw", "soc",
+           "--trials", "40", "--seed", "5", "--batch-size", "4", "--log", str(log),
+           "--storage", storage, "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and log.read_bytes().count(b"\n") >= 14:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read()[-2000:]
+    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = read(log)  # (a torn last line was cut before appending)
+    check_job(records, n_baselines())
+    assert study_trials(storage) == logged_values(records)
+    assert "resumed:" in done.stdout
