@@ -62,3 +62,12 @@ def fork_graph() -> OpGraph:
     edges = (Edge(src=0, dst=1, nbytes=1000), Edge(src=0, dst=2, nbytes=1000),
              Edge(src=1, dst=3, nbytes=1000), Edge(src=2, dst=3, nbytes=1000))
     return OpGraph(name="fork", ops=ops, edges=edges)
+
+
+def resident_and_streamed(space):
+    """On ``soc``, for a graph of two ops with weights (tests/measure/conftest.py ``weighted``):
+    the first keeps its weights in sram1, the second streams them to sram2."""
+    first, second = (op.name for op in space.graph.ops)
+    return space.from_user({"ops": {
+        first: {"unit": "accelerator1", "scope": "sram1", "weights": "resident"},
+        second: {"unit": "accelerator2", "scope": "sram2", "weights": "streamed"}}})

@@ -2,8 +2,8 @@
 
 TVM's default Relax build pipeline runs ``StaticPlanBlockMemory``, which in TVM 0.27
 reuses a storage block allocated on one VDevice for a tensor on another: placed modules
-then fail at run time with ``Mismatched ... device_id`` (tests/test_build.py keeps a case
-that shows it). :func:`placed_pipeline` is that pipeline without the planner; tensors are
+then fail at run time with ``Mismatched ... device_id`` (tests/deploy/test_build.py keeps a
+case that shows it). :func:`placed_pipeline` is that pipeline without the planner; tensors are
 allocated through the VM's pooled allocator instead.
 """
 
@@ -18,7 +18,8 @@ from autoplace.deploy.targets import BuildError
 
 #: Name of the Relax function every built module carries: its metadata, as JSON.
 META_FUNC = "autoplace_meta"
-META_VERSION = 1
+#: 2: ``load`` (a function to run once at load, its result ``main``'s last argument)
+META_VERSION = 2
 
 
 def placed_pipeline(*, plan_memory: bool = False) -> tvm.transform.Pass:
@@ -49,9 +50,10 @@ def _attr_json(func: relax.Function, key: str, default):
     return json.loads(str(attrs[key]))
 
 
-def _inputs(func: relax.Function) -> list[dict]:
+def _inputs(func: relax.Function, load: str | None) -> list[dict]:
+    """The graph inputs: ``main``'s parameters, but for the last if ``load`` fills it."""
     out = []
-    for p in func.params:
+    for p in list(func.params)[:-1] if load else func.params:
         ty = p.ty
         if not isinstance(ty, relax.TensorType) or ty.shape is None:
             raise BuildError(f"main parameter {p.name!r} is not a tensor of known shape")
@@ -61,11 +63,13 @@ def _inputs(func: relax.Function) -> list[dict]:
 
 
 def metadata(mod: tvm.IRModule) -> dict:
-    """What a runner needs: the inputs, the VM devices, and the placement's records."""
+    """What a runner needs: the inputs, the VM devices, the function to run once at load
+    (``load``: its result is ``main``'s last argument, or None), the placement's records."""
     main = mod["main"]
     vdevices = _attr_json(main, "autoplace.vdevices", [{"device": [1, 0], "scope": "",
                                                         "units": []}])
-    return {"version": META_VERSION, "inputs": _inputs(main),
+    load = _attr_json(main, "autoplace.load", None)
+    return {"version": META_VERSION, "inputs": _inputs(main, load), "load": load,
             "devices": [v["device"] for v in vdevices], "vdevices": vdevices,
             "copies": _attr_json(main, "autoplace.copies", []),
             "placement": _attr_json(main, "autoplace.placement", None),

@@ -6,10 +6,14 @@ Mapping (docs/build.md has the whole story):
   live there), the others in profile order; a VDevice is a unit's target on a scope's
   device, so a kernel's inputs must be on its scope's device, as on a real chip;
 - an argument on another device gets a ``to_vdevice`` copy named after its mode
-  (``copy_sync``, ``copy_async``; ``stage`` for graph inputs and weights staged out of the
-  default scope; ``device`` for a change of device type within one scope);
+  (``copy_sync``, ``copy_async``; ``stage`` for graph inputs and streamed weights staged
+  out of the default scope on every run; ``device`` for a change of device type within one
+  scope);
+- a weight of an op whose placement keeps it ``resident`` is copied to the op's VDevice
+  once, by the function :data:`LOAD_FUNC` the loader runs when it loads the library; its
+  result (a map: key -> weight on its VDevice) is ``main``'s last parameter;
 - ``main`` carries the whole mapping as JSON attributes (``autoplace.vdevices``,
-  ``autoplace.copies``, ``autoplace.placement``).
+  ``autoplace.copies``, ``autoplace.placement``, ``autoplace.load``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from autoplace.profile import Profile
 from autoplace.space import Placement, SearchSpace
 
 CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+
+#: The function that places resident weights; the loader runs it once (docs/build.md).
+LOAD_FUNC = "place_weights"
 
 
 @dataclass
@@ -117,6 +124,9 @@ class _KernelPlacer(relax.PyExprMutator):
         self.funcs: dict[tuple[str, str], object] = {}  # (PrimFunc, target key) -> GlobalVar
         self.copies: list[dict] = []
         self.cache: dict = {}  # (original argument, consumer op) -> copied Var
+        self.weights = relax.Var("resident_weights", relax.ObjectType())  # main's last param
+        self.resident: list[tuple] = []  # (constant, VDevice), index = key in the weights map
+        self.resident_vars: dict = {}  # (constant, vdevice index) -> Var in main
         self.error: BuildError | None = None  # TVM's FFI turns exceptions into RuntimeError
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
@@ -156,6 +166,8 @@ class _KernelPlacer(relax.PyExprMutator):
         src = 0 if src_op is None else plan.op_vdevice[src_op]
         if _device(plan.vdevices[src]) == _device(plan.vdevices[dst]):
             return new
+        if src_op is None and self._is_resident(orig, k):
+            return self._resident_weight(orig, k)
         if (orig, k) not in self.cache:
             edge, mode = self._copy_mode(src_op, k, orig)
             var = self.builder_.emit(relax.op.to_vdevice(new, plan.vdevices[dst]), f"copy_{mode}")
@@ -164,6 +176,30 @@ class _KernelPlacer(relax.PyExprMutator):
                                 "src_vdevice": src, "dst_vdevice": dst})
             self.cache[orig, k] = var
         return self.cache[orig, k]
+
+    def _is_resident(self, orig, k: int) -> bool:
+        """Whether ``orig`` is a weight (a constant) op ``k`` keeps resident in its scope."""
+        op = self.graph.ops[k].name
+        return (isinstance(orig, tvm.ir.expr.Constant)
+                and self.placement.weights.get(op) == "resident")
+
+    def _resident_weight(self, const, k: int):
+        """The weight ``const`` on op ``k``'s VDevice, placed there at load time: an item of
+        ``main``'s weights map (no copy in ``main``; :func:`place_weights_func` copies it)."""
+        dst = self.plan.op_vdevice[k]
+        if (const, dst) not in self.resident_vars:
+            key, vd = len(self.resident), self.plan.vdevices[dst]
+            self.resident.append((const, vd))
+            item = relax.call_pure_packed("ffi.MapGetItem", self.weights, _key(key),
+                                          ty_args=[_typed(const.ty, vd)])
+            var = self.builder_.emit(item, "weight_resident")
+            self.copies.append({"var": var.name, "edge": f"constant->{self.graph.ops[k].name}",
+                                "mode": "resident", "key": key, "func": LOAD_FUNC,
+                                "src": self.plan.info[0]["scope"],
+                                "dst": self.plan.info[dst]["scope"],
+                                "src_vdevice": 0, "dst_vdevice": dst})
+            self.resident_vars[const, dst] = var
+        return self.resident_vars[const, dst]
 
     def _copy_mode(self, src_op: int | None, k: int, orig) -> tuple[str, str]:
         ops, placement = self.graph.ops, self.placement
@@ -174,6 +210,23 @@ class _KernelPlacer(relax.PyExprMutator):
         if placement.ops[ops[src_op].name][1] == placement.ops[ops[k].name][1]:
             return edge, "device"
         return edge, placement.copies[edge]
+
+
+def _key(i: int) -> relax.Expr:
+    return relax.prim_value(tvm.tirx.IntImm("int64", i))
+
+
+def place_weights_func(resident: list[tuple]) -> relax.Function:
+    """:data:`LOAD_FUNC`: each (constant, VDevice) copied to its VDevice, as a map from its
+    key (index in ``resident``) to the copy; run once when the library is loaded."""
+    bb = relax.BlockBuilder()
+    with bb.function(LOAD_FUNC, []):
+        items = []
+        for i, (const, vd) in enumerate(resident):
+            items += [_key(i), bb.emit(relax.op.to_vdevice(const, vd), "copy_resident")]
+        out = bb.emit(relax.call_pure_packed("ffi.Map", *items, ty_args=[relax.ObjectType()]))
+        bb.emit_func_output(out)
+    return bb.finalize()[LOAD_FUNC]
 
 
 def check_placement(graph: OpGraph, placement: Placement, profile: Profile) -> None:
@@ -196,6 +249,8 @@ def _placed_main(func: relax.Function, placer: _KernelPlacer, vd0) -> relax.Func
         if placer.error is not None:
             raise placer.error from None
         raise
+    if placer.resident:  # the weights LOAD_FUNC placed, as main's last parameter
+        params.append(placer.weights)
     return relax.Function(params, body, None, func.is_pure, func.attrs)
 
 
@@ -204,7 +259,8 @@ def apply(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
     """``mod`` (the fused module the op graph was made from) placed as ``placement`` says.
 
     Returns the module after RealizeVDevice: kernels on VDevices, ``to_vdevice`` copies,
-    JSON attributes on ``main`` recording VDevices, copies and the placement. With
+    JSON attributes on ``main`` recording VDevices, copies and the placement, and, if some
+    weights are resident out of the default scope, :data:`LOAD_FUNC` placing them. With
     ``memory_scopes="global"`` (the default) every VDevice has memory scope ``"global"`` so
     the module runs on a CPU; ``"profile"`` uses the profile's scope names (docs/build.md).
     """
@@ -220,14 +276,30 @@ def apply(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
     if placer.k != len(graph.ops):
         raise BuildError(f"module does not match graph {graph.name!r}: {placer.k} kernels, "
                          f"the graph has {len(graph.ops)} ops")
-    attrs = {"autoplace.vdevices": plan.info, "autoplace.copies": placer.copies,
+    attrs = _main_attrs(placer, graph, placement, profile)
+    for key, value in attrs.items():
+        main = main.with_attr(key, json.dumps(value, sort_keys=True))
+    return _placed_module(placer, main)
+
+
+def _main_attrs(placer: _KernelPlacer, graph: OpGraph, placement: Placement,
+                profile: Profile) -> dict:
+    """``main``'s JSON attributes: the mapping, and the load function if there is one."""
+    attrs = {"autoplace.vdevices": placer.plan.info, "autoplace.copies": placer.copies,
              "autoplace.placement": placement.to_dict(),
              "autoplace.graph": {"name": graph.name, "fingerprint": graph.fingerprint},
              "autoplace.profile": {"name": profile.name, "hash": profile.hash}}
-    for key, value in attrs.items():
-        main = main.with_attr(key, json.dumps(value, sort_keys=True))
+    if placer.resident:
+        attrs["autoplace.load"] = LOAD_FUNC
+    return attrs
+
+
+def _placed_module(placer: _KernelPlacer, main: relax.Function) -> tvm.IRModule:
+    """The placer's module with ``main``, :data:`LOAD_FUNC` if needed, VDevices realized."""
     out = placer.builder_.get()
     out.update_func(out.get_global_var("main"), main)
     out = relax.transform.DeadCodeElimination(["main"])(out)
-    out.update_global_info("vdevice", list(plan.vdevices))
+    if placer.resident:
+        out[LOAD_FUNC] = place_weights_func(placer.resident)
+    out.update_global_info("vdevice", list(placer.plan.vdevices))
     return relax.transform.RealizeVDevice()(out)

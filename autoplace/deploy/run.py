@@ -65,7 +65,9 @@ class Loaded:
     """A built module in a Relax VM on its devices (local, or remote with ``device``).
 
     ``lib`` is an Executable or a loaded runtime Module; ``device(type, id)`` makes a
-    device (``tvm.device`` here, ``session.device`` through RPC).
+    device (``tvm.device`` here, ``session.device`` through RPC). If the module has a load
+    function (``meta["load"]``: the build's ``place_weights``), it runs once here and its
+    result, ``weights`` (resident weights on their devices), is passed to every ``main`` call.
     """
 
     def __init__(self, lib, device: Callable = tvm.device):
@@ -73,6 +75,16 @@ class Loaded:
         self.meta = json.loads(str(probe[META_FUNC]()))
         self.devices = [device(t, i) for t, i in self.meta["devices"]]
         self.vm = relax.VirtualMachine(lib, self.devices)
+        load = self.meta.get("load")
+        self.weights = self.vm[load]() if load else None
+
+    def _main_args(self, args: Sequence) -> list:
+        """The inputs plus, if the module has one, the load function's result.
+
+        It goes through ``set_input`` unchanged because it is a map: the VM moves every
+        tensor (and array of tensors) given to ``set_input`` onto its first device.
+        """
+        return [*args, self.weights] if self.weights is not None else list(args)
 
     def inputs(self, arrays: Sequence[np.ndarray]) -> list:
         """``arrays`` as tensors on the input device (vdevice 0)."""
@@ -80,7 +92,7 @@ class Loaded:
 
     def run(self, args: Sequence) -> list[np.ndarray]:
         """One call of ``main``; the outputs as numpy arrays."""
-        self.vm.set_input("main", *args)
+        self.vm.set_input("main", *self._main_args(args))
         self.vm.invoke_stateful("main")
         return to_numpy(self.vm.get_outputs("main"))
 
@@ -91,7 +103,7 @@ class Loaded:
         which is what makes ``to_vdevice`` of an input work through RPC (a remote argument
         reaches the VM as a bare ``DLTensor*`` that ``vm.builtin.to_device`` refuses).
         """
-        self.vm.set_input("main", *args)
+        self.vm.set_input("main", *self._main_args(args))
         for _ in range(settings.warmup):
             self.vm.invoke_stateful("main")
         timer = self.vm.time_evaluator("invoke_stateful", self.devices[0],

@@ -17,6 +17,7 @@ import pytest
 import tvm
 from factories import tiny_profile
 from onnx import numpy_helper
+from tvm import relax
 
 from autoplace.deploy import (
     BuildError,
@@ -30,6 +31,7 @@ from autoplace.deploy import (
     random_inputs,
 )
 from autoplace.deploy.pipeline import placed_pipeline, with_metadata
+from autoplace.deploy.place import LOAD_FUNC
 from autoplace.deploy.run import Loaded
 from autoplace.frontend.te import seed_example
 from autoplace.measure.base import ErrorKind, MeasureResult
@@ -156,13 +158,16 @@ class Reference:
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
     def check(self, placement: Placement, profile) -> dict:
-        built = build(self.mod, placement, profile, graph=self.graph)
+        return self.check_built(build(self.mod, placement, profile, graph=self.graph)).meta
+
+    def check_built(self, built) -> Loaded:
+        """Load ``built``, run it on the inputs, check its outputs equal the unplaced ones."""
         loaded = built.load()
         got = loaded.run(loaded.inputs(self.inputs))
         assert len(got) == len(self.outputs)
         for a, b in zip(got, self.outputs):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-        return loaded.meta
+        return loaded
 
 
 def assert_copies_match(meta: dict, placement: Placement) -> None:
@@ -181,6 +186,73 @@ def test_placed_outputs_equal_unplaced(model, quick_soc, tmp_path):
         if name == "alternating":
             assert len(placement.copies) >= len(ref.graph.ops) // 3
             assert len({tuple(d) for d in meta["devices"]}) >= 3
+
+
+def mixed_weights(space: SearchSpace) -> Placement:
+    """Ops with weights in turn: resident in sram1, streamed to sram2, resident in sram2,
+    streamed to sram1 (on the accelerator next to each SRAM); the others on the host."""
+    cycle = [("accelerator1", "sram1", "resident"), ("accelerator2", "sram2", "streamed"),
+             ("accelerator2", "sram2", "resident"), ("accelerator1", "sram1", "streamed")]
+    weighty = [op.name for op in space.graph.ops if op.weight_bytes > 0]
+    return space.from_user({"ops": {name: dict(zip(("unit", "scope", "weights"), cycle[i % 4]))
+                                    for i, name in enumerate(weighty)}})
+
+
+def weight_reads(main: relax.Function) -> list[set[str]]:
+    """Per kernel of ``main`` (program order), how it gets its weights: ``const`` (the
+    constant itself), ``copy`` (a ``to_vdevice`` of a constant in ``main``, every run) or
+    ``loaded`` (an item of the load function's result, ``main``'s weights parameter)."""
+    to_vdevice = tvm.ir.Op.get("relax.to_vdevice")
+    how, out = {}, []
+    for block in main.body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op.same_as(to_vdevice):
+                if isinstance(v.args[0], tvm.ir.expr.Constant):
+                    how[b.var] = "copy"
+            elif isinstance(v, relax.Call) and "ffi.MapGetItem" in str(v.args[0]):
+                assert v.args[1].same_as(main.params[-1])
+                how[b.var] = "loaded"
+            elif isinstance(v, relax.Call) and v.op.same_as(tvm.ir.Op.get("relax.call_tir")):
+                args = v.args[1].fields
+                out.append({"const" if isinstance(a, tvm.ir.expr.Constant) else how[a]
+                            for a in args if isinstance(a, tvm.ir.expr.Constant) or a in how})
+    return out
+
+
+def test_resident_weights_are_placed_at_load_and_streamed_ones_every_run(quick_soc, tmp_path):
+    ref = Reference("squeezenet", tmp_path, QUICK)
+    placement = mixed_weights(SearchSpace(ref.graph, quick_soc))
+    built = build(ref.mod, placement, quick_soc, graph=ref.graph)
+    loaded = ref.check_built(built)
+    reads = weight_reads(built.module["main"])
+    resident = set(placement.weights)
+    assert len(resident) >= 5 and len(reads) == len(ref.graph.ops)
+    for op, how in zip(ref.graph.ops, reads):
+        off_default = placement.ops[op.name][1] != quick_soc.default_scope
+        want = set() if not op.weight_bytes else {"const"} if not off_default else \
+            {"loaded"} if op.name in resident else {"copy"}
+        assert how == want, op.name
+    assert_weight_copies(loaded, placement, ref.graph, quick_soc.default_scope)
+
+
+def assert_weight_copies(loaded: Loaded, placement: Placement, graph, default: str) -> None:
+    """``autoplace.copies`` has a ``resident`` copy for each weight of an op outside the
+    default scope that keeps its weights, a ``stage`` copy for the others, and the load
+    step put each resident one on the device of its op's VDevice."""
+    weight_copies = [c for c in loaded.meta["copies"] if c["edge"].startswith("constant->")]
+    modes: dict[str, set] = {}
+    for c in weight_copies:
+        modes.setdefault(c["edge"].split("->")[1], set()).add(c["mode"])
+    assert modes == {op.name: {"resident" if op.name in placement.weights else "stage"}
+                     for op in graph.ops
+                     if op.weight_bytes and placement.ops[op.name][1] != default}
+    placed = {c["key"]: c for c in weight_copies if c["mode"] == "resident"}
+    assert loaded.meta["load"] == LOAD_FUNC and sorted(loaded.weights.keys()) == sorted(placed)
+    for key, copy in placed.items():
+        assert copy["dst_vdevice"] != 0
+        want = tvm.device(*loaded.meta["devices"][copy["dst_vdevice"]])
+        assert loaded.weights[key].device == want
 
 
 @pytest.mark.slow
@@ -228,6 +300,7 @@ def test_the_first_seed_construct(soc):
     assert units == {"cpu1": "dram", "accelerator1": "dram", "accelerator2": "sram2"}
     text = built.module["main"].script()
     assert "copy_async" in text and "copy_sync" in text
+    assert loaded.meta["load"] is None and loaded.weights is None  # no weights to place
 
 
 def test_kernels_carry_their_units_target(soc):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from factories import resident_and_streamed
 from tvm import te
 
 from autoplace.deploy.run import TimeSettings
@@ -43,6 +44,20 @@ def test_measures_real_builds_in_order(seed, soc):
     assert all(0 < r.latency_s < 0.1 for r in results if r.ok)
     assert results[0] is results[3]  # one build and one run for a repeated candidate
     assert m.measure([]) == []
+
+
+def test_resident_weights_are_placed_when_the_runner_loads_the_library(weighted, soc):
+    """The runner runs the library's load step (else ``main`` misses its weights)."""
+    mod, graph = weighted
+    space = SearchSpace(graph, soc)
+    placement = resident_and_streamed(space)
+    assert list(placement.weights.values()) == ["resident"]
+    m = LocalMeasurer(mod, graph, soc, settings=FAST, timeout=60, build_workers=1)
+    try:
+        results = m.measure([placement, space.uniform("cpu1")])
+    finally:
+        m.close()
+    assert [r.error for r in results] == [None, None], [r.detail for r in results]
 
 
 def test_a_build_failure_is_a_failed_result(seed, soc):

@@ -17,6 +17,7 @@ import time
 
 import psutil
 import pytest
+from factories import resident_and_streamed
 from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.run import TimeSettings
@@ -123,6 +124,20 @@ def test_runs_real_builds_on_two_servers(seed, soc, servers, tracker):
     assert [r.error for r in results] == [None, None, ErrorKind.INVALID, None, None]
     assert all(0 < r.latency_s < 0.1 for r in results if r.ok)
     assert m.name == "rpc"
+
+
+def test_resident_weights_are_placed_when_a_server_loads_the_library(weighted, soc, servers,
+                                                                      tracker):
+    servers.start(1)
+    mod, graph = weighted
+    space = SearchSpace(graph, soc)
+    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key,
+                    settings=TimeSettings(repeat=2), timeout=60, build_workers=1)
+    try:
+        results = m.measure([resident_and_streamed(space), space.uniform("cpu1")])
+    finally:
+        m.close()
+    assert [r.error for r in results] == [None, None], [r.detail for r in results]
 
 
 def test_simulated_boards_answer_as_the_simulator(seed, soc, servers, tracker):
