@@ -6,7 +6,10 @@ Bad input gives one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,14 +107,37 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: a set-up phase that takes longer than this says what it does (and then how long it took)
+SLOW_PHASE_S = 2.0
+
+
+@contextlib.contextmanager
+def phase(what: str):
+    """Print ``what`` if the block is still running after :data:`SLOW_PHASE_S` seconds,
+    and its time when it ends (quiet for quick phases)."""
+    t0 = time.perf_counter()
+    timer = threading.Timer(SLOW_PHASE_S, lambda: print(f"{what} ...", flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if time.perf_counter() - t0 >= SLOW_PHASE_S:
+            print(f"{what}: {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 def _load(model: str, hw: str):
     from autoplace.models import load_graph
     from autoplace.profile_io import load_profile
     from autoplace.space import SearchSpace
 
-    graph = load_graph(model)
-    profile = load_profile(hw)
-    return graph, profile, SearchSpace(graph, profile)
+    with phase(f"loading model {model}"):
+        graph = load_graph(model)
+    with phase(f"loading profile {hw}"):
+        profile = load_profile(hw)
+    with phase(f"compiling the search space ({len(graph.ops)} ops x {len(profile.units)} units)"):
+        return graph, profile, SearchSpace(graph, profile)
 
 
 def make_measurer(args, graph, profile, space):
@@ -141,7 +167,8 @@ def cmd_tune(args) -> int:
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
           f"({len(profile.units)} units), space 10^{space.log10_size:.1f}, log {log_path}")
-    measurer = make_measurer(args, graph, profile, space)
+    with phase(f"starting the {args.measurer} measurer"):
+        measurer = make_measurer(args, graph, profile, space)
     try:
         with TuningLog(log_path) as log:
             result = tune(space, measurer, log, config)

@@ -130,3 +130,19 @@ def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path):
 def test_help(argv):
     p = cli(*argv)
     assert p.returncode == 0 and "usage: autoplace" in p.stdout
+
+
+def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, monkeypatch):
+    import time
+
+    from autoplace import cli
+
+    monkeypatch.setattr(cli, "SLOW_PHASE_S", 0.05)
+    with cli.phase("compiling the search space"):
+        time.sleep(0.3)
+    with cli.phase("loading profile soc"):
+        pass
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "compiling the search space ..."
+    assert out[1].startswith("compiling the search space: ") and out[1].endswith(" s")
+    assert len(out) == 2

@@ -163,13 +163,16 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
-    warm = warm_rows(space, config)
-    tuner = _tuner(space, measurer, log, config, warm)
     interrupted = False
-    with tqdm(total=config.trials, disable=not config.progress, unit="trial",
-              initial=min(tuner.search_trials_done(), config.trials)) as bar:
+    with tqdm(total=config.trials, disable=not config.progress, unit="trial") as bar:
+        bar.set_description_str("set-up (study, cost model, log)")
+        warm = warm_rows(space, config)
+        tuner = _tuner(space, measurer, log, config, warm)
+        bar.update(min(tuner.search_trials_done(), config.trials))
         try:
+            bar.set_description_str("baselines")
             tuner.run_baselines()
+            bar.set_description_str("search")
             tuner.run_search(bar.update)
             if config.save_model:
                 tuner.strategy.save_model(config.save_model)
