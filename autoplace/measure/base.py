@@ -124,5 +124,13 @@ class Measurer(ABC):
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
         """Measure each placement; same order and length as the input."""
 
+    def measure_encoded(self, choice, mode, placements: Sequence[Placement]
+                        ) -> list[MeasureResult]:
+        """Measure candidates given both ways: genome rows of this measurer's space (copy
+        modes repaired by ``space.normalize``) and the placements they decode to, as the
+        tuning loop has them. By default :meth:`measure` of the placements; a measurer
+        that works on arrays (the simulator) skips encoding them again."""
+        return self.measure(placements)
+
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release workers, sessions or files (default: nothing)."""

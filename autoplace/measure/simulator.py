@@ -100,6 +100,17 @@ class Simulator(Measurer):
         # the reference path names the op, edge or scopes that are wrong
         return [r if r is not None else self.simulate(p) for r, p in zip(results, placements)]
 
+    def measure_encoded(self, choice: np.ndarray, mode: np.ndarray,
+                        placements: Sequence[Placement]) -> list[MeasureResult]:
+        """:meth:`measure` on rows the space encoded (so their copies are the crossing
+        edges): the batch kernel on the rows as given; the reference path only for rows
+        without a route, which it names."""
+        if self.timeline or not len(placements):
+            return self.measure(placements)
+        out = simulate_batch(self.space, choice, mode)
+        return [self.simulate(p) if out.no_route[b] else self.result(out, b)
+                for b, p in enumerate(placements)]
+
     def _copies_match(self, choice: np.ndarray, mode: np.ndarray,
                       placements: list[Placement]) -> np.ndarray:
         """Rows whose copies are exactly the crossing edges, in a mode with a route."""

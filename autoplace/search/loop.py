@@ -84,7 +84,7 @@ class Tuner:
         placements = [self.space.decode(proposal.choice[i], mode[i]) for i in fresh]
         results, stopped = [None] * len(fresh), None
         try:
-            results, stopped = self._measure(placements)
+            results, stopped = self._measure(proposal.choice[fresh], mode[fresh], placements)
             for i, pl, res in zip(fresh, placements, results):
                 self._record(proposal, i, keys[i], pl, res, mode[i])
         finally:  # interrupted: asked trials left running are finished as not measured
@@ -125,14 +125,14 @@ class Tuner:
         self.seen[key] = result.latency_s if result.ok else None
         self.done.append(proposal.labels[i])
 
-    def _measure(self, placements: list[Placement]):
+    def _measure(self, choice: np.ndarray, mode: np.ndarray, placements: list[Placement]):
         """(results, stop): the measurer's results, or, when it stops mid-batch, what it got
         (None for the rest) and the stop to raise once those are recorded."""
         if not placements:
             return [], None
         t0 = time.perf_counter()
         try:
-            return self.measurer.measure(placements), None
+            return self.measurer.measure_encoded(choice, mode, placements), None
         except MeasurementStopped as exc:
             return exc.partial or [None] * len(placements), exc
         finally:

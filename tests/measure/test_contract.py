@@ -144,3 +144,18 @@ def test_empty_batch(measurer):
 
 def test_measurer_has_a_log_name(measurer):
     assert isinstance(measurer.name, str) and measurer.name != "measurer"
+
+
+def test_measure_encoded_equals_measure(factory, measurer, space):
+    """The tuning loop's path (genome rows and placements) gives what ``measure`` gives."""
+    import numpy as np
+
+    batch = [space.uniform("cpu"), space.from_user({"Y": "acc"}), space.uniform("acc")]
+    choice, mode = space.encode(batch)
+    mode = space.normalize(choice, mode)
+    encoded, plain = measurer.measure_encoded(choice, mode, batch), measurer.measure(batch)
+    assert [(r.ok, r.error) for r in encoded] == [(r.ok, r.error) for r in plain]
+    if isinstance(measurer, Simulator):  # deterministic: equal field by field
+        assert encoded == plain
+    assert measurer.measure_encoded(np.zeros((0, space.n_ops), dtype=np.int64),
+                                    np.zeros((0, space.n_edges), dtype=np.int64), []) == []

@@ -102,3 +102,21 @@ def test_no_route_is_reported_as_no_copy_path():
     p = space.decode([2, 2, 0], [0, 0])  # X, Y in sram; Z on cpu in dram: sram->dram has no path
     r = Simulator(space).simulate(p)
     assert r.error is ErrorKind.NO_COPY_PATH and "'sram' to 'dram'" in r.detail
+
+
+@pytest.mark.parametrize("model,hw", [("squeezenet", "soc"), ("resnet50", "mesh"),
+                                      ("inception_v1", "biglittle")])
+def test_measure_encoded_equals_measure_on_random_placements(model, hw):
+    import numpy as np
+
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    choice, mode = space.random_genomes(64, np.random.default_rng(3))
+    mode = space.normalize(choice, mode)
+    placements = [space.decode(c, m) for c, m in zip(choice, mode)]
+    sim = Simulator(space)
+    got = sim.measure_encoded(choice, mode, placements)
+    assert got == sim.measure(placements)
+    assert {r.error for r in got} - {None}  # the sample has failures too
