@@ -192,11 +192,11 @@ def _first_unseen(keys: list[bytes], seen: set[bytes]) -> np.ndarray:
 
 def _unique(c, m, s, keys: list[bytes], exclude: set[bytes]):
     """Rows sorted by score (stable), the first of each key, excluded keys dropped."""
-    order = np.argsort(s, kind="stable")
-    seen, keep = set(exclude), []
-    for idx in order:
-        if keys[idx] not in seen:
-            seen.add(keys[idx])
+    seen, keep = set(), []  # (exclude is not copied: it holds every measured key)
+    for idx in np.argsort(s, kind="stable").tolist():
+        key = keys[idx]
+        if key not in seen and key not in exclude:
+            seen.add(key)
             keep.append(idx)
     keep = np.array(keep, dtype=np.int64)
     return c[keep], m[keep], s[keep], [keys[i] for i in keep]

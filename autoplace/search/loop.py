@@ -81,7 +81,7 @@ class Tuner:
         mode = self.space.normalize(proposal.choice, proposal.mode)
         keys = self.space.keys(proposal.choice, mode)
         fresh = self._fresh(proposal, keys) if dedupe else list(range(len(proposal)))
-        placements = [self.space.decode(proposal.choice[i], mode[i]) for i in fresh]
+        placements = self.space.decode_rows(proposal.choice[fresh], mode[fresh])
         results, stopped = [None] * len(fresh), None
         try:
             results, stopped = self._measure(proposal.choice[fresh], mode[fresh], placements)

@@ -144,18 +144,27 @@ class SearchSpace(ChoiceTables, EdgeTables):
 
     def decode(self, choice: np.ndarray, mode: np.ndarray) -> Placement:
         """The placement of one genome (modes normalised: copies only where scopes differ)."""
+        return self.decode_rows(np.asarray(choice)[None, :], np.asarray(mode)[None, :])[0]
+
+    def decode_rows(self, choice: np.ndarray, mode: np.ndarray) -> list[Placement]:
+        """The placement of each row of a batch of genomes (as :meth:`decode`)."""
         choice = np.asarray(choice, dtype=np.int64)
-        used = self.normalize(choice[None, :], np.asarray(mode)[None, :])[0]
-        unit = self.c_unit[np.arange(self.n_ops), choice]
-        scope = self.c_scope[np.arange(self.n_ops), choice]
-        ops = {op.name: (self.units[u], self.scopes[s])
-               for op, u, s in zip(self.graph.ops, unit.tolist(), scope.tolist())}
-        cross = scope[self.src] != scope[self.dst]
-        copies = {self.edge_names[k]: COPY_MODES[used[k]] for k in np.flatnonzero(cross)}
-        resident = self.c_resident[np.arange(self.n_ops), choice] > 0
-        weights = {self.graph.ops[i].name: "resident"
-                   for i in np.flatnonzero(resident & (self.weight_bytes > 0))}
-        return Placement(ops=ops, copies=copies, weights=weights)
+        used = self.normalize(choice, np.asarray(mode))
+        ops = np.arange(self.n_ops)
+        unit, scope = self.c_unit[ops, choice], self.c_scope[ops, choice]
+        resident = (self.c_resident[ops, choice] > 0) & (self.weight_bytes > 0)
+        cross = scope[:, self.src] != scope[:, self.dst]
+        names, edges, modes = self._op_names, self._edge_names, self._mode_names
+        out = []
+        for b in range(len(choice)):
+            k = np.flatnonzero(cross[b])
+            out.append(Placement(
+                ops=dict(zip(names, zip(self._unit_names[unit[b]].tolist(),
+                                        self._scope_names[scope[b]].tolist()))),
+                copies=dict(zip(edges[k].tolist(), modes[used[b, k]].tolist())),
+                weights=dict.fromkeys([names[i] for i in np.flatnonzero(resident[b]).tolist()],
+                                      "resident")))
+        return out
 
     @staticmethod
     def format_genome(choice: np.ndarray, mode: np.ndarray) -> str:
@@ -291,6 +300,26 @@ class SearchSpace(ChoiceTables, EdgeTables):
     @functools.cached_property
     def _op_index(self) -> dict[str, int]:
         return {op.name: i for i, op in enumerate(self.graph.ops)}
+
+    @functools.cached_property
+    def _op_names(self) -> list[str]:
+        return [op.name for op in self.graph.ops]
+
+    @functools.cached_property
+    def _unit_names(self) -> np.ndarray:
+        return np.array(self.units, dtype=object)
+
+    @functools.cached_property
+    def _scope_names(self) -> np.ndarray:
+        return np.array(self.scopes, dtype=object)
+
+    @functools.cached_property
+    def _edge_names(self) -> np.ndarray:
+        return np.array(self.edge_names, dtype=object)
+
+    @functools.cached_property
+    def _mode_names(self) -> np.ndarray:
+        return np.array(COPY_MODES, dtype=object)
 
     @functools.cached_property
     def _edge_index(self) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
@@ -117,3 +118,18 @@ def test_routes_take_the_cheapest_multi_hop_path():
     assert [(c.src, c.dst) for c in space.route("dram", "far", "async")] == [
         ("dram", "sram"), ("sram", "far")]
     assert space.modes_between("dram", "far") == ["async"]
+
+
+@pytest.mark.parametrize("model,hw", [("densenet121", "soc"), ("resnet50", "mesh")])
+def test_decode_rows_round_trips_through_encode(model, hw):
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    choice, mode = space.random_genomes(100, np.random.default_rng(7))
+    placements = space.decode_rows(choice, mode)
+    assert placements == [space.decode(c, m) for c, m in zip(choice, mode)]
+    assert any(p.weights for p in placements) and any(p.copies for p in placements)
+    back_c, back_m = space.encode(placements)
+    assert (back_c == choice).all()
+    assert (space.normalize(back_c, back_m) == space.normalize(choice, mode)).all()
