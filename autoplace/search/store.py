@@ -33,8 +33,16 @@ def open_study(space: SearchSpace, config: TuneConfig,
     if config.storage and not config.resume and name in optuna.get_all_study_names(config.storage):
         raise SearchError(f"study {name!r} already exists in {config.storage}; "
                           "pass --resume to continue it")
-    return optuna.create_study(study_name=name, storage=config.storage, sampler=sampler,
-                               direction="minimize", load_if_exists=config.resume)
+    study = optuna.create_study(study_name=name, storage=config.storage, sampler=sampler,
+                                direction="minimize", load_if_exists=config.resume)
+    profile = study.user_attrs.get("profile_hash")
+    if profile is None:
+        study.set_user_attr("profile_hash", space.profile.hash)
+    elif profile != space.profile.hash:
+        raise SearchError(f"study {name!r} in {config.storage} was made with another version of "
+                          f"profile {space.profile.name!r} (hash {profile}, now "
+                          f"{space.profile.hash}); use another --study or --storage")
+    return study
 
 
 class Store:
@@ -51,13 +59,20 @@ class Store:
         self.next_trial = 1 + max((r.trial for r in self.logged), default=-1)
 
     def _job_records(self) -> list[Record]:
-        """Records of this graph, profile and measurer already in the log."""
+        """Records of this graph, profile and measurer already in the log; a log whose
+        records of this graph were made with another version of the profile is refused."""
         if not self.log.path.exists() or self.log.path.stat().st_size == 0:
             return []
         g, p = self.space.graph, self.space.profile
-        return [r for r in read(self.log.path)
-                if r.graph_fp == g.fingerprint and r.profile_hash == p.hash
-                and r.measurer == self.measurer]
+        records = [r for r in read(self.log.path) if r.graph_fp == g.fingerprint]
+        changed = next((r for r in records if r.profile == p.name and r.profile_hash != p.hash),
+                       None)
+        if changed is not None:
+            raise SearchError(
+                f"{self.log.path}: its records of {g.name} on profile {p.name!r} were made with "
+                f"another version of the profile (hash {changed.profile_hash}, now {p.hash}); "
+                "use another --log for the changed profile")
+        return [r for r in records if r.profile_hash == p.hash and r.measurer == self.measurer]
 
     # -- resuming ----------------------------------------------------------------------------
     def sync(self) -> list[tuple[str, Placement, float | None]]:

@@ -152,3 +152,25 @@ def test_sigkill_at_any_moment_of_a_cli_run_loses_and_repeats_nothing(tmp_path):
     check_job(records, n_baselines())
     assert study_trials(storage) == logged_values(records)
     assert "resumed:" in done.stdout
+
+
+def test_resuming_with_a_changed_profile_is_refused_in_one_line(tmp_path):
+    log, storage = tmp_path / "t.jsonl", f"sqlite:///{tmp_path / 't.db'}"
+    hw = tmp_path / "soc.toml"
+    hw.write_text((Path(__file__).parents[2] / "hwprofiles" / "soc.toml").read_text())
+    cmd = [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw", str(hw),
+           "--trials", "8", "--log", str(log), "--storage", storage, "--no-progress"]
+    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    before = log.read_bytes()
+    hw.write_text(hw.read_text().replace("conv2d = 10.0", "conv2d = 9.0", 1))  # edited
+    no_storage = cmd[:cmd.index("--storage")] + ["--no-progress"]
+    for run, fragment in [(no_storage, f"{log}: its records of squeezenet on profile 'soc' "
+                                       "were made with another version of the profile"),
+                          ([*cmd, "--log", str(tmp_path / "new.jsonl")],
+                           "was made with another version of profile 'soc'")]:
+        out = subprocess.run([*run, "--resume"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and fragment in lines[0], out.stderr
+    assert log.read_bytes() == before  # nothing appended
+
