@@ -125,7 +125,7 @@ class _Planner:
         self.finish = [0.0] * t.n_ops
         self.modes: dict[int, int] = {}
         self.resident = np.zeros(len(t.scopes))  # bytes held: weights, inputs, live outputs
-        self.resident[t.default_scope] += t.input_bytes.sum()
+        self.resident[t.default_scope] += t.io_bytes.sum()  # graph inputs and outputs
 
     def copy_plan(self, k: int, a: int, b: int, ready: float, extra: list) -> tuple:
         """(arrival, mode, hop reservations) of the fastest mode for edge ``k``, a -> b."""
@@ -166,7 +166,7 @@ class _Planner:
     def fits(self, v: int, j: int, staged: float) -> bool:
         """Whether choice ``j``'s scope holds what is resident plus op ``v``'s buffers."""
         t, s = self.t, self.t.c_scope[v, j]
-        need = self.resident[s] + t.out_bytes[v] + staged
+        need = self.resident[s] + t.activation_bytes(v, s) + staged
         if t.c_wscope[v, j] == s:
             need += t.weight_bytes[v]
         return need <= t.capacity[s] and (
@@ -191,7 +191,7 @@ class _Planner:
         self.choice[v], self.finish[v] = j, end
         self.used.add(int(self.t.c_unit[v, j]))
         self.modes.update(modes)
-        self.resident[self.t.c_scope[v, j]] += self.t.out_bytes[v]
+        self.resident[self.t.c_scope[v, j]] += self.t.activation_bytes(v, self.t.c_scope[v, j])
         self.resident[self.t.c_wscope[v, j]] += self.t.weight_bytes[v]  # for the whole run
         for k in self.in_edges[v]:  # a producer's output is freed once all consumers are planned
             p = self.t.src[k]

@@ -37,7 +37,7 @@ class Subject:
     row: pd.Series
     placement: Placement
     result: MeasureResult
-    held: dict[str, int]  # weights and graph inputs per scope, for the whole run
+    held: dict[str, int]  # weights, graph inputs and outputs per scope, for the whole run
 
 
 def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> Subject:

@@ -21,17 +21,17 @@ from autoplace.space import SearchSpace
 @dataclass(frozen=True)
 class BatchOutput:
     """Per row: ``latency`` (makespan), ``busy[B, units]``, ``copy_bytes[B, modes]``,
-    ``peak[B, scopes]`` (activations at their peak, plus weights and graph inputs, which
-    are held for the whole run), ``weights[B, scopes]`` (the weights among them),
-    ``energy``, ``no_route`` (a copy with no route); ``finish[B, ops]`` (each op's end) when
-    asked for. Graph inputs (``inputs`` bytes) are in the default scope."""
+    ``peak[B, scopes]`` (activations at their peak, plus weights and graph inputs and
+    outputs, which are held for the whole run), ``weights[B, scopes]`` (the weights among
+    them), ``energy``, ``no_route`` (a copy with no route); ``finish[B, ops]`` (each op's
+    end) when asked for. Graph inputs and outputs (``io`` bytes) are in the default scope."""
 
     latency: np.ndarray
     busy: np.ndarray
     copy_bytes: np.ndarray
     peak: np.ndarray
     weights: np.ndarray
-    inputs: float
+    io: float
     energy: np.ndarray
     no_route: np.ndarray
     finish: np.ndarray | None = None
@@ -56,13 +56,13 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
                space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
                space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
                space.n_resources, len(space.units), len(space.scopes), space.host, n, finish,
-               space.c_wscope, space.weight_bytes)
+               space.c_wscope, space.weight_bytes, space.default_scope)
     latency, busy, copy_bytes, peak, no_route, ends, weights = out
-    inputs = float(space.input_bytes[:n].sum())
+    io = float(space.io_bytes[:n].sum())
     peak += weights
-    peak[:, space.default_scope] += inputs
+    peak[:, space.default_scope] += io
     return BatchOutput(latency=latency, busy=busy, copy_bytes=copy_bytes, peak=peak,
-                       weights=weights, inputs=inputs,
+                       weights=weights, io=io,
                        energy=(busy * space.power).sum(axis=1), no_route=no_route,
                        finish=ends if finish else None)
 
@@ -80,11 +80,13 @@ def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray
 @numba.njit(cache=True, nogil=True)
 def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, in_idx,
          has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res, n_units,
-         n_scopes, host, n, want_finish, c_wscope, weight_bytes):  # pragma: no cover
+         n_scopes, host, n, want_finish, c_wscope, weight_bytes, default):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
     item (``freer``; -1: at the makespan). Each resource runs its items in program order,
-    so their starts and ends are sorted per resource, which :func:`_peaks` merges."""
+    so their starts and ends are sorted per resource, which :func:`_peaks` merges. A graph
+    output written in the default scope is the result buffer held there for the whole run
+    (counted with the graph inputs), not an activation."""
     B = choice.shape[0]
     m_items = n + len(src) * hop_res.shape[1]
     latency, no_route = np.zeros(B), np.zeros(B, dtype=np.bool_)
@@ -141,7 +143,8 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
             weights[b, c_wscope[i, j]] += weight_bytes[i]
             finish[i], last_use[i], op_item[i], last_item[i] = end, end, nb, nb
             it_res[nb], it_start[nb], it_end[nb] = u, start, end
-            b_scope[nb], b_bytes[nb] = s, out_bytes[i]
+            b_scope[nb] = s
+            b_bytes[nb] = 0.0 if s == default and not has_consumers[i] else out_bytes[i]
             nb += 1
             for q in range(in_ptr[i], in_ptr[i + 1]):
                 p = src[in_idx[q]]

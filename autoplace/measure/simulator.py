@@ -131,23 +131,23 @@ class Simulator(Measurer):
             peak_bytes=peaks, energy_j=float(out.energy[b]),
         )
         weights = {space.scopes[s]: int(out.weights[b, s]) for s in np.flatnonzero(out.weights[b])}
-        return self._capacity_check(result, peaks, weights, int(out.inputs))
+        return self._capacity_check(result, peaks, weights, int(out.io))
 
     def _capacity_check(self, result: MeasureResult, peaks: dict[str, int],
-                        weights: dict[str, int], inputs: int) -> MeasureResult:
+                        weights: dict[str, int], io: int) -> MeasureResult:
         """The result, failed with ``OUT_OF_MEMORY`` naming the first scope (in profile
         order) whose peak is over its capacity, and what it holds: weights, graph inputs
-        (default scope) and activations at their peak."""
+        and outputs (default scope) and activations at their peak."""
         index = self.profile.scope_index
         for name in sorted(peaks, key=index.__getitem__):
             peak, scope = peaks[name], self.profile.scope(name)
             over = peak - scope.capacity_bytes
             if over > 0:
                 held = weights.get(name, 0)
-                ins = inputs if name == self.profile.default_scope else 0
+                ins = io if name == self.profile.default_scope else 0
                 detail = (f"scope {name!r} peak {peak / MIB:.2f} MiB exceeds capacity "
                           f"{scope.capacity_bytes / MIB:.2f} MiB by {over} bytes (weights "
-                          f"{held} B, graph inputs {ins} B, activations "
+                          f"{held} B, graph inputs and outputs {ins} B, activations "
                           f"{peak - held - ins} B)")
                 return dataclasses.replace(result, error=ErrorKind.OUT_OF_MEMORY, detail=detail)
         return result
@@ -190,7 +190,8 @@ class Simulator(Measurer):
             weights = p.weights.get(op.name, "streamed")
             start, end = run.occupy(unit, ready, self._duration(i, unit, scope, weights))
             finish.append(end)
-            outputs.append([scope, op.output_bytes, start, None])
+            result = scope == self.profile.default_scope and not space.out_edges[i]
+            outputs.append([scope, 0 if result else op.output_bytes, start, None])
             for k in space.in_edges[i]:
                 if p.ops[g.ops[g.edges[k].src].name][1] == scope:
                     last_use[g.edges[k].src] = max(last_use[g.edges[k].src], end)
@@ -206,29 +207,29 @@ class Simulator(Measurer):
         return makespan
 
     def held(self, placement: Placement) -> dict[str, int]:
-        """Bytes each scope holds for the whole run: weights and graph inputs."""
-        return self._with_inputs(*self._held(placement))
+        """Bytes each scope holds for the whole run: weights, graph inputs and outputs."""
+        return self._with_io(*self._held(placement))
 
-    def _with_inputs(self, weights: dict[str, int], inputs: int) -> dict[str, int]:
+    def _with_io(self, weights: dict[str, int], io: int) -> dict[str, int]:
         out = dict(weights)
-        out[self.profile.default_scope] = out.get(self.profile.default_scope, 0) + inputs
+        out[self.profile.default_scope] = out.get(self.profile.default_scope, 0) + io
         return {s: b for s, b in out.items() if b}
 
     def _held(self, placement: Placement) -> tuple[dict[str, int], int]:
         """Weight bytes per scope (resident: the op's scope; streamed: the default one)
-        and graph-input bytes (default scope): held for the whole run."""
+        and the bytes of graph inputs and outputs (default scope): held for the whole run."""
         weights: dict[str, int] = {}
         for op in self.graph.ops:
             if op.weight_bytes:
                 resident = placement.weights.get(op.name) == "resident"
                 where = placement.ops[op.name][1] if resident else self.profile.default_scope
                 weights[where] = weights.get(where, 0) + op.weight_bytes
-        return weights, sum(op.input_bytes for op in self.graph.ops)
+        return weights, int(self.space.io_bytes.sum())
 
     def _result(self, run: _Run, latency: float) -> MeasureResult:
         peaks = _peaks(run.buffers)
-        weights, inputs = self._held(run.p)
-        held = self._with_inputs(weights, inputs)
+        weights, io = self._held(run.p)
+        held = self._with_io(weights, io)
         peaks = {s: peaks.get(s, 0) + held.get(s, 0) for s in {*peaks, *held}
                  if peaks.get(s, 0) + held.get(s, 0) > 0}
         busy = np.array([run.busy.get(u, 0.0) for u in self.space.units])
@@ -238,7 +239,7 @@ class Simulator(Measurer):
             energy_j=float((busy[None, :] * self.space.power).sum(axis=1)[0]),
             timeline=tuple(sorted(run.events, key=lambda e: (e.start, e.end, e.resource))),
         )
-        return self._capacity_check(result, peaks, weights, inputs)
+        return self._capacity_check(result, peaks, weights, io)
 
 
 def _peaks(buffers: list[list]) -> dict[str, int]:

@@ -67,7 +67,18 @@ class SearchSpace(ChoiceTables, EdgeTables):
         self.launch = np.array([u.launch_overhead_s for u in profile.units], dtype=np.float64)
         self._build_choices(graph, profile)
         self._build_edges(graph)
+        #: per op, bytes held in the default scope for the whole run: the graph inputs it
+        #: reads and, for a graph output (an op without consumers), its output
+        self.io_bytes = self.input_bytes + np.where(self.has_consumers, 0.0, self.out_bytes)
         self.routes = Routes(profile, {e: i for i, e in enumerate(self.engines)}, self.host)
+
+    def activation_bytes(self, op: int, scope: int) -> float:
+        """Bytes op ``op``'s output takes in ``scope`` while live: none for a graph output
+        written in the default scope (it is the result buffer held there all run, in
+        :attr:`io_bytes`)."""
+        if scope == self.default_scope and not self.has_consumers[op]:
+            return 0.0
+        return float(self.out_bytes[op])
 
     @property
     def n_resources(self) -> int:

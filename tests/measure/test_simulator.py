@@ -22,8 +22,9 @@ def test_chain_on_one_unit_adds_op_times():
     assert r.latency_s == pytest.approx(4e-3)
     assert r.unit_busy_s == pytest.approx({"cpu": 4e-3})  # idle units are left out
     assert r.energy_j == pytest.approx(4e-3 * 1.0)
-    # X's output lives until Y ends (3 ms); Y's and Z's until the end: never more than two.
-    assert r.peak_bytes == {"dram": 1000 + 2000}  # X's graph input, two live outputs
+    # X's output lives until Y ends (3 ms), Y's until Z ends: two at once while Y runs. Z's
+    # output is the graph's result, held in dram (the default scope) all run, like X's input.
+    assert r.peak_bytes == {"dram": 1000 + 1000 + 2000}
     assert r.copy_bytes == {"sync": 0, "async": 0}
 
 

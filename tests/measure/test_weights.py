@@ -42,9 +42,9 @@ def test_resident_weights_are_read_fast_and_held_in_the_op_scope():
     assert p.weights == {"Y": "resident"}
     # Y: 1 us + max(2e6 / 1e10, (1000 + 1000 + 1e6) / 1e10) = 201 us, as without weights
     assert r.latency_s == pytest.approx(1e-3 + 2e-6 + 201e-6 + 2e-6 + 1e-3)
-    # sram: the weights all run long, plus X's copy and Y's output; dram: X's graph input,
-    # X's and Z's outputs
-    assert r.peak_bytes == {"sram": W + 2000, "dram": 1000 + 2000}
+    # sram: the weights all run long, plus X's copy and Y's output; dram: X's graph input and
+    # Z's output (the result) all run long, plus X's output, then Y's copy (never both)
+    assert r.peak_bytes == {"sram": W + 2000, "dram": 1000 + 1000 + 1000}
     assert batched == r
 
 
@@ -53,7 +53,7 @@ def test_streamed_weights_are_read_from_dram_each_run():
     assert p.weights == {}
     # Y: 1 us + max(200 us, 2000 / 1e10 + 1e6 / 1e9) = 1001.2 us
     assert r.latency_s == pytest.approx(1e-3 + 2e-6 + 1001.2e-6 + 2e-6 + 1e-3)
-    assert r.peak_bytes == {"sram": 2000, "dram": W + 1000 + 2000}
+    assert r.peak_bytes == {"sram": 2000, "dram": W + 1000 + 1000 + 1000}
     assert batched == r
 
 
@@ -64,7 +64,8 @@ def test_feasible_without_weights_infeasible_with_them():
     _, r, batched = simulate(weighty_chain(), small, "resident")
     assert r.error is ErrorKind.OUT_OF_MEMORY and batched == r
     assert r.detail == ("scope 'sram' peak 0.96 MiB exceeds capacity 0.50 MiB by 477712 "
-                        "bytes (weights 1000000 B, graph inputs 0 B, activations 2000 B)")
+                        "bytes (weights 1000000 B, graph inputs and outputs 0 B, "
+                        "activations 2000 B)")
     _, streamed, _ = simulate(weighty_chain(), small, "streamed")
     assert streamed.ok  # the same placement with its weights streamed fits
 
@@ -98,3 +99,18 @@ def test_weights_in_a_profile_file(tmp_path):
     assert prof.unit("accelerator1").weights == {"resident"}
     assert prof.unit("accelerator2").weights == {"resident", "streamed"}
     assert prof.hash != load_profile("soc").hash
+
+
+def test_graph_outputs_are_held_in_the_default_scope():
+    """Z, the graph output: written in dram it is the result buffer held all run (counted
+    once); computed in sram it also lives there until the end, beside the result buffer."""
+    space = SearchSpace(chain_graph(), tiny_profile())
+    sim = Simulator(space)
+    in_dram = space.from_user({"X": "cpu", "Y": "cpu", "Z": "cpu"})
+    in_sram = space.from_user({"X": "cpu", "Y": "cpu", "Z": {"unit": "acc", "scope": "sram"}})
+    assert sim.held(in_dram) == sim.held(in_sram) == {"dram": 1000 + 1000}  # X's input, Z's
+    a, b = sim.simulate(in_dram), sim.simulate(in_sram)
+    assert a.peak_bytes == {"dram": 2000 + 2000}  # X's and Y's outputs while Y runs
+    # sram: Y's copy in and Z's output (the activation until the makespan)
+    assert b.peak_bytes["sram"] == 1000 + 1000
+    assert sim.measure([in_dram, in_sram]) == [a, b]
