@@ -84,8 +84,8 @@ def test_frame_values_match_the_hand_worked_fork(df):
     assert df["energy_j"][1] == pytest.approx(1.004e-3 * 2.0)
     assert df["busy_s.cpu"][0] == pytest.approx(10e-3)
     assert df["busy_s.acc"][0] == 0.0
-    # S, L, R outputs live together while R runs
-    assert df["peak_bytes.dram"][0] == 1000 + 3000  # S's graph input, three live outputs
+    # S's graph input and J's result all run, plus three live outputs while R runs
+    assert df["peak_bytes.dram"][0] == 1000 + 1000 + 3000
     assert df["peak_bytes.sram"][0] == 0  # measured: nothing lived there
     assert df["copy_bytes.async"][3] == 2000 and df["copy_bytes.sync"][4] == 2000
     assert [None if pd.isna(e) else e for e in df["error"]][4:] == [
