@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -50,37 +51,47 @@ def _positive_int(text: str) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
+    """One-line errors; every option's help ends with its default."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one line, not usage + error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="autoplace", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
     t.set_defaults(run=cmd_tune)
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
-                   help=f"bundled model name, .onnx or graph .json (default {DEFAULT_MODEL})")
+                   help="bundled model name, .onnx or graph .json")
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
-    t.add_argument("--trials", type=_positive_int, default=200, help="search trials")
-    t.add_argument("--log", default=None, help="tuning log (default tune-MODEL-HW.jsonl)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--trials", type=_positive_int, default=200,
+                   help="search candidates to measure, after the baselines")
+    t.add_argument("--log", default=None,
+                   help="tuning log, one JSON line per candidate (None: tune-MODEL-HW.jsonl)")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of every random choice: same seed, same records (simulator)")
     t.add_argument("--batch-size", type=_positive_int, default=8,
-                   help="candidates measured per round (default 8)")
+                   help="candidates measured per round")
     t.add_argument("--sampler", choices=("evolve", "tpe", "random"), default="evolve",
-                   help="evolve: model-guided evolution (default); tpe/random: Optuna's")
+                   help="evolve: model-guided evolution; tpe/random: Optuna's samplers")
     t.add_argument("--cost-model", choices=("xgb", "analytic", "none"), default="xgb",
-                   help="rank candidates with XGBoost (default), the analytic estimate, "
-                        "or not at all")
+                   help="rank candidates with XGBoost, the analytic estimate, or not at all")
     t.add_argument("--candidates", type=_positive_int, default=512,
-                   help="candidates the cost model ranks per round (evolve; default 512)")
+                   help="candidates the cost model ranks per round (evolve)")
     t.add_argument("--warm-start", nargs="+", default=[], metavar="FILE",
                    help="earlier tuning logs (.jsonl) of this profile, and/or one saved "
                         "cost model (.json/.ubj), to start the cost model from")
     t.add_argument("--save-model", default=None, metavar="FILE",
                    help="write the final cost model (.json or .ubj)")
     t.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///tune.db")
-    t.add_argument("--study", default=None, help="Optuna study name")
+    t.add_argument("--study", default=None,
+                   help="Optuna study name (None: autoplace-MODEL-HW-FINGERPRINT)")
     t.add_argument("--resume", action="store_true",
                    help="continue the job in --log (and the study in --storage): "
                    "nothing logged is measured again")
@@ -175,6 +186,8 @@ def cmd_tune(args) -> int:
     finally:
         measurer.close()
     _report(result, log_path)
+    if result.best is not None:
+        _next_steps(args, log_path)
     return 130 if result.interrupted else 0
 
 
@@ -201,6 +214,11 @@ def _report(result, log_path: str) -> None:
         side = Path(log_path).with_name(Path(log_path).stem + ".model.jsonl")
         print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
               f"{len(rhos)} batches (per round in {side})")
+
+
+def _next_steps(args, log_path: str) -> None:
+    print(f"next: autoplace best {log_path}  |  autoplace report {log_path} --out report/  |  "
+          f"autoplace compile {args.model} --hw {args.hw} --log {log_path} -o model.so")
 
 
 def cmd_best(args) -> int:
@@ -271,11 +289,28 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"autoplace: warning: {message}", file=sys.stderr)
 
 
+def _version() -> str:
+    """``autoplace X (TVM Y)`` from package metadata (without importing TVM)."""
+    from autoplace.records import versions
+
+    v = versions()
+    return f"autoplace {v['autoplace']} (TVM {v['tvm']})"
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (``autoplace best LOG | head``): stop quietly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.showwarning = _one_line_warning
     try:
         return args.run(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except (CliError, *USER_ERRORS) as exc:
         print(f"autoplace: error: {exc}", file=sys.stderr)
         return 2

@@ -146,3 +146,30 @@ def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, 
     assert out[0] == "compiling the search space ..."
     assert out[1].startswith("compiling the search space: ") and out[1].endswith(" s")
     assert len(out) == 2
+
+
+def test_version_help_defaults_broken_pipe_and_next_steps(tmp_path):
+    import subprocess
+    import sys
+
+    def cli(*args, **kw):
+        return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
+                              capture_output=True, text=True, timeout=300, **kw)
+
+    v = cli("--version")
+    assert v.returncode == 0 and v.stdout.startswith("autoplace 0.") and "(TVM 0.27" in v.stdout
+    h = cli("tune", "--help").stdout
+    for option, default in [("--trials", "200"), ("--batch-size", "8"), ("--timeout", "60.0"),
+                            ("--sampler", "evolve"), ("--seed", "0")]:
+        block = h[h.index(f"\n  {option}") + 3:].split("\n  -")[0]
+        assert f"(default: {default})" in " ".join(block.split()), block
+    log = tmp_path / "t.jsonl"
+    t = cli("tune", "seed_te", "--hw", "soc", "--trials", 8, "--log", log, "--no-progress")
+    assert t.returncode == 0, t.stderr
+    assert f"next: autoplace best {log}" in t.stdout and "autoplace compile seed_te" in t.stdout
+    # a reader that went away (`best LOG | head`): no "Broken pipe", no error status
+    p = subprocess.Popen([sys.executable, "-m", "autoplace", "best", str(log)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before the command writes anything
+    assert p.wait(timeout=300) == 0
+    assert p.stderr.read() == b""
