@@ -1,12 +1,13 @@
 """Cost models: predict a placement's latency from features, so the search measures less.
 
 Features (:class:`Featurizer`, docs/cost_model.md) are cheap analytic quantities of a
-placement on its graph and profile, computed for a whole batch with numpy: per-unit busy
-time, DMA engine busy time, copy time and bytes by mode, the contention-free critical path,
-unit switches, scope pressure. Times are divided by the graph's critical-path bound and
-counts by the graph's size, so that one model serves every graph of a profile (warm start
-from other graphs' logs). Column 0, ``log_estimate``, is the log of the analytic estimate
-``max(critical path, busiest unit, busiest DMA engine)`` over the bound.
+placement on its graph and profile, computed for a whole batch with numpy (the copies and
+the critical path in compiled kernels): per-unit busy time, DMA engine busy time, copy time
+and bytes by mode, the contention-free critical path, unit switches, scope pressure. Times
+are divided by the graph's critical-path bound and counts by the graph's size, so that one
+model serves every graph of a profile (warm start from other graphs' logs). Column 0,
+``log_estimate``, is the log of the analytic estimate ``max(critical path, busiest unit,
+busiest DMA engine)`` over the bound.
 
 Targets are ``log(latency / bound)``. :class:`XGBCostModel` boosts trees on the *residual*
 to the analytic estimate (XGBoost's ``base_margin``), so an untrained or barely trained
@@ -23,9 +24,10 @@ import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+import numba
 import numpy as np
 
-from autoplace.space import ASYNC, SYNC, SearchSpace
+from autoplace.space import ASYNC, SearchSpace
 
 #: Feature names, in column order (docs/cost_model.md explains each).
 FEATURES = (
@@ -60,19 +62,20 @@ class Featurizer:
         self._flat = np.arange(space.n_ops) * space.c_dur.shape[1]  # row offsets
         self._tables = [x.ravel() for x in (space.c_unit, space.c_scope, space.c_dur)]
 
-    def transform(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
-        """Feature matrix ``[B, len(FEATURES)]`` of ``B`` genomes."""
+    def transform(self, choice: np.ndarray, mode: np.ndarray,
+                  plan: tuple | None = None) -> np.ndarray:
+        """Feature matrix ``[B, len(FEATURES)]`` of ``B`` genomes; ``plan`` is their
+        ``SearchSpace.copy_plan`` if the caller has it already."""
         if not len(choice):
             return np.zeros((0, len(FEATURES)))
         t, at = self.space, self._flat + choice
         unit, scope, dur = (table[at] for table in self._tables)
-        cross, used, rid = t.copy_plan(choice, mode)
-        routes = t.routes
-        secs = np.where(cross, routes.lat[rid] + t.nbytes * routes.inv[rid], 0.0)
-        sync, asyn = cross & (used == SYNC), cross & (used == ASYNC)
+        cross, used, rid = t.copy_plan(choice, mode) if plan is None else plan
+        r = t.routes
+        secs, per_mode, dma = _copies(cross, used, rid, t.nbytes, r.lat, r.inv, r.hop_res,
+                                      r.hop_lat, r.hop_bw, len(t.units), t.n_resources)
         busy = _per_row_sum(unit, dur, len(t.units))
-        busy[:, t.host] += (secs * sync).sum(axis=1)
-        dma = self._dma_busy(rid, asyn)
+        busy[:, t.host] += per_mode[:, 0]
         cp = self._critical_path(dur, secs)
         ranked = np.sort(busy, axis=1)[:, ::-1]
         est = np.maximum(np.maximum(cp, ranked[:, 0]), dma.max(axis=1, initial=0.0))
@@ -83,9 +86,8 @@ class Featurizer:
             log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
             log(dma.max(axis=1, initial=0.0)), log(busy[:, t.host]), log(total),
             total / np.maximum(est, 1e-30), ranked[:, 0] / np.maximum(total, 1e-30),
-            log((secs * sync).sum(axis=1)), log((secs * asyn).sum(axis=1)),
-            (t.nbytes * sync).sum(axis=1) / self.total_bytes,
-            (t.nbytes * asyn).sum(axis=1) / self.total_bytes,
+            log(per_mode[:, 0]), log(per_mode[:, 1]),
+            per_mode[:, 2] / self.total_bytes, per_mode[:, 3] / self.total_bytes,
             cross.mean(axis=1) if t.n_edges else 0 * cp,
             (unit[:, t.src] != unit[:, t.dst]).mean(axis=1) if t.n_edges else 0 * cp,
             (busy > 0).sum(axis=1) / len(t.units),
@@ -98,18 +100,6 @@ class Featurizer:
 
     def _log(self, secs: np.ndarray) -> np.ndarray:
         return np.log(np.asarray(secs) / self.reference + _EPS)
-
-    def _dma_busy(self, rid: np.ndarray, asyn: np.ndarray) -> np.ndarray:
-        """Busy time of each DMA engine: the async copies' hops it performs."""
-        t, (bi, ki), routes = self.space, np.nonzero(asyn), self.space.routes
-        r, total = rid[bi, ki], np.zeros(len(rid) * t.n_resources)
-        for h in range(routes.hop_res.shape[1]):
-            res = routes.hop_res[r, h]
-            on = res >= 0
-            secs = routes.hop_lat[r[on], h] + t.nbytes[ki[on]] / routes.hop_bw[r[on], h]
-            total += np.bincount(bi[on] * t.n_resources + res[on], weights=secs,
-                                 minlength=len(total))
-        return total.reshape(len(rid), t.n_resources)[:, len(t.units):]
 
     def _critical_path(self, dur: np.ndarray, secs: np.ndarray) -> np.ndarray:
         """Longest path with the chosen op times and unloaded copy times (no contention)."""
@@ -134,6 +124,32 @@ class Featurizer:
         ok = ~np.isnan(lat)
         y = np.log(np.where(ok, lat, 1.0) / self.reference)
         return np.where(ok, y, np.asarray(X)[:, 0] + FAIL_PENALTY)
+
+
+@numba.njit(cache=True, nogil=True)
+def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_units,
+            n_res):  # pragma: no cover - compiled
+    """Per row: each edge's unloaded copy time (0 where no copy), the sync and async copy
+    time and bytes (``per_mode[B, 4]``), and each DMA engine's busy time (the async copies'
+    hops it performs)."""
+    B, E = cross.shape
+    secs, per_mode = np.zeros((B, E)), np.zeros((B, 4))
+    dma = np.zeros((B, n_res - n_units))
+    for b in range(B):
+        for k in range(E):
+            if not cross[b, k]:
+                continue
+            r = rid[b, k]
+            s = lat[r] + nbytes[k] * inv[r]
+            secs[b, k] = s
+            a = 1 if used[b, k] == ASYNC else 0
+            per_mode[b, a] += s
+            per_mode[b, 2 + a] += nbytes[k]
+            for h in range(hop_res.shape[1] if a else 0):
+                e = hop_res[r, h] - n_units  # a DMA engine (units' hops are not counted)
+                if e >= 0:
+                    dma[b, e] += hop_lat[r, h] + nbytes[k] / hop_bw[r, h]
+    return secs, per_mode, dma
 
 
 def _per_row_sum(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

@@ -193,3 +193,45 @@ def test_a_missing_warm_start_or_a_bad_model_fails_before_measuring(tmp_path):
         TuneConfig(cost_model="none", warm_start=("a.jsonl",))
     with pytest.raises(ValueError, match="at most one saved model"):
         TuneConfig(warm_start=("a.json", "b.ubj"))
+
+
+def _numpy_copy_features(space, choice, mode):
+    """The copy features as the featurizer computed them with numpy before its compiled
+    kernel: unloaded copy time per edge, sync/async time and bytes, DMA engines' busy time."""
+    from autoplace.space import ASYNC, SYNC
+
+    cross, used, rid = space.copy_plan(choice, mode)
+    routes = space.routes
+    secs = np.where(cross, routes.lat[rid] + space.nbytes * routes.inv[rid], 0.0)
+    sync, asyn = cross & (used == SYNC), cross & (used == ASYNC)
+    bi, ki = np.nonzero(asyn)
+    r, total = rid[bi, ki], np.zeros(len(rid) * space.n_resources)
+    for h in range(routes.hop_res.shape[1]):
+        res = routes.hop_res[r, h]
+        on = res >= 0
+        s = routes.hop_lat[r[on], h] + space.nbytes[ki[on]] / routes.hop_bw[r[on], h]
+        total += np.bincount(bi[on] * space.n_resources + res[on], weights=s,
+                             minlength=len(total))
+    dma = total.reshape(len(rid), space.n_resources)[:, len(space.units):]
+    per_mode = np.column_stack([(secs * sync).sum(axis=1), (secs * asyn).sum(axis=1),
+                                (space.nbytes * sync).sum(axis=1),
+                                (space.nbytes * asyn).sum(axis=1)])
+    return secs, per_mode, dma
+
+
+@pytest.mark.parametrize("model,hw", [("densenet121", "soc"), ("resnet50", "mesh"),
+                                      ("inception_v1", "soc")])
+def test_compiled_copy_features_equal_the_numpy_formulas(model, hw):
+    from autoplace.cost_model import _copies
+
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    choice, mode = space.random_genomes(64, np.random.default_rng(5))
+    cross, used, rid = plan = space.copy_plan(choice, mode)
+    r = space.routes
+    got = _copies(cross, used, rid, space.nbytes, r.lat, r.inv, r.hop_res, r.hop_lat,
+                  r.hop_bw, len(space.units), space.n_resources)
+    for a, b in zip(got, _numpy_copy_features(space, choice, mode)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
+    assert got[1][:, 1].any() and got[2].any()  # async copies and DMA work were exercised
+    f = Featurizer(space)
+    np.testing.assert_array_equal(f.transform(choice, mode), f.transform(choice, used, plan))

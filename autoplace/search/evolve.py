@@ -147,8 +147,9 @@ def _neighbours(t: SearchSpace) -> np.ndarray:
     return out
 
 
-#: Scores (lower is better) and a duplicate key per row of a batch of genomes.
-Score = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, list[bytes]]]
+#: Scores (lower is better) and a duplicate key per row of a batch of genomes (normalised),
+#: given with their copy plan (``SearchSpace.copy_plan``), which scoring may reuse.
+Score = Callable[[np.ndarray, np.ndarray, tuple], tuple[np.ndarray, list[bytes]]]
 
 
 def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score, *,
@@ -161,17 +162,19 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
     scored whose key is new and not in ``exclude``, best first, with its score.
     """
     space = genomes.space
-    mode = space.normalize(choice, mode)
-    pop = _unique(choice, mode, *score(choice, mode), set())
+    plan = space.copy_plan(choice, mode)
+    mode = plan[1]
+    pop = _unique(choice, mode, *score(choice, mode, plan), set())
     pool, scored = [pop], set(space.keys(choice, mode))
     for _ in range(generations):
         weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
         parents = rng.choice(len(pop[0]), size=children, p=weights / weights.sum())
         c, m = genomes.mutate(pop[0], pop[1], parents, rng)
-        m = space.normalize(c, m)
+        plan = space.copy_plan(c, m)
+        m = plan[1]
         new = _first_unseen(space.keys(c, m), scored)  # many children equal a parent
-        c, m = c[new], m[new]
-        kids = _unique(c, m, *score(c, m), set())
+        c, m, plan = c[new], m[new], tuple(x[new] for x in plan)
+        kids = _unique(c, m, *score(c, m, plan), set())
         pool.append(kids)
         pop = _unique(*(np.concatenate(x) for x in zip(pop[:3], kids[:3])),
                       pop[3] + kids[3], set())

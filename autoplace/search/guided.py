@@ -76,8 +76,9 @@ class GuidedProposer:
     # -- data ----------------------------------------------------------------------------
     def observe(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         """Add measured genomes; ``latency`` is NaN for a failed candidate."""
-        mode = self.space.normalize(choice, mode)
-        X = self.featurizer.transform(choice, mode)
+        plan = self.space.copy_plan(choice, mode)
+        mode = plan[1]
+        X = self.featurizer.transform(choice, mode, plan)
         self.measured_genomes.update(self.space.keys(choice, mode))
         self.measured.update(self.dup_keys(choice, mode, X))
         self.choice = np.concatenate([self.choice, choice])
@@ -112,16 +113,17 @@ class GuidedProposer:
             return self.space.keys(choice, mode)
         return _feature_keys(self.featurizer.transform(choice, mode) if X is None else X)
 
-    def score(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    def score(self, choice: np.ndarray, mode: np.ndarray,
+              plan: tuple | None = None) -> tuple[np.ndarray, list[bytes]]:
         """Predicted ``log(latency / bound)`` (lower is better) and a duplicate key per row.
 
         With a model, rows with equal features are duplicates (the model cannot tell them
         apart: e.g. the same work on twin units); without one, scores are random and only
-        equal genomes are duplicates.
+        equal genomes are duplicates. ``plan``: the rows' copy plan, if already computed.
         """
         if self.model is None:
             return self.rng.random(len(choice)), self.space.keys(choice, mode)
-        X = self.featurizer.transform(choice, mode)
+        X = self.featurizer.transform(choice, mode, plan)
         keys = _feature_keys(X)
         if self._fitted_rows < 0:
             return X[:, 0], keys
@@ -188,8 +190,8 @@ class GuidedProposer:
         rc, rm = self.space.random_genomes(8 * self.keep, self.rng)
         rm = self.space.normalize(rc, rm)
 
-        def score(choice, mode):
-            return self.score(choice, mode)[0], self.space.keys(choice, mode)
+        def score(choice, mode, plan=None):
+            return self.score(choice, mode, plan)[0], self.space.keys(choice, mode)
 
         exclude = self.measured_genomes | set(self.space.keys(c, m)) | taken
         return evolve(self.genomes, rc, rm, score, children=1, generations=0, keep=self.keep,

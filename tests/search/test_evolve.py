@@ -58,7 +58,7 @@ def test_evolve_returns_distinct_unexcluded_genomes_best_first():
     rng = np.random.default_rng(3)
     start = space.random_genomes(8, rng)
 
-    def score(c, m):  # prefer choice 0 everywhere
+    def score(c, m, plan=None):  # prefer choice 0 everywhere
         return c.sum(axis=1).astype(float), space.keys(c, m)
 
     exclude = set(space.keys(start[0][:1], space.normalize(*start)[:1]))
