@@ -195,11 +195,10 @@ def _first_unseen(keys: list[bytes], seen: set[bytes]) -> np.ndarray:
 
 def _unique(c, m, s, keys: list[bytes], exclude: set[bytes]):
     """Rows sorted by score (stable), the first of each key, excluded keys dropped."""
-    seen, keep = set(), []  # (exclude is not copied: it holds every measured key)
-    for idx in np.argsort(s, kind="stable").tolist():
-        key = keys[idx]
-        if key not in seen and key not in exclude:
-            seen.add(key)
-            keep.append(idx)
-    keep = np.array(keep, dtype=np.int64)
-    return c[keep], m[keep], s[keep], [keys[i] for i in keep]
+    order = np.argsort(s, kind="stable")
+    ranked = [keys[i] for i in order.tolist()]
+    first = dict(zip(reversed(ranked), range(len(ranked) - 1, -1, -1)))  # key -> first rank
+    ranks = (first.values() if not exclude
+             else [first[k] for k in first.keys() - exclude])  # (set ops run in C)
+    keep = order[np.sort(np.fromiter(ranks, dtype=np.int64, count=len(ranks)))]
+    return c[keep], m[keep], s[keep], [keys[i] for i in keep.tolist()]

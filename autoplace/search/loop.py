@@ -20,7 +20,7 @@ from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.records import Record, TuningLog
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.store import Store, open_study
-from autoplace.search.strategies import make_strategy, study_sampler, warm_rows
+from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
 from autoplace.search.strategy import Proposal, SearchStrategy
 from autoplace.space import Placement, SearchSpace
 
@@ -185,7 +185,7 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
            warm) -> Tuner:
     """The job's tuner, with what it measured before taken in (``resume``)."""
-    study = open_study(space, config, study_sampler(config))
+    study = open_study(space, config, study_sampler(config)) if needs_study(config) else None
     strategy = make_strategy(space, study, config, warm=warm,
                              stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,

@@ -32,6 +32,7 @@ class OptunaSampling(SearchStrategy):
     """Ask the study's sampler, mixed with mutations of the best so far."""
 
     study_params = True
+    asks_study = True
 
     def __init__(self, space: SearchSpace, study: optuna.Study, *, label: str,
                  proposer: GuidedProposer | None, mutation_ratio: float, seed: int):

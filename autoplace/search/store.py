@@ -4,7 +4,9 @@ A candidate is appended (and flushed) to the JSON-lines log before the Optuna st
 it, so a crash between the two loses nothing: on ``resume`` the job's records in the log
 are the measured set, and any the study missed are added to it (:meth:`Store.sync`).
 Trials of the study carry the log's trial number (``user_attrs["trial"]``) and the genome
-(``user_attrs["genome"]``), so log and study join on the trial number.
+(``user_attrs["genome"]``), so log and study join on the trial number. Without
+``--storage``, a strategy that never asks the study (evolution) has none: the log alone
+holds the job.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def open_study(space: SearchSpace, config: TuneConfig,
 class Store:
     """The job's log and study, and the job's records found in them."""
 
-    def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study, *,
+    def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
                  measurer: str, seed: int, study_params: bool):
         self.space, self.log, self.study = space, log, study
         self.measurer, self.seed, self.study_params = measurer, seed, study_params
@@ -80,12 +82,13 @@ class Store:
         before: (strategy, placement, latency or None) from the log, then from trials of
         the study that no record of this log has (another log's run on the same study)."""
         in_study = {}
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
-                                                                  TrialState.FAIL)):
+        trials = [] if self.study is None else self.study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        for t in trials:
             if t.user_attrs.get("strategy"):  # asked but never measured: no strategy
                 in_study[t.user_attrs.get("trial", t.number)] = t
         for r in self.logged:
-            if r.trial not in in_study:
+            if r.trial not in in_study and self.study is not None:
                 self._add_trial(r)
         logged = {r.trial for r in self.logged}
         done = [(r.strategy, r.placement, r.result.latency_s) for r in self.logged]
@@ -116,12 +119,12 @@ class Store:
                      measurer=self.measurer, placement=placement, result=result)
         self.log.append(rec)
         self.next_trial += 1
-        if trial is None:
-            self._add_trial(rec, genome)
-        else:
+        if trial is not None:
             for k, v in _attrs(rec, genome).items():
                 trial.set_user_attr(k, v)
             self._tell(trial, result.latency_s if result.ok else None)
+        elif self.study is not None:
+            self._add_trial(rec, genome)
         return rec
 
     def release(self, trial: optuna.Trial, latency: float | None = None) -> None:

@@ -18,6 +18,16 @@ from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths
 from autoplace.space import SearchSpace
 
+#: the strategy class of each ``--sampler`` value
+STRATEGIES: dict[str, type[SearchStrategy]] = {
+    "evolve": ModelGuidedEvolution, "tpe": OptunaSampling, "random": OptunaSampling}
+assert tuple(STRATEGIES) == SAMPLERS
+
+
+def needs_study(config: TuneConfig) -> bool:
+    """Whether the job keeps an Optuna study: with storage, or when its strategy asks one."""
+    return config.storage is not None or STRATEGIES[config.sampler].asks_study
+
 
 def study_sampler(config: TuneConfig) -> optuna.samplers.BaseSampler:
     """The sampler of the job's Optuna study (used to ask only by the Optuna strategies;

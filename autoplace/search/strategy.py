@@ -54,6 +54,9 @@ class SearchStrategy(ABC):
 
     #: the study's trials carry per-op parameters (the Optuna samplers read them)
     study_params: bool = False
+    #: the strategy asks the Optuna study for candidates (so a job needs one even without
+    #: storage; otherwise the study only mirrors the log for storage and dashboards)
+    asks_study: bool = False
 
     def __init__(self) -> None:
         self.stats: list[dict] = []  # per-round figures a strategy may keep (cost model)

@@ -67,3 +67,28 @@ def test_evolve_returns_distinct_unexcluded_genomes_best_first():
     keys = space.keys(c, m)
     assert len(set(keys)) == len(keys) and not set(keys) & exclude
     assert (np.diff(s) >= 0).all() and s[0] < score(*start)[0].min()
+
+
+def test_unique_keeps_the_best_of_each_key_in_score_order_without_excluded_ones():
+    """Against the plain loop it replaced, on random scores (with ties) and keys."""
+    from autoplace.search.evolve import _unique
+
+    def plain(s, keys, exclude):
+        seen, keep = set(exclude), []
+        for idx in np.argsort(s, kind="stable"):
+            if keys[idx] not in seen:
+                seen.add(keys[idx])
+                keep.append(int(idx))
+        return keep
+
+    rng = np.random.default_rng(0)
+    for case in range(200):
+        n = int(rng.integers(0, 300))
+        s = rng.integers(0, 20, n).astype(float)
+        keys = [bytes([int(x)]) for x in rng.integers(0, 60, n)]
+        exclude = {bytes([int(x)]) for x in rng.integers(0, 60, 10)} if case % 2 else set()
+        rows = np.arange(n)[:, None]
+        c, m, score, got_keys = _unique(rows, rows, s, keys, exclude)
+        want = plain(s, keys, exclude)
+        assert c[:, 0].tolist() == want and got_keys == [keys[i] for i in want]
+        assert (np.diff(score) >= 0).all() and not set(got_keys) & exclude
