@@ -123,7 +123,7 @@ class RPCMeasurer(BuildingMeasurer):
             f"rpc: {why} under key {self.key!r} on tracker {self._addr()} ({detail}); "
             "candidates measured so far are in the log. Start servers (autoplace serve --hw "
             f"PROFILE --tracker {self._addr()} --key {self.key}) and run the same command "
-            "again (with --storage URL --resume it continues the study)")
+            "again with --resume to continue")
 
     def _open(self):
         """A session for the key; waits while servers are busy, raises when none is left.
