@@ -156,6 +156,7 @@ class Tuner:
                           "placement left to propose", stacklevel=2)
         return measured
 
+
 def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
          config: TuneConfig) -> TuneResult:
     """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged."""
