@@ -17,6 +17,9 @@ import numpy as np
 
 from autoplace.space import SearchSpace
 
+SHIFTS_PER_ITEM = 8  # insertion sort's budget per item before the run merge takes over
+# (read at each call; -1 always merges)
+
 
 @dataclass(frozen=True)
 class BatchOutput:
@@ -56,7 +59,7 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
                space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
                space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
                space.n_resources, len(space.units), len(space.scopes), space.host, n, finish,
-               space.c_wscope, space.weight_bytes, space.default_scope)
+               space.c_wscope, space.weight_bytes, space.default_scope, SHIFTS_PER_ITEM)
     latency, busy, copy_bytes, peak, no_route, ends, weights = out
     io = float(space.io_bytes[:n].sum())
     peak += weights
@@ -80,11 +83,12 @@ def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray
 @numba.njit(cache=True, nogil=True)
 def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, in_idx,
          has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res, n_units,
-         n_scopes, host, n, want_finish, c_wscope, weight_bytes, default):  # pragma: no cover
+         n_scopes, host, n, want_finish, c_wscope, weight_bytes, default,
+         shifts):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
     item (``freer``; -1: at the makespan). Each resource runs its items in program order,
-    so their starts and ends are sorted per resource, which :func:`_peaks` merges. A graph
+    so their starts and ends are sorted per resource, which :func:`_peaks` relies on. A graph
     output written in the default scope is the result buffer held there for the whole run
     (counted with the graph inputs), not an activation."""
     B = choice.shape[0]
@@ -157,7 +161,8 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
             makespan = max(makespan, finish[i])
             freer[op_item[i]] = last_item[i] if has_consumers[i] else -1
         latency[b] = makespan
-        _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, work, peak[b])
+        _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, work, peak[b],
+               shifts)
         if want_finish:
             ends[b] = finish[:n]
     return latency, busy, copy_bytes, peak, no_route, ends, weights
@@ -170,6 +175,24 @@ def _work(items, n_res, n_scopes):  # pragma: no cover - compiled
     and per scope the live bytes."""
     ints = np.empty((9, items + 2), dtype=np.int64)
     return np.full(n_res, -1), ints, np.zeros(n_scopes)
+
+
+@numba.njit(cache=True, nogil=True)
+def _insertion_sort(times, nb, order, budget):  # pragma: no cover - compiled
+    """``order[:nb]``: the items by ``times``, ties in creation order, if that takes at
+    most ``budget`` shifts (False otherwise). Items are created in program order, which
+    their times mostly follow, so this is linear in practice and its branches predictable;
+    past the budget, :func:`_merge` bounds the cost."""
+    for x in range(nb):
+        t, y = times[x], x
+        while y > 0 and times[order[y - 1]] > t:
+            order[y] = order[y - 1]
+            y -= 1
+        order[y] = x
+        budget -= x - y
+        if budget < 0:
+            return False
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -235,15 +258,18 @@ def _merge_two(times, src, dst, lo, mid, hi):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, w,
-           peak):  # pragma: no cover - compiled
+def _peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, w, peak,
+           shifts):  # pragma: no cover - compiled
     """Peak live bytes per scope: buffers allocated in order of their item's start, freed
     in order of their freeing item's end (graph outputs at the makespan); at equal times
     frees come first, so a buffer freed at t is reusable by one allocated at t."""
     allocs, ends, first, nxt = w[1][5], w[1][6], w[1][7], w[1][8]
-    n_runs = _runs(it_res, nb, w)
-    _merge(it_start, nb, n_runs, w, allocs)
-    _merge(it_end, nb, n_runs, w, ends)
+    budget = shifts * nb
+    if not (_insertion_sort(it_start, nb, allocs, budget)
+            and _insertion_sort(it_end, nb, ends, budget)):
+        n_runs = _runs(it_res, nb, w)
+        _merge(it_start, nb, n_runs, w, allocs)
+        _merge(it_end, nb, n_runs, w, ends)
     first[:nb + 1] = -1  # buffers each item frees, as linked lists; item nb: the makespan
     for x in range(nb):
         f = freer[x] if freer[x] >= 0 else nb

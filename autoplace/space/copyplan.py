@@ -36,15 +36,16 @@ def _learn(space, choice: np.ndarray, mode: np.ndarray) -> None:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _find(keys, key):  # pragma: no cover - compiled
-    """Position of ``key`` in the sorted ``keys``, -1 if absent."""
-    lo, hi = 0, len(keys)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < len(keys) and keys[lo] == key else -1
+    """Position of ``key`` in the sorted ``keys``, -1 if absent: a binary search whose
+    steps are selects, not branches (the comparisons are unpredictable)."""
+    n, lo = len(keys), 0
+    if n == 0:
+        return -1
+    while n > 1:
+        half = n >> 1
+        lo = lo + half if keys[lo + half] <= key else lo
+        n -= half
+    return lo if keys[lo] == key else -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -54,9 +55,12 @@ def _plan(c_scope, choice, mode, src, dst, keys, key_ids, n_scopes):  # pragma: 
     used = np.zeros((B, E), dtype=np.int64)
     rid = np.zeros((B, E), dtype=np.int64)
     missing = np.zeros(B, dtype=np.bool_)
+    scope = np.empty(c_scope.shape[0], dtype=np.int64)  # per op, of the row's choice
     for b in range(B):
+        for i in range(len(scope)):
+            scope[i] = c_scope[i, choice[b, i]]
         for k in range(E):
-            a, z = c_scope[src[k], choice[b, src[k]]], c_scope[dst[k], choice[b, dst[k]]]
+            a, z = scope[src[k]], scope[dst[k]]
             if a == z:
                 continue
             cross[b, k] = True

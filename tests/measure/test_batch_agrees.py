@@ -82,3 +82,22 @@ def test_a_prefix_ends_each_op_when_the_whole_run_does():
         part = simulate_batch(space, choice, mode, prefix=k, finish=True)
         assert np.array_equal(part.finish, whole.finish[:, :k])
         assert np.array_equal(part.latency, whole.finish[:, :k].max(axis=1))
+
+
+@pytest.mark.parametrize("model, hw", [("densenet121", "soc"), ("inception_v1", "mesh")])
+def test_the_sweep_orders_items_the_same_by_insertion_or_by_merging_runs(monkeypatch, model,
+                                                                          hw):
+    """The peak sweep sorts items by insertion sort within a shift budget and past it by
+    merging each resource's runs: both orders give the same figures."""
+    from autoplace.measure import batch
+
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    choice, mode = genomes(space, seed=3)
+    outs = []
+    for shifts in (10**9, batch.SHIFTS_PER_ITEM, -1):  # always insertion, default, merge
+        monkeypatch.setattr(batch, "SHIFTS_PER_ITEM", shifts)
+        outs.append(simulate_batch(space, choice, mode))
+    for out in outs[1:]:
+        for field in ("latency", "busy", "copy_bytes", "peak", "weights", "no_route"):
+            np.testing.assert_array_equal(getattr(out, field), getattr(outs[0], field))
+    assert outs[0].peak.max() > 0
