@@ -74,7 +74,9 @@ class Featurizer:
         r = t.routes
         secs, per_mode, dma = _copies(cross, used, rid, t.nbytes, r.lat, r.inv, r.hop_res,
                                       r.hop_lat, r.hop_bw, len(t.units), t.n_resources)
-        busy = _per_row_sum(unit, dur, len(t.units))
+        busy, held, biggest, switches, off_default = _op_sums(
+            unit, scope, dur, t.out_bytes, t.capacity, t.src, t.dst, t.default_scope,
+            len(t.units), len(t.scopes))
         busy[:, t.host] += per_mode[:, 0]
         cp = self._critical_path(dur, secs)
         ranked = np.sort(busy, axis=1)[:, ::-1]
@@ -89,11 +91,11 @@ class Featurizer:
             log(per_mode[:, 0]), log(per_mode[:, 1]),
             per_mode[:, 2] / self.total_bytes, per_mode[:, 3] / self.total_bytes,
             cross.mean(axis=1) if t.n_edges else 0 * cp,
-            (unit[:, t.src] != unit[:, t.dst]).mean(axis=1) if t.n_edges else 0 * cp,
+            switches / t.n_edges if t.n_edges else 0 * cp,
             (busy > 0).sum(axis=1) / len(t.units),
-            (scope != t.default_scope).mean(axis=1),
+            off_default / t.n_ops,
             log(t.launch[unit].sum(axis=1)),
-            *self._pressure(scope),
+            np.log1p((held / t.capacity).max(axis=1)), np.minimum(biggest, 4.0),
             (cross & (rid == 0)).any(axis=1).astype(float),
         ]
         return np.column_stack(feats)
@@ -104,14 +106,6 @@ class Featurizer:
     def _critical_path(self, dur: np.ndarray, secs: np.ndarray) -> np.ndarray:
         """Longest path with the chosen op times and unloaded copy times (no contention)."""
         return self.space.longest_paths(dur, secs)
-
-    def _pressure(self, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Outputs held in a scope over its capacity: summed (log) and the largest one."""
-        t = self.space
-        held = _per_row_sum(scope, np.broadcast_to(t.out_bytes, scope.shape), len(t.scopes))
-        frac = held / t.capacity
-        biggest = (t.out_bytes / t.capacity[scope]).max(axis=1, initial=0.0)
-        return np.log1p(frac.max(axis=1)), np.minimum(biggest, 4.0)
 
     def targets(self, latency_s: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Training targets ``log(latency / bound)`` of the rows of ``X``.
@@ -152,12 +146,25 @@ def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_unit
     return secs, per_mode, dma
 
 
-def _per_row_sum(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """``out[b, j] = sum of values[b, i] where index[b, i] == j``."""
-    B = len(index)
-    flat = (np.arange(B)[:, None] * n + index).ravel()
-    return np.bincount(flat, weights=np.asarray(values, dtype=np.float64).ravel(),
-                       minlength=B * n).reshape(B, n)
+@numba.njit(cache=True, nogil=True)
+def _op_sums(unit, scope, dur, out_bytes, capacity, src, dst, default, n_units,
+             n_scopes):  # pragma: no cover - compiled
+    """Per row: each unit's busy time (its ops' times), each scope's held bytes (outputs
+    kept there: scope pressure), the largest output over its scope's capacity (buffer
+    pressure), edges whose ends are on different units, ops off the default scope."""
+    B, n = unit.shape
+    busy, held = np.zeros((B, n_units)), np.zeros((B, n_scopes))
+    biggest, switches, off = np.zeros(B), np.zeros(B), np.zeros(B)
+    for b in range(B):
+        for i in range(n):
+            s = scope[b, i]
+            busy[b, unit[b, i]] += dur[b, i]
+            held[b, s] += out_bytes[i]
+            biggest[b] = max(biggest[b], out_bytes[i] / capacity[s])
+            off[b] += s != default
+        for k in range(len(src)):
+            switches[b] += unit[b, src[k]] != unit[b, dst[k]]
+    return busy, held, biggest, switches, off
 
 
 class CostModel(ABC):

@@ -235,3 +235,32 @@ def test_compiled_copy_features_equal_the_numpy_formulas(model, hw):
     assert got[1][:, 1].any() and got[2].any()  # async copies and DMA work were exercised
     f = Featurizer(space)
     np.testing.assert_array_equal(f.transform(choice, mode), f.transform(choice, used, plan))
+
+
+def _per_row_sum(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    flat = (np.arange(len(index))[:, None] * n + index).ravel()
+    return np.bincount(flat, weights=np.asarray(values, dtype=np.float64).ravel(),
+                       minlength=len(index) * n).reshape(len(index), n)
+
+
+@pytest.mark.parametrize("model,hw", [("densenet121", "soc"), ("inception_v1", "mesh")])
+def test_compiled_op_sums_equal_the_numpy_formulas(model, hw):
+    """Busy per unit, bytes held per scope, the biggest output over its capacity, unit
+    switches and ops off the default scope: exactly the numpy formulas (same sums, same
+    order), so the features did not move when they were compiled."""
+    from autoplace.cost_model import _op_sums
+
+    t = SearchSpace(load_graph(model), load_profile(hw))
+    choice, _ = t.random_genomes(64, np.random.default_rng(6))
+    ops = np.arange(t.n_ops)
+    unit, scope, dur = t.c_unit[ops, choice], t.c_scope[ops, choice], t.c_dur[ops, choice]
+    got = _op_sums(unit, scope, dur, t.out_bytes, t.capacity, t.src, t.dst, t.default_scope,
+                   len(t.units), len(t.scopes))
+    want = (_per_row_sum(unit, dur, len(t.units)),
+            _per_row_sum(scope, np.broadcast_to(t.out_bytes, scope.shape), len(t.scopes)),
+            (t.out_bytes / t.capacity[scope]).max(axis=1, initial=0.0),
+            (unit[:, t.src] != unit[:, t.dst]).sum(axis=1),
+            (scope != t.default_scope).sum(axis=1))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert got[3].any() and got[4].any() and (got[1] > 0).sum(axis=1).max() > 1

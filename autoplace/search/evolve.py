@@ -79,9 +79,15 @@ class Genomes:
         """Set each op of each run to its choice of (``units[row, op]``, ``scopes[row,
         op]``), where the op has one."""
         cols = np.arange(self.space.n_ops)
-        live = (cols >= start[:, None]) & (cols < (start + length)[:, None])
-        want = self.space.choice_index(np.broadcast_to(cols, live.shape), units, scopes)
-        c[rows] = np.where(live & (want >= 0), want, c[rows])
+        r, col = np.nonzero((cols >= start[:, None]) & (cols < (start + length)[:, None]))
+        self._set(c, rows, r, col, units[r, col], scopes[r, col])
+
+    def _set(self, c, rows, r, col, units, scopes) -> None:
+        """Op ``col`` of each row ``rows[r]`` to its choice of (``units``, ``scopes``),
+        where it has one."""
+        want = self.space.choice_index(col, units, scopes)
+        ok = want >= 0
+        c[rows[r[ok]], col[ok]] = want[ok]
 
     def _segment(self, c, m, rows, rng, *_):
         t = self.space
@@ -105,14 +111,8 @@ class Genomes:
         i = rng.integers(0, t.n_ops, len(rows))
         pick = (rng.random(len(rows)) * t.n_choices[i]).astype(np.int64)
         src_unit = t.c_unit[i, c[rows, i]]
-        cols = np.arange(t.n_ops)
-        units = t.c_unit[cols, c[rows]]
-        shape = units.shape
-        want = self.space.choice_index(np.broadcast_to(cols, shape),
-                             np.broadcast_to(t.c_unit[i, pick][:, None], shape),
-                             np.broadcast_to(t.c_scope[i, pick][:, None], shape))
-        swap = (units == src_unit[:, None]) & (want >= 0)
-        c[rows] = np.where(swap, want, c[rows])
+        r, col = np.nonzero(t.c_unit[np.arange(t.n_ops), c[rows]] == src_unit[:, None])
+        self._set(c, rows, r, col, t.c_unit[i, pick][r], t.c_scope[i, pick][r])
 
     def _mode(self, c, m, rows, rng, *_):
         if not self.space.n_edges:

@@ -106,8 +106,10 @@ class SearchSpace(ChoiceTables, EdgeTables):
     @staticmethod
     def keys(choice: np.ndarray, mode: np.ndarray) -> list[bytes]:
         """A hashable key per row (of normalised genomes)."""
-        rows = np.concatenate([choice, mode], axis=1).astype(np.int32)
-        return [r.tobytes() for r in rows]
+        rows = np.ascontiguousarray(np.concatenate([choice, mode], axis=1), dtype=np.int32)
+        if not rows.shape[1]:
+            return [b""] * len(rows)
+        return rows.view(np.dtype((np.void, rows.shape[1] * 4))).ravel().tolist()  # bytes
 
     def random_genomes(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` uniformly random genomes (modes not normalised)."""
