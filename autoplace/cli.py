@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -47,6 +48,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
 
 
@@ -95,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true",
                    help="continue the job in --log (and the study in --storage): "
                    "nothing logged is measured again")
+    t.add_argument("--worker", action="store_true",
+                   help="join the study in --storage (journal:PATH on one host, "
+                        "postgresql://... across hosts) as one of several workers, each with "
+                        "its own --log: no candidate is measured twice and --trials counts "
+                        "the whole study")
+    t.add_argument("--grace", type=_positive_seconds, default=120.0, metavar="SECONDS",
+                   help="--worker: a worker silent this long is dead and its running trials "
+                        "are measured again by others")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--measurer", choices=("simulator", "local", "rpc", "rpc-sim"),
                    default="simulator",
@@ -102,11 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "boards through TVM RPC (autoplace serve)")
     t.add_argument("--rpc-tracker", default=None, help="HOST:PORT of the TVM RPC tracker")
     t.add_argument("--rpc-key", default=None, help="device key on the tracker")
-    t.add_argument("--timeout", type=float, default=60.0,
+    t.add_argument("--timeout", type=_positive_seconds, default=60.0,
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     b = sub.add_parser("best", help="the best placement in a log, as a table")
     b.set_defaults(run=cmd_best)
-    b.add_argument("log")
+    b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")
     b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
     sub.add_parser("profiles", help="bundled hardware profiles and their units").set_defaults(
         run=cmd_profiles)
@@ -168,7 +187,8 @@ def cmd_tune(args) -> int:
 
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
                         sampler=args.sampler, storage=args.storage, study_name=args.study,
-                        resume=args.resume, progress=not args.no_progress,
+                        resume=args.resume, worker=args.worker, grace_s=args.grace,
+                        progress=not args.no_progress,
                         cost_model=args.cost_model, candidates=args.candidates,
                         warm_start=tuple(args.warm_start), save_model=args.save_model)
     for path in args.warm_start:
@@ -185,17 +205,21 @@ def cmd_tune(args) -> int:
             result = tune(space, measurer, log, config)
     finally:
         measurer.close()
-    _report(result, log_path)
+    _report(result, log_path, worker=args.worker)
     if result.best is not None:
         _next_steps(args, log_path)
     return 130 if result.interrupted else 0
 
 
-def _report(result, log_path: str) -> None:
+def _report(result, log_path: str, worker: bool = False) -> None:
     if result.warm_start:
         print(result.warm_start)
     if result.resumed:
-        print(f"resumed: {result.resumed} candidates measured before, none measured again")
+        print(f"{'joined the study' if worker else 'resumed'}: {result.resumed} candidates "
+              "measured before, none measured again")
+    if worker:
+        print(f"this worker measured {result.measured}; the study's best over every "
+              "worker's log: autoplace best LOG [LOG ...]")
     if result.interrupted:
         print(f"interrupted: {result.measured} candidates of this run are in {log_path}; "
               "run the same command with --resume to continue")
@@ -224,10 +248,10 @@ def _next_steps(args, log_path: str) -> None:
 def cmd_best(args) -> int:
     from autoplace.records import best, read
 
-    records = read(args.log)
+    records = [r for path in args.log for r in read(path)]
     rec = best(records)
     if rec is None:
-        raise CliError(f"{args.log}: no valid record")
+        raise CliError(f"{', '.join(args.log)}: no valid record")
     graph = _graph_or_none(args.model or rec.graph)
     print(f"{rec.graph} on {rec.profile}: {rec.result.latency_s * 1e3:.4f} ms "
           f"({rec.strategy}, trial {rec.trial}, {len(records)} records)")

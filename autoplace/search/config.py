@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from autoplace.records import Record
@@ -30,6 +31,11 @@ class TuneConfig:
     #: measured again, trial numbers go on after the logged ones
     resume: bool = False
     progress: bool = False
+    #: join the study in ``storage`` as one of several workers (autoplace.search.workers):
+    #: trial numbers are the study's, ``trials`` counts the whole study's search candidates
+    worker: bool = False
+    #: a worker silent this long (seconds) is dead; its running trials are reclaimed
+    grace_s: float = 120.0
     #: tpe/random: share of each batch proposed as mutations of the best so far
     mutation_ratio: float = 0.5
     #: "xgb" (learned), "analytic" (the features' estimate) or "none" (no ranking)
@@ -55,6 +61,11 @@ class TuneConfig:
              f"cost_model must be one of {COST_MODELS}, got cost_model={self.cost_model!r}"),
             (self.candidates > 0, f"candidates > 0 must hold, got candidates={self.candidates}"),
             (0.0 <= self.explore <= 1.0, f"0 <= explore <= 1 must hold, got {self.explore}"),
+            (not self.worker or (self.storage or "sqlite").split(":")[0] != "sqlite",
+             "worker needs a storage the workers can share: journal:PATH on one host or "
+             "postgresql://... (SQLite is not meant for concurrent writers)"),
+            (math.isfinite(self.grace_s) and self.grace_s > 0,
+             f"grace_s > 0 must hold, got grace_s={self.grace_s}"),
             (isinstance(self.warm_start, tuple),
              f"warm_start must be a tuple of paths, got {self.warm_start!r}"),
         ]
@@ -62,6 +73,11 @@ class TuneConfig:
             if not ok:
                 raise ValueError(message)
         self._check_model_files()
+
+    @property
+    def continues(self) -> bool:
+        """Whether the job takes in what was measured before (``resume``, or a worker)."""
+        return self.resume or self.worker
 
     def _check_model_files(self) -> None:
         if self.save_model is not None and not self.save_model.endswith(MODEL_SUFFIXES):

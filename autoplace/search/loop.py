@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -22,6 +23,7 @@ from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
 from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.search.workers import BASELINE, SEARCH, SharedStudy
 from autoplace.space import Placement, SearchSpace
 
 #: rounds in a row whose every candidate was measured before, after which the search ends
@@ -32,9 +34,10 @@ class Tuner:
     """One tuning job: a measurer, a store (log and study), a strategy."""
 
     def __init__(self, space: SearchSpace, measurer: Measurer, store: Store,
-                 strategy: SearchStrategy, config: TuneConfig):
+                 strategy: SearchStrategy, config: TuneConfig,
+                 shared: SharedStudy | None = None):
         self.space, self.measurer, self.store = space, measurer, store
-        self.strategy, self.config = strategy, config
+        self.strategy, self.config, self.shared = strategy, config, shared
         self.baseline_names = {name for name, _ in baselines(space)}
         self.records: list[Record] = []  # measured by this run
         self.seen: dict[bytes, float | None] = {}  # genome key -> latency (None: failed)
@@ -46,7 +49,13 @@ class Tuner:
     def replay(self) -> None:
         """Take in what the job measured before (``resume``): the log's records and the
         study's trials; none of it is measured again."""
-        done = self.store.sync() if self.config.resume else []
+        done = self.store.sync() if self.config.continues else []
+        self.resumed = len(done)
+        self._take_in(done)
+
+    def _take_in(self, done: list[tuple[str, Placement, float | None]]) -> None:
+        """Measured candidates of the job from elsewhere (log, study): remembered as
+        measured, and observed by the strategy."""
         if not done:
             return
         labels, placements, latency = zip(*done)
@@ -55,7 +64,6 @@ class Tuner:
         self._remember(choice, mode, lat)
         self.strategy.observe(Proposal(choice=choice, mode=mode, labels=labels), lat)
         self.done.extend(labels)
-        self.resumed = len(done)
 
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         keys = self.space.keys(choice, self.space.normalize(choice, mode))
@@ -81,6 +89,8 @@ class Tuner:
         mode = self.space.normalize(proposal.choice, proposal.mode)
         keys = self.space.keys(proposal.choice, mode)
         fresh = self._fresh(proposal, keys) if dedupe else list(range(len(proposal)))
+        if self.shared is not None:
+            proposal, fresh = self._claimed(proposal, fresh, mode)
         placements = self.space.decode_rows(proposal.choice[fresh], mode[fresh])
         results, stopped = [None] * len(fresh), None
         try:
@@ -108,6 +118,22 @@ class Tuner:
                 fresh.append(i)
                 batch.add(k)
         return fresh
+
+    def _claimed(self, proposal: Proposal, rows: list[int], mode: np.ndarray):
+        """``proposal`` with a study trial per row of ``rows``, and the rows whose claim
+        won (:meth:`SharedStudy.claim`); the others' trials are released."""
+        trials = list(proposal.trials) if proposal.trials else [None] * len(proposal)
+        for i in rows:
+            trials[i] = trials[i] or self.store.study.ask()
+        won = self.shared.claim(
+            [trials[i] for i in rows],
+            [self.space.format_genome(proposal.choice[i], mode[i]) for i in rows],
+            [BASELINE if proposal.labels[i] in self.baseline_names else SEARCH for i in rows],
+            self.config.trials)
+        for i, ok in zip(rows, won):
+            if not ok:
+                self.store.release(trials[i])
+        return replace(proposal, trials=tuple(trials)), [i for i, ok in zip(rows, won) if ok]
 
     def _release_unfinished(self, proposal: Proposal, rows: list[int]) -> None:
         for i in rows:
@@ -142,19 +168,29 @@ class Tuner:
         """Search until ``trials`` search candidates are measured; returns how many this run
         measured. Ends early, with a warning, when the strategy runs dry or proposes only
         candidates the job has measured for :data:`STALLED_ROUNDS` rounds in a row."""
-        measured, remaining, stalled = 0, self.config.trials - self.search_trials_done(), 0
-        while remaining > 0 and stalled < STALLED_ROUNDS:
+        measured, stalled = 0, 0
+        while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
             proposal = self.strategy.propose(min(self.config.batch_size, remaining))
             if not len(proposal):
                 break
             n = self.run(proposal)
-            measured, remaining = measured + n, remaining - n
+            measured += n
             stalled = 0 if n else stalled + 1
             progress(n)
         if remaining > 0:
             warnings.warn(f"search stopped after {measured} trials: no unmeasured "
                           "placement left to propose", stacklevel=2)
         return measured
+
+
+    def _remaining(self) -> int:
+        """Search candidates still to measure: of the job, or, for a worker, of the whole
+        study (after failing dead workers' trials and taking in what the others measured)."""
+        if self.shared is None:
+            return self.config.trials - self.search_trials_done()
+        self.shared.reclaim()
+        self._take_in(self.store.others())
+        return self.config.trials - self.shared.search_claims()
 
 
 def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
@@ -179,26 +215,34 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
                 tuner.strategy.save_model(config.save_model)
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            if tuner.shared is not None:
+                tuner.shared.close()
     result = _result(tuner, interrupted, time.perf_counter() - t0)
     return replace(result, warm_start=warm.summary() if warm is not None else "")
 
 
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
            warm) -> Tuner:
-    """The job's tuner, with what it measured before taken in (``resume``)."""
+    """The job's tuner, with what it measured before taken in (``resume``, a worker)."""
     study = open_study(space, config, study_sampler(config)) if needs_study(config) else None
+    shared = SharedStudy(study, grace_s=config.grace_s) if config.worker else None
+    if shared is not None:  # workers proposing alike would only lose claims to each other
+        config = replace(config, seed=(config.seed + zlib.crc32(shared.worker.encode()))
+                         % 2**32)
+        shared.reclaim()
     strategy = make_strategy(space, study, config, warm=warm,
                              stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
-                  study_params=strategy.study_params)
-    tuner = Tuner(space, measurer, store, strategy, config)
+                  study_params=strategy.study_params, study_numbers=shared is not None)
+    tuner = Tuner(space, measurer, store, strategy, config, shared)
     tuner.replay()
     return tuner
 
 
 def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     """The job's result over its logged records before this run and this run's."""
-    job = [*tuner.store.logged, *tuner.records] if tuner.config.resume else tuner.records
+    job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
     names = tuner.baseline_names | {"heft"}
     base = {r.strategy: r for r in job if r.strategy in names}
     best = min((r for r in job if r.result.ok),

@@ -7,6 +7,11 @@ Trials of the study carry the log's trial number (``user_attrs["trial"]``) and t
 (``user_attrs["genome"]``), so log and study join on the trial number. Without
 ``--storage``, a strategy that never asks the study (evolution) has none: the log alone
 holds the job.
+
+Workers sharing a study (:mod:`autoplace.search.workers`) write a candidate's attributes on
+its running trial before the log line, then finish the trial: a worker killed in between
+leaves a trial whose attributes say it was measured, which the next worker finishes with
+them; its log and the study still agree.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from autoplace.measure.base import MeasureResult
 from autoplace.records import Record, TuningLog, read
 from autoplace.search.config import SearchError, TuneConfig
 from autoplace.search.params import distributions, to_params, to_placement
+from autoplace.search.storage import open_storage, redact
 from autoplace.space import Placement, SearchSpace
 
 
@@ -30,18 +36,20 @@ def study_name(space: SearchSpace, config: TuneConfig) -> str:
 def open_study(space: SearchSpace, config: TuneConfig,
                sampler: optuna.samplers.BaseSampler) -> optuna.Study:
     """The job's study: in memory, or in ``config.storage`` (which must not hold it yet
-    unless ``config.resume``)."""
-    name = study_name(space, config)
-    if config.storage and not config.resume and name in optuna.get_all_study_names(config.storage):
-        raise SearchError(f"study {name!r} already exists in {config.storage}; "
+    unless the job continues: ``resume``, or a worker)."""
+    name, storage = study_name(space, config), open_storage(config.storage)
+    shown = redact(config.storage or "")
+    if storage is not None and not config.continues and \
+            name in optuna.get_all_study_names(storage):
+        raise SearchError(f"study {name!r} already exists in {shown}; "
                           "pass --resume to continue it")
-    study = optuna.create_study(study_name=name, storage=config.storage, sampler=sampler,
-                                direction="minimize", load_if_exists=config.resume)
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                direction="minimize", load_if_exists=config.continues)
     profile = study.user_attrs.get("profile_hash")
     if profile is None:
         study.set_user_attr("profile_hash", space.profile.hash)
     elif profile != space.profile.hash:
-        raise SearchError(f"study {name!r} in {config.storage} was made with another version of "
+        raise SearchError(f"study {name!r} in {shown} was made with another version of "
                           f"profile {space.profile.name!r} (hash {profile}, now "
                           f"{space.profile.hash}); use another --study or --storage")
     return study
@@ -51,8 +59,11 @@ class Store:
     """The job's log and study, and the job's records found in them."""
 
     def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
-                 measurer: str, seed: int, study_params: bool):
+                 measurer: str, seed: int, study_params: bool, study_numbers: bool = False):
         self.space, self.log, self.study = space, log, study
+        #: a record's trial number is its study trial's (workers sharing a study)
+        self.study_numbers = study_numbers
+        self.taken: set[int] = set()  # study trial numbers taken in from other logs
         self.measurer, self.seed, self.study_params = measurer, seed, study_params
         self.dists: dict[str, CategoricalDistribution] = (
             distributions(space) if study_params else {})
@@ -90,12 +101,24 @@ class Store:
         for r in self.logged:
             if r.trial not in in_study and self.study is not None:
                 self._add_trial(r)
-        logged = {r.trial for r in self.logged}
         done = [(r.strategy, r.placement, r.result.latency_s) for r in self.logged]
-        for number, t in sorted(in_study.items()):
-            if number not in logged and (p := self._placement(t)) is not None:
-                done.append((t.user_attrs["strategy"], p, t.value))
+        self.taken.update(r.trial for r in self.logged)
         self.next_trial = max([self.next_trial, *(n + 1 for n in in_study)])
+        return done + self._take_in(in_study)
+
+    def others(self) -> list[tuple[str, Placement, float | None]]:
+        """Candidates other workers measured since the last call (as :meth:`sync`)."""
+        trials = self.study.get_trials(deepcopy=False,
+                                       states=(TrialState.COMPLETE, TrialState.FAIL))
+        return self._take_in({t.user_attrs.get("trial", t.number): t for t in trials
+                              if t.user_attrs.get("strategy")})
+
+    def _take_in(self, in_study: dict[int, FrozenTrial]):
+        done = []
+        for number, t in sorted(in_study.items()):
+            if number not in self.taken and (p := self._placement(t)) is not None:
+                done.append((t.user_attrs["strategy"], p, t.value))
+            self.taken.add(number)
         return done
 
     def _placement(self, trial: FrozenTrial) -> Placement | None:
@@ -114,33 +137,58 @@ class Store:
         """Log a measured candidate (flushed), then tell the study: finish ``trial`` if the
         candidate was asked as one, else add a finished trial."""
         g, p = self.space.graph, self.space.profile
+        number = trial.number if self.study_numbers and trial is not None else self.next_trial
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
-                     strategy=strategy, trial=self.next_trial, seed=self.seed,
+                     strategy=strategy, trial=number, seed=self.seed,
                      measurer=self.measurer, placement=placement, result=result)
+        if trial is not None and self.study_numbers:  # the study first: it is shared
+            self._set_attrs(trial, rec, genome)
         self.log.append(rec)
-        self.next_trial += 1
+        self.next_trial = max(self.next_trial, number + 1)
+        self.taken.add(number)
         if trial is not None:
-            for k, v in _attrs(rec, genome).items():
-                trial.set_user_attr(k, v)
-            self._tell(trial, result.latency_s if result.ok else None)
+            self._finish(trial, rec, genome)
         elif self.study is not None:
             self._add_trial(rec, genome)
         return rec
 
+    def _finish(self, trial: optuna.Trial, rec: Record, genome: str) -> None:
+        """Tell the study the asked ``trial`` was measured; if another worker finished it
+        meanwhile (it took this one for dead), add the measurement as a trial of its own."""
+        try:
+            if not self.study_numbers:
+                self._set_attrs(trial, rec, genome)
+            self._tell(trial, rec.result.latency_s if rec.result.ok else None)
+        except RuntimeError:  # "... has already finished": another worker took this for dead
+            if not self._measured_in_study(trial.number):  # it finished it as failed
+                self._add_trial(rec, genome, extra=trial.user_attrs)
+
+    def _measured_in_study(self, number: int) -> bool:
+        return any(t.number == number and "strategy" in t.user_attrs
+                   for t in self.study.get_trials(deepcopy=False))
+
+    @staticmethod
+    def _set_attrs(trial: optuna.Trial, rec: Record, genome: str) -> None:
+        for k, v in _attrs(rec, genome).items():
+            trial.set_user_attr(k, v)
+
     def release(self, trial: optuna.Trial, latency: float | None = None) -> None:
         """Finish an asked trial that was not measured: with the latency of the equal
         candidate measured before (a duplicate), else as failed. It carries no strategy,
-        so it is never taken for a measured candidate."""
-        self._tell(trial, latency)
+        so it is never taken for a measured candidate. One another worker finished (it
+        took this one for dead) is left as it is."""
+        self._tell(trial, latency, skip_if_finished=True)
 
-    def _tell(self, trial: optuna.Trial, value: float | None) -> None:
+    def _tell(self, trial: optuna.Trial, value: float | None,
+              skip_if_finished: bool = False) -> None:
         self.told.add(trial.number)
         if value is None:
-            self.study.tell(trial, state=TrialState.FAIL)
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=skip_if_finished)
         else:
-            self.study.tell(trial, value, state=TrialState.COMPLETE)
+            self.study.tell(trial, value, state=TrialState.COMPLETE,
+                            skip_if_finished=skip_if_finished)
 
-    def _add_trial(self, rec: Record, genome: str | None = None) -> None:
+    def _add_trial(self, rec: Record, genome: str | None = None, extra: dict | None = None) -> None:
         genome = genome or self.space.format_genome(*(x[0] for x in
                                                       self.space.encode([rec.placement])))
         params = to_params(self.space, rec.placement) if self.study_params else {}
@@ -149,11 +197,15 @@ class Store:
             params=params, distributions={k: self.dists[k] for k in params},
             value=res.latency_s if res.ok else None,
             state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
-            user_attrs=_attrs(rec, genome)))
+            user_attrs={**(extra or {}), **_attrs(rec, genome)}))
 
 
 def _attrs(rec: Record, genome: str) -> dict:
-    attrs = {"strategy": rec.strategy, "trial": rec.trial, "genome": genome}
+    """A measured trial's attributes; ``strategy`` last: a trial that has it has them all
+    (they are set one by one), so a worker that finds it on a dead worker's running trial
+    can finish the trial with ``latency`` (see :meth:`SharedStudy.reclaim`)."""
+    attrs = {"trial": rec.trial, "genome": genome,
+             "latency": rec.result.latency_s if rec.result.ok else None}
     if not rec.result.ok:
         attrs["error"] = f"{rec.result.error.value}: {rec.result.detail}"
-    return attrs
+    return attrs | {"strategy": rec.strategy}

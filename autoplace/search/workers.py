@@ -1,0 +1,157 @@
+"""Several workers on one study (``--worker``): claims, heartbeats, reclaiming dead workers.
+
+Each worker has its own log and a strategy of its own; the study (a journal file on one
+host, PostgreSQL across hosts) is what they share. Before measuring, a worker asks a study
+trial per candidate and writes its claim on it (the genome, whether it is a baseline, the
+worker), then reads the study once: a candidate is measured only under the lowest-numbered
+trial that claims its genome among the live claims (running trials of live workers, and
+measured trials), and a search candidate only if fewer than ``--trials`` live search claims
+come before it. Claiming before reading makes this race-free: of two workers claiming one
+genome, both see the earlier claim, so exactly one measures it. Trial numbers are the
+study's; a trial whose claim lost is finished as failed, without a strategy (no record).
+
+Each worker writes a heartbeat (study attribute ``worker:ID``: the time) at start and then
+every quarter of ``grace_s``; a worker silent for ``grace_s`` is dead, and the next worker
+that looks finishes its running trials (reclaims them): one it had measured and logged (its
+attributes are complete) with the logged latency, the others as failed, so that their
+genomes can be claimed again.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+BASELINE, SEARCH = "baseline", "search"
+#: how long a claim waits for the claims of trials asked before its own (seconds)
+CLAIM_WAIT_S = 10.0
+_PREFIX = "worker:"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A live claim: trial number, genome, kind (``baseline`` or ``search``)."""
+
+    number: int
+    genome: str
+    kind: str
+
+
+class SharedStudy:
+    """This worker's side of a study shared with other workers (see the module docstring)."""
+
+    def __init__(self, study: optuna.Study, *, grace_s: float, worker: str | None = None):
+        self.study, self.grace_s = study, float(grace_s)
+        self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self._stop = threading.Event()
+        self.beat()
+        self._thread = threading.Thread(target=self._beating, name="autoplace-heartbeat",
+                                        daemon=True)
+        self._thread.start()
+
+    def beat(self) -> None:
+        self.study.set_user_attr(_PREFIX + self.worker, time.time())
+
+    def _beating(self) -> None:
+        while not self._stop.wait(self.grace_s / 4):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the job goes on
+                continue
+
+    def close(self) -> None:
+        self._stop.set()
+
+    # -- claims --------------------------------------------------------------------------------
+    def claim(self, trials: list[optuna.Trial], genomes: list[str], kinds: list[str],
+              limit: int) -> list[bool]:
+        """Write a claim per candidate on its trial; whether each one is this worker's to
+        measure (``limit``: ``--trials``, the study's search candidates)."""
+        for t, genome, kind in zip(trials, genomes, kinds):
+            t.set_user_attr("kind", kind)
+            t.set_user_attr("worker", self.worker)
+            t.set_user_attr("claim", genome)  # last: a trial with a claim has all three
+        first: dict[str, int] = {}
+        search_rank: dict[int, int] = {}
+        for h in self.holders(self._settled(max((t.number for t in trials), default=-1))):
+            first.setdefault(h.genome, h.number)
+            if h.kind == SEARCH:
+                search_rank[h.number] = len(search_rank)
+        return [first.get(g) == t.number and (k != SEARCH or search_rank[t.number] < limit)
+                for t, g, k in zip(trials, genomes, kinds)]
+
+    def _settled(self, below: int) -> list[FrozenTrial]:
+        """The study's trials once every running trial numbered below ``below`` has its
+        claim written (a worker claims right after asking; one that has not after
+        :data:`CLAIM_WAIT_S` is taken to have died in between)."""
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while True:
+            trials = self.study.get_trials(deepcopy=False)
+            pending = any(t.number < below and t.state == TrialState.RUNNING
+                          and "claim" not in t.user_attrs for t in trials)
+            if not pending or time.monotonic() > deadline:
+                return trials
+            time.sleep(0.02)
+
+    def holders(self, trials: list[FrozenTrial] | None = None) -> list[Holder]:
+        """The live claims among ``trials`` (default: the study's), by trial number."""
+        alive = self._alive()
+        out = []
+        for t in self.study.get_trials(deepcopy=False) if trials is None else trials:
+            genome = t.user_attrs.get("claim") or t.user_attrs.get("genome")
+            if genome and _holds(t, alive):
+                out.append(Holder(t.number, genome, t.user_attrs.get("kind", SEARCH)))
+        return sorted(out, key=lambda h: h.number)
+
+    def search_claims(self) -> int:
+        """Search candidates the study has measured or has live workers measuring."""
+        return sum(1 for h in self.holders() if h.kind == SEARCH)
+
+    # -- dead workers ------------------------------------------------------------------------
+    def _finish(self, t: FrozenTrial) -> None:
+        value, state = _finish_attrs(t)
+        self.study.tell(t.number, value, state=state, skip_if_finished=True)
+
+    def _alive(self) -> set[str]:
+        now = time.time()
+        return {key[len(_PREFIX):] for key, at in self.study.user_attrs.items()
+                if key.startswith(_PREFIX) and now - float(at) <= self.grace_s}
+
+    def reclaim(self) -> int:
+        """Finish the running trials of dead workers (see :func:`_finish_attrs`); how many."""
+        alive, n = self._alive() | {self.worker}, 0
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            owner = t.user_attrs.get("worker")
+            dead = owner not in alive if owner is not None else _older(t, self.grace_s)
+            if dead:
+                self._finish(t)
+                n += 1
+        return n
+
+
+def _finish_attrs(t: FrozenTrial):
+    """(value, state) to finish a dead worker's trial with: measured and logged (it has a
+    strategy: its latency is known), else failed, so that its genome can be claimed again."""
+    latency = t.user_attrs.get("latency") if "strategy" in t.user_attrs else None
+    return (latency, TrialState.COMPLETE) if latency is not None else (None, TrialState.FAIL)
+
+
+def _older(t: FrozenTrial, seconds: float) -> bool:
+    """Whether ``t`` was asked more than ``seconds`` ago (a trial never claimed: its worker
+    died between asking and claiming)."""
+    start = t.datetime_start
+    return start is not None and (datetime.now() - start).total_seconds() > seconds
+
+
+def _holds(t: FrozenTrial, alive: set[str]) -> bool:
+    if t.state == TrialState.RUNNING:
+        return t.user_attrs.get("worker") in alive
+    return t.state in (TrialState.COMPLETE, TrialState.FAIL) and "strategy" in t.user_attrs

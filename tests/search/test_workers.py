@@ -1,0 +1,176 @@
+"""Several workers on one study (``autoplace tune --worker``), on a journal file and on a
+real PostgreSQL server: trial numbers from the study, no candidate measured twice, baselines
+once, ``--trials`` the study's total, a dead worker's running trials reclaimed."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from postgres_server import Server, binaries
+
+from autoplace.models import load_graph
+from autoplace.profile_io import load_profile
+from autoplace.records import read
+from autoplace.search import baselines
+from autoplace.search.storage import open_storage
+from autoplace.search.workers import BASELINE
+from autoplace.space import SearchSpace
+
+TRIALS = 300
+MODEL, HW = "squeezenet", "soc"
+
+
+def worker(storage: str, log: Path, seed: int, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "autoplace", "tune", MODEL, "--hw", HW, "--trials",
+           str(TRIALS), "--batch-size", "4", "--storage", storage, "--worker", "--log",
+           str(log), "--seed", str(seed), "--no-progress", *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def finish(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+
+
+def the_study(storage: str) -> optuna.Study:
+    (name,) = optuna.get_all_study_names(open_storage(storage))
+    return optuna.load_study(study_name=name, storage=open_storage(storage))
+
+
+def assert_one_job(storage: str, logs: list[Path]) -> None:
+    """The invariants of a shared job, from the workers' logs and the study."""
+    records = [r for log in logs if log.exists() for r in read(log)]
+    sp = the_space()
+    choice, mode = sp.encode([r.placement for r in records])
+    genomes = sp.keys(choice, sp.normalize(choice, mode))
+    twice = [(r.trial, r.strategy) for r, g in zip(records, genomes) if genomes.count(g) > 1]
+    assert not twice, f"measured twice: {twice}"
+    numbers = [r.trial for r in records]
+    assert len(numbers) == len(set(numbers)), "a trial number was used twice"
+    names = {name for name, _ in baselines_of()}
+    base = [r.strategy for r in records if r.strategy in names]
+    assert sorted(base) == sorted(names), "every baseline exactly once"
+    assert len(records) - len(base) == TRIALS, "--trials is the study's total"
+    study = the_study(storage)
+    measured = {t.number: t for t in study.get_trials(deepcopy=False)
+                if t.user_attrs.get("strategy")}
+    assert sorted(measured) == sorted(numbers), "log and study are one truth"
+    for r in records:
+        t = measured[r.trial]
+        assert t.user_attrs["strategy"] == r.strategy
+        assert (t.value if r.result.ok else None) == (r.result.latency_s if r.result.ok else None)
+        assert (t.user_attrs["kind"] == BASELINE) == (r.strategy in names)
+    running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert not running
+
+
+@functools.cache
+def the_space() -> SearchSpace:
+    return SearchSpace(load_graph(MODEL), load_profile(HW))
+
+
+@functools.cache
+def baselines_of():
+    return baselines(the_space())
+
+
+def three_workers(storage: str, tmp_path: Path) -> None:
+    logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
+    finish([worker(storage, log, seed=0) for log in logs])  # same seed: they must not collide
+    assert_one_job(storage, logs)
+    assert all(log.exists() and log.stat().st_size for log in logs), "every worker measured"
+
+
+def test_three_workers_on_a_journal_file(tmp_path):
+    three_workers(f"journal:{tmp_path / 'study.journal'}", tmp_path)
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    bindir = binaries()
+    if bindir is None:
+        if os.environ.get("AUTOPLACE_CI"):
+            pytest.fail("PostgreSQL is not installed (.ci/run installs it)")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="autoplace-pg-"))  # pytest's are private to root
+    server = Server(root, bindir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_three_workers_on_postgresql(postgres, tmp_path):
+    three_workers(postgres.url, tmp_path)
+
+
+#: a worker that SIGKILLs itself right after its ``kill_after``-th log line, mid-batch: the
+#: batch's other candidates are left claimed and running
+DOOMED_WORKER = textwrap.dedent("""
+    import os, signal, sys
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+    from autoplace.records import TuningLog
+    from autoplace.search import TuneConfig, tune
+    from autoplace.space import SearchSpace
+
+    log_path, storage, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    class DiesAfterLogging(TuningLog):
+        def append(self, record):
+            super().append(record)
+            self.lines = getattr(self, "lines", 0) + 1
+            if self.lines == kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    space = SearchSpace(load_graph(sys.argv[4]), load_profile(sys.argv[5]))
+    with DiesAfterLogging(log_path) as log:
+        tune(space, Simulator(space), log, TuneConfig(trials=int(sys.argv[6]), seed=1,
+             batch_size=4, storage=storage, worker=True, grace_s=2.0))
+""")
+
+
+def test_a_dead_workers_running_trials_are_reclaimed(tmp_path):
+    storage = f"journal:{tmp_path / 'study.journal'}"
+    dead, alive = tmp_path / "dead.jsonl", tmp_path / "alive.jsonl"
+    # 3 baselines, then a batch of 4 of which 2 are logged
+    proc = subprocess.run([sys.executable, "-c", DOOMED_WORKER, str(dead), storage, "5", MODEL,
+                           HW, str(TRIALS)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    running = the_study(storage).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    # the batch's last two claimed, and the one logged last (its attributes written first)
+    assert len(running) == 3 and sum("strategy" in t.user_attrs for t in running) == 1
+    time.sleep(2.5)  # past its grace
+    finish([worker(storage, alive, 2, "--grace", "2")])
+    assert_one_job(storage, [dead, alive])
+    study = the_study(storage)
+    for t in running:  # reclaimed: finished from its attributes, or failed and free again
+        now = study.trials[t.number]
+        if "strategy" in t.user_attrs:
+            assert now.state == optuna.trial.TrialState.COMPLETE
+            assert now.value == t.user_attrs["latency"] is not None
+        else:
+            assert now.state == optuna.trial.TrialState.FAIL
+            assert "strategy" not in now.user_attrs
+
+
+@pytest.mark.parametrize("storage", [None, "sqlite:///t.db"])
+def test_a_worker_needs_a_storage_workers_can_share(storage):
+    from autoplace.search import TuneConfig
+
+    with pytest.raises(ValueError, match="journal:PATH on one host or postgresql"):
+        TuneConfig(worker=True, storage=storage)
