@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import threading
@@ -16,8 +15,9 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from autoplace.cli_args import positive_int, positive_seconds, seed_arg
 from autoplace.graph import GraphError, OpGraph
-from autoplace.measure.base import MeasurementStopped
+from autoplace.measure.base import MeasurementStopped, abandoned_calls
 from autoplace.profile import ProfileError
 from autoplace.records import RecordError
 from autoplace.space import Placement, PlacementError
@@ -41,26 +41,6 @@ class CliError(Exception):
     """A user error to report in one line."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
-
-
 class _Parser(argparse.ArgumentParser):
     """One-line errors; every option's help ends with its default."""
 
@@ -81,19 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help="bundled model name, .onnx or graph .json")
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
-    t.add_argument("--trials", type=_positive_int, default=200,
+    t.add_argument("--trials", type=positive_int, default=200,
                    help="search candidates to measure, after the baselines")
     t.add_argument("--log", default=None,
                    help="tuning log, one JSON line per candidate (None: tune-MODEL-HW.jsonl)")
-    t.add_argument("--seed", type=int, default=0,
+    t.add_argument("--seed", type=seed_arg, default=0,
                    help="seed of every random choice: same seed, same records (simulator)")
-    t.add_argument("--batch-size", type=_positive_int, default=8,
+    t.add_argument("--batch-size", type=positive_int, default=8,
                    help="candidates measured per round")
     t.add_argument("--sampler", choices=("evolve", "tpe", "random"), default="evolve",
                    help="evolve: model-guided evolution; tpe/random: Optuna's samplers")
     t.add_argument("--cost-model", choices=("xgb", "analytic", "none"), default="xgb",
                    help="rank candidates with XGBoost, the analytic estimate, or not at all")
-    t.add_argument("--candidates", type=_positive_int, default=512,
+    t.add_argument("--candidates", type=positive_int, default=512,
                    help="candidates the cost model ranks per round (evolve)")
     t.add_argument("--warm-start", nargs="+", default=[], metavar="FILE",
                    help="earlier tuning logs (.jsonl) of this profile, and/or one saved "
@@ -111,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "postgresql://... across hosts) as one of several workers, each with "
                         "its own --log: no candidate is measured twice and --trials counts "
                         "the whole study")
-    t.add_argument("--grace", type=_positive_seconds, default=120.0, metavar="SECONDS",
+    t.add_argument("--grace", type=positive_seconds, default=120.0, metavar="SECONDS",
                    help="--worker: a worker silent this long is dead and its running trials "
                         "are measured again by others")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -121,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "boards through TVM RPC (autoplace serve)")
     t.add_argument("--rpc-tracker", default=None, help="HOST:PORT of the TVM RPC tracker")
     t.add_argument("--rpc-key", default=None, help="device key on the tracker")
-    t.add_argument("--timeout", type=_positive_seconds, default=60.0,
+    t.add_argument("--timeout", type=positive_seconds, default=60.0,
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     b = sub.add_parser("best", help="the best placement in a log, as a table")
     b.set_defaults(run=cmd_best)
@@ -198,6 +178,10 @@ def cmd_tune(args) -> int:
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
           f"({len(profile.units)} units), space 10^{space.log10_size:.1f}, log {log_path}")
+    if not profile.calibrated:
+        print(f"note: profile {profile.name} is not calibrated: its times are estimates from "
+              f"datasheet figures; `autoplace calibrate --hw {args.hw}` fits them to this "
+              "host or a board")
     with phase(f"starting the {args.measurer} measurer"):
         measurer = make_measurer(args, graph, profile, space)
     try:
@@ -331,6 +315,18 @@ def _quiet_broken_pipe() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.showwarning = _one_line_warning
+    code = _run(args)
+    if abandoned_calls() and argv is None:  # the command, not a caller in Python
+        # a thread still inside a TVM call (a server that stopped answering) would abort
+        # the interpreter's exit ("terminate called without an active exception"); the
+        # logs are closed and flushed by now, so leave without finalising
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(args) -> int:
     try:
         return args.run(args)
     except BrokenPipeError:

@@ -10,12 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from autoplace.cli_args import seed_arg
+
 
 def _timing_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=5, help="timed repeats; the median is kept")
     p.add_argument("--number", type=int, default=1, help="runs per repeat")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the random inputs")
 
 
 def register(sub) -> None:

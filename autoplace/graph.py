@@ -124,6 +124,28 @@ class Edge:
                              "(ops are in topological order)")
 
 
+def _check_layout(d: object, source: str) -> None:
+    """The shape of :meth:`OpGraph.to_dict` data: a name, a non-empty list of op objects,
+    a list of ``[src, dst, bytes]`` edges (their values are checked by Op and Edge)."""
+    def bad(what: str) -> GraphError:
+        return GraphError(f"{source}: not an op graph: {what}")
+
+    if not isinstance(d, dict):
+        raise bad(f"expected a JSON object, got {type(d).__name__}")
+    for key in ("name", "ops", "edges"):
+        if key not in d:
+            raise bad(f"no {key!r}")
+    if not isinstance(d["name"], str):
+        raise bad(f"'name' must be a string, got {d['name']!r}")
+    if not isinstance(d["ops"], list) or not d["ops"]:
+        raise bad(f"'ops' must be a non-empty list of ops, got {str(d['ops'])[:40]}")
+    if not all(isinstance(o, dict) for o in d["ops"]):
+        raise bad("each of 'ops' must be an object")
+    if not isinstance(d["edges"], list) or not all(
+            isinstance(e, list) and len(e) == 3 for e in d["edges"]):
+        raise bad("'edges' must be a list of [src, dst, bytes]")
+
+
 @dataclass(frozen=True, kw_only=True)
 class OpGraph:
     """Ops in topological order and the edges between them (at most one per pair)."""
@@ -189,6 +211,7 @@ class OpGraph:
     @classmethod
     def from_dict(cls, d: dict, *, source: str = "<dict>") -> OpGraph:
         """The graph of :meth:`to_dict` data; a missing op ``weight_bytes`` means 0."""
+        _check_layout(d, source)
         try:
             ops = tuple(Op(**o) for o in d["ops"])
             edges = tuple(Edge(src=s, dst=t, nbytes=b) for s, t, b in d["edges"])

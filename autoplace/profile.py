@@ -145,6 +145,12 @@ class Profile:
     #: tuples above too); None for a profile without one
     mesh: MeshGrid | None = field(default=None, compare=False)
 
+    @property
+    def calibrated(self) -> bool:
+        """Whether any unit has measured kernel times (``autoplace calibrate`` wrote them);
+        otherwise every time is the roofline estimate from the datasheet figures."""
+        return any(u.kernel_s for u in self.units)
+
     @functools.cached_property
     def unit_index(self) -> dict[str, int]:
         """Unit name -> position in ``units``."""

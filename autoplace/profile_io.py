@@ -139,7 +139,7 @@ def _resolve(spec: str | Path) -> Path:
     path = Path(spec)
     if path.is_file():
         return path
-    raise ProfileError(f"{text}: no such profile file or bundled profile "
+    raise ProfileError(f"{text or repr(text)}: no such profile file or bundled profile "
                        f"(bundled: {', '.join(bundled) or 'none'})")
 
 

@@ -14,6 +14,10 @@ from typing import Any
 from autoplace.profile import CopyPath, MeshGrid, Scope
 from autoplace.profile_toml import ProfileParts, Table, parse_copy_fields, parse_scope, parse_unit
 
+#: the most PEs a mesh may have (9x the 7,296 of the largest board autoplace targets; a
+#: larger grid is a typo, and its tables would not fit in memory)
+MAX_PES = 65_536
+
 
 def _dimension(mesh: Table, name: str) -> int:
     value = mesh.get(name, (int,), "an integer >= 1")
@@ -119,6 +123,9 @@ def expand_mesh(mesh: Table, parts: ProfileParts) -> None:
     """Add the PEs of ``mesh`` to ``parts`` (top-level units and scopes already read)."""
     rows, cols = _dimension(mesh, "rows"), _dimension(mesh, "cols")
     n, shared = rows * cols, set(parts.scopes)
+    if n > MAX_PES:
+        raise mesh.error(mesh.key("rows"), f"rows x cols = {rows} x {cols} = {n:,} PEs, over "
+                         f"the limit of {MAX_PES:,}")
     units = _add_units(mesh, parts, n)
     suffixes = _add_scopes(mesh, parts, n, units)
     link, uplink = mesh.table("link", None), mesh.table("uplink", None)

@@ -6,6 +6,7 @@ Shared by :mod:`autoplace.profile_io` (the document) and :mod:`autoplace.profile
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,10 @@ from autoplace.profile import (
 )
 
 REQUIRED: Any = object()
+#: the largest number a profile may hold (1e12 MiB, GB/s, GFLOP/s or us: far past any
+#: hardware, and small enough that bytes and seconds derived from it stay finite)
+MAX_NUMBER = 1e12
+
 _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a float",
                dict: "a table", list: "an array"}
 MIB = 1 << 20
@@ -64,8 +69,13 @@ class Table:
         return self.get(name, (str,), "a string", default)
 
     def number(self, name: str, default: Any = REQUIRED, *, positive: bool = False) -> float:
-        """A number that is > 0 (``positive``) or >= 0."""
+        """A finite number that is > 0 (``positive``) or >= 0, and at most
+        :data:`MAX_NUMBER` (so every figure derived from it stays finite)."""
         value = self.get(name, (int, float), "a number", default)
+        if not math.isfinite(value):
+            raise self.error(self.key(name), f"must be a finite number, got {value!r}")
+        if value > MAX_NUMBER:
+            raise self.error(self.key(name), f"must be at most {MAX_NUMBER:g}, got {value!r}")
         if positive and not value > 0:
             raise self.error(self.key(name), f"must be > 0, got {value!r}")
         if not value >= 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterable, Mapping
@@ -76,8 +77,9 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Record:
-        if d.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"schema version {d.get('schema')!r} is not {SCHEMA_VERSION}")
+        check_line(d)
+        if not isinstance(d["placement"], dict):
+            raise ValueError(f"'placement' must be an object, got {_kind(d['placement'])}")
         return cls(
             schema=d["schema"], graph=d["graph"], graph_fp=d["graph_fp"],
             profile=d["profile"], profile_hash=d["profile_hash"], strategy=d["strategy"],
@@ -86,6 +88,51 @@ class Record:
             result=MeasureResult.from_dict(d["result"]), time=d["time"],
             versions=d.get("versions", {}),
         )
+
+
+_TEXT_FIELDS = ("graph", "graph_fp", "profile", "profile_hash", "strategy", "measurer", "time")
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _finite(value: object, name: str) -> None:
+    """``value`` is None or a finite number >= 0."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name!r} must be a number, got {_kind(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name!r} must be a finite number >= 0, got {value!r}")
+
+
+def check_line(d: object) -> None:
+    """What every reader of a log line relies on (the placement is checked by the reader):
+    a JSON object of this schema, text fields, an integer trial, finite figures."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a record is a JSON object, got {_kind(d)}")
+    if d.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"schema version {d.get('schema')!r} is not {SCHEMA_VERSION}")
+    for name in _TEXT_FIELDS:
+        if not isinstance(d.get(name), str):
+            raise ValueError(f"{name!r} must be a string, got {_kind(d.get(name))}")
+    for name, none_ok in (("trial", False), ("seed", True)):
+        value = d.get(name)
+        if not (none_ok and value is None) and (isinstance(value, bool)
+                                                 or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name!r} must be an integer >= 0, got {value!r}")
+    result = d.get("result")
+    if not isinstance(result, dict):
+        raise ValueError(f"'result' must be an object, got {_kind(result)}")
+    _finite(result.get("latency_s"), "latency_s")
+    _finite(result.get("energy_j"), "energy_j")
+    for name in ("unit_busy_s", "copy_bytes", "peak_bytes"):
+        figures = result.get(name, {})
+        if not isinstance(figures, dict):
+            raise ValueError(f"{name!r} must be an object, got {_kind(figures)}")
+        for key, value in figures.items():
+            _finite(value, f"{name}.{key}")
 
 
 class TuningLog:
@@ -216,9 +263,9 @@ def _flat(path: Path, *, fast: bool = True) -> list[dict]:
                     continue
                 try:
                     d = decode(line)
-                    if d["schema"] != SCHEMA_VERSION:
-                        raise ValueError(f"schema version {d['schema']!r} is not "
-                                         f"{SCHEMA_VERSION}")
+                    check_line(d)
+                    if not d["placement"].startswith("{"):
+                        raise ValueError("'placement' must be an object")
                     if d["result"].get("error") not in kinds:
                         raise ValueError(f"unknown error kind {d['result']['error']!r}")
                 except errors as exc:

@@ -11,6 +11,13 @@ board) plus three remote functions registered in its worker process:
 A Python exception inside a session process becomes an ``RPCError`` on the client, but a
 session process that dies stops the server from ever serving again (TVM 0.27), so these
 functions catch everything and answer ``{"error": ...}`` instead.
+
+What a client can do is confined to what a tuning job needs. TVM's file functions (upload,
+download, remove, load_module) take any path, absolute or with ``..``; here every path
+must be a relative name inside the session's work directory, and a graph over
+:data:`MAX_GRAPH_BYTES` or :data:`MAX_GRAPH_OPS` is refused. TVM RPC has no
+authentication: the server binds 127.0.0.1 unless told otherwise; to reach boards on other
+hosts, use a private network or an SSH tunnel, never a public address.
 """
 
 from __future__ import annotations
@@ -20,9 +27,14 @@ import os
 import signal
 import sys
 import time
+from pathlib import PurePosixPath
 
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
+
+#: the largest graph a client may load: JSON text, and ops (the bundled graphs are under
+#: 0.5 MB and 1,000 ops)
+MAX_GRAPH_BYTES, MAX_GRAPH_OPS = 4 << 20, 20_000
 
 INFO_FUNC = "autoplace.server_info"
 LOAD_FUNC = "autoplace.load_graph"
@@ -51,7 +63,14 @@ class SimulatorService:
         from autoplace.measure.simulator import Simulator
         from autoplace.space import SearchSpace
 
-        graph = OpGraph.from_dict(json.loads(graph_json), source="rpc request")
+        if len(graph_json) > MAX_GRAPH_BYTES:
+            raise ValueError(f"graph of {len(graph_json):,} bytes is over the limit of "
+                             f"{MAX_GRAPH_BYTES:,}")
+        data = json.loads(graph_json)
+        if isinstance(data, dict) and len(data.get("ops") or ()) > MAX_GRAPH_OPS:
+            raise ValueError(f"graph of {len(data['ops']):,} ops is over the limit of "
+                             f"{MAX_GRAPH_OPS:,}")
+        graph = OpGraph.from_dict(data, source="rpc request")
         self.sim = Simulator(SearchSpace(graph, self.profile))
         return {"graph_fp": graph.fingerprint}
 
@@ -64,9 +83,47 @@ class SimulatorService:
         return {"results": [r.to_dict() for r in self.sim.measure(placements)]}
 
 
-def register_functions(profile: Profile) -> None:
-    """Register the remote functions (in the server's worker, via server_init_callback)."""
+def confined(root: str, name: str) -> str:
+    """The path of ``name`` inside the directory ``root``; a ValueError for an absolute
+    path, a ``..`` part, or a symlink leading out."""
+    name = str(name)
+    if os.path.isabs(name) or ".." in PurePosixPath(name).parts:
+        raise ValueError(f"{name!r}: only names inside the server's work directory")
+    path = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([path, root]) != root:
+        raise ValueError(f"{name!r}: outside the server's work directory")
+    return path
+
+
+def _confine_sessions() -> None:
+    """Make each session's file paths :func:`confined` to its work directory.
+
+    TVM sets a session up in ``tvm.rpc.server._server_env`` (forked from this process), which
+    registers the path function its C++ upload/download/remove call and the module loaders
+    use; the wrapper replaces both afterwards. Private to TVM (pinned to 0.27): the tests in
+    ``tests/measure/test_rpc.py`` fail if it changes.
+    """
     import tvm
+    import tvm.rpc.server as tvm_server
+
+    setup = tvm_server._server_env
+
+    def confined_env(load_library, work_path=None):
+        temp = setup(load_library, work_path)
+        root = os.path.realpath(temp.temp_dir)
+        temp.relpath = lambda name: confined(root, name)  # load_module, linked modules
+        tvm.register_global_func("tvm.rpc.server.workpath", temp.relpath, override=True)
+        return temp
+
+    tvm_server._server_env = confined_env
+
+
+def register_functions(profile: Profile) -> None:
+    """Register the remote functions and confine file access (in the server's worker, via
+    server_init_callback)."""
+    import tvm
+
+    _confine_sessions()
 
     service = SimulatorService(profile)
     tvm.register_global_func(INFO_FUNC, lambda: _answer(service.info), override=True)

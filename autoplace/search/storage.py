@@ -12,6 +12,7 @@ Messages never show a password.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -70,11 +71,19 @@ def _journal(url: str) -> optuna.storages.BaseStorage:
     _parent_exists(url, Path(path))
     if Path(path).is_dir():
         raise StorageError(f"--storage {url}: {path} is a directory, not a journal file")
-    if Path(path).is_file() and Path(path).stat().st_size:
-        with open(path, "rb") as fh:
-            if fh.read(1) != b"{":
-                raise StorageError(f"--storage {url}: {path} is not an Optuna journal file")
+    if Path(path).is_file() and Path(path).stat().st_size and not _is_journal(Path(path)):
+        raise StorageError(f"--storage {url}: {path} is not an Optuna journal file")
     return optuna.storages.JournalStorage(JournalFileBackend(path))
+
+
+def _is_journal(path: Path) -> bool:
+    """Whether the first line of ``path`` is a journal operation (``{"op_code": ...}``)."""
+    with open(path, "rb") as fh:
+        first = fh.readline(1 << 16)
+    try:
+        return "op_code" in json.loads(first)
+    except (ValueError, TypeError):
+        return False
 
 
 def _parent_exists(url: str, path: Path) -> None:

@@ -23,7 +23,14 @@ from tvm.rpc.tracker import Tracker
 from autoplace.deploy.run import TimeSettings
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.rpc import NoServerError, RPCMeasurer
-from autoplace.measure.server import INFO_FUNC, registered, wait_registered
+from autoplace.measure.server import (
+    INFO_FUNC,
+    LOAD_FUNC,
+    MAX_GRAPH_BYTES,
+    MAX_GRAPH_OPS,
+    registered,
+    wait_registered,
+)
 from autoplace.measure.simulator import Simulator
 from autoplace.profile_io import load_profile
 from autoplace.records import TuningLog, read
@@ -306,3 +313,67 @@ def test_no_server_under_the_key_is_one_line_from_the_command_line(tracker, tmp_
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "rpc: no server left under key 'nobody-here'" in lines[0]
     assert "--resume" in lines[0]
+
+
+def test_a_client_reaches_no_file_outside_the_work_directory(servers, tracker, tmp_path):
+    from tvm import rpc
+
+    servers.start(1)
+    host, port = tracker.rsplit(":", 1)
+    sess = rpc.connect_tracker(host, int(port)).request(servers.key)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("mine")
+    refused = 0
+    for path in (str(secret), "../" * 16 + str(secret).lstrip("/"), "sub/../../x"):
+        for call, args in ((sess.download, (path,)), (sess.remove, (path,)),
+                           (sess.upload, (bytearray(b"evil"), path))):
+            with pytest.raises(Exception, match="work directory"):
+                call(*args)
+            refused += 1
+    assert refused == 9 and secret.read_text() == "mine"
+    sess.upload(bytearray(b"payload"), "ok.bin")  # what a tuning job does still works
+    assert bytes(sess.download("ok.bin")) == b"payload"
+    sess.remove("ok.bin")
+    with pytest.raises(Exception, match="Cannot open"):
+        sess.download("ok.bin")  # gone: the error is the missing file, not the path
+    assert json.loads(str(sess.get_function(INFO_FUNC)()))["profile"] == "soc"
+
+
+def test_a_graph_over_the_limits_is_refused(servers, tracker):
+    from tvm import rpc
+
+    servers.start(1)
+    host, port = tracker.rsplit(":", 1)
+    sess = rpc.connect_tracker(host, int(port)).request(servers.key)
+    load = sess.get_function(LOAD_FUNC)
+    op = {"name": "a", "kind": "elementwise", "flops": 1.0, "bytes_read": 4, "output_bytes": 4,
+          "external_bytes": 0, "weight_bytes": 0, "func": "f"}
+    many = {"name": "g", "ops": [{**op, "name": f"o{i}"} for i in range(MAX_GRAPH_OPS + 1)],
+            "edges": []}
+    assert "20,001 ops is over the limit" in json.loads(str(load(json.dumps(many))))["error"]
+    big = json.dumps({"name": "x" * MAX_GRAPH_BYTES, "ops": [op], "edges": []})
+    assert "bytes is over the limit" in json.loads(str(load(big)))["error"]
+    small = json.dumps({"name": "g", "ops": [op], "edges": []})
+    assert "graph_fp" in json.loads(str(load(small)))
+
+
+def test_a_call_left_hanging_does_not_abort_the_command(servers, tracker, tmp_path):
+    """A server frozen mid-job: its call times out and is abandoned with its thread; the
+    command still ends with its own exit code and one line, not SIGABRT."""
+    servers.start(1)
+    log = tmp_path / "t.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw", "soc", "--trials",
+         "100000", "--measurer", "rpc-sim", "--rpc-tracker", tracker, "--rpc-key",
+         servers.key, "--timeout", "2", "--log", str(log), "--no-progress"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not log.exists() or log.stat().st_size < 5000:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+        time.sleep(0.05)
+    servers.signal(servers.procs[0], signal.SIGSTOP)  # frozen: calls in flight never return
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1 and "no server" in err, err
+    assert "terminate called" not in err
+    assert read(log)
