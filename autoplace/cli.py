@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autoplace.cli_args import positive_int, positive_seconds, seed_arg
 from autoplace.graph import GraphError, OpGraph
-from autoplace.measure.base import MeasurementStopped, abandoned_calls
+from autoplace.measure.base import MeasurementStopped
 from autoplace.profile import ProfileError
 from autoplace.records import RecordError
 from autoplace.space import Placement, PlacementError
@@ -315,15 +315,7 @@ def _quiet_broken_pipe() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.showwarning = _one_line_warning
-    code = _run(args)
-    if abandoned_calls() and argv is None:  # the command, not a caller in Python
-        # a thread still inside a TVM call (a server that stopped answering) would abort
-        # the interpreter's exit ("terminate called without an active exception"); the
-        # logs are closed and flushed by now, so leave without finalising
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    return _run(args)
 
 
 def _run(args) -> int:

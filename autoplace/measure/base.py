@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 import math
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,22 +94,6 @@ class MeasureResult:
             peak_bytes=d.get("peak_bytes", {}),
             energy_j=d.get("energy_j"),
         )
-
-
-#: threads left inside a remote call that overran its timeout (a frozen server never
-#: answers): :func:`abandoned_calls` tells the command to exit without finalising the
-#: interpreter, which would abort the process while TVM still runs in them
-_ABANDONED: set[threading.Thread] = set()
-
-
-def abandon(thread: threading.Thread) -> None:
-    """Record a thread given up on, still inside a call."""
-    _ABANDONED.add(thread)
-
-
-def abandoned_calls() -> int:
-    """Abandoned threads still inside their call."""
-    return sum(1 for t in _ABANDONED if t.is_alive())
 
 
 class MeasurementStopped(RuntimeError):

@@ -25,7 +25,7 @@ from tvm import rpc
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.graph import OpGraph
-from autoplace.measure.base import ErrorKind, MeasurementStopped, MeasureResult, abandon
+from autoplace.measure.base import ErrorKind, MeasurementStopped, MeasureResult
 from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times
 from autoplace.measure.server import INFO_FUNC, LOAD_FUNC, SIM_FUNC, parse_addr
 from autoplace.profile import Profile
@@ -61,7 +61,6 @@ def _call(fn, timeout: float):
     th.start()
     th.join(timeout)
     if th.is_alive():
-        abandon(th)
         return "timeout", None
     return ("ok", box["ok"]) if "ok" in box else ("error", box["error"])
 
@@ -166,7 +165,6 @@ class RPCMeasurer(BuildingMeasurer):
         while not done.wait(self.server_wait):
             if self.server_count() == 0 or time.monotonic() > deadline:
                 cancelled.set()  # a session granted later is dropped at once
-                abandon(th)
                 return "failed", "waited for a session in vain"
         if "error" in box:
             return "failed", first_line(box["error"])
