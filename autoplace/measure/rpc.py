@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -65,6 +66,23 @@ def _call(fn, timeout: float):
     return ("ok", box["ok"]) if "ok" in box else ("error", box["error"])
 
 
+#: connection attempts (a second apart) before a tracker address is called unreachable
+PROBES = 3
+
+
+def _probe(addr: tuple[str, int]) -> None:
+    """An OSError unless something accepts TCP connections at ``addr`` within
+    :data:`PROBES` attempts (a tracker being started gets a few seconds)."""
+    for attempt in range(PROBES):
+        try:
+            with socket.create_connection(addr, timeout=2.0):
+                return
+        except OSError:
+            if attempt == PROBES - 1:
+                raise
+            time.sleep(1.0)
+
+
 def _connection_lost(exc: BaseException) -> bool:
     text = str(exc)
     return isinstance(exc, OSError | EOFError) or any(
@@ -98,6 +116,7 @@ class RPCMeasurer(BuildingMeasurer):
         self.server_wait = server_wait
         self.name = "rpc" if mode == "run" else "rpc-sim"
         self._lock = threading.Lock()
+        self._tracker_seen = False
         self.server_count()  # fail fast on a wrong tracker address
         super().__init__(mod if mode == "run" else None, graph, profile, space=space,
                          build_workers=build_workers, build_timeout=build_timeout,
@@ -108,6 +127,9 @@ class RPCMeasurer(BuildingMeasurer):
     def server_count(self) -> int:
         """Servers registered under the key (free or busy)."""
         try:
+            if not self._tracker_seen:  # TVM retries a closed port for 60 s, warning 12 times
+                _probe(self.tracker)
+                self._tracker_seen = True
             summary = rpc.connect_tracker(*self.tracker).summary()
         except (OSError, RuntimeError) as exc:
             raise NoServerError(f"cannot reach the RPC tracker at {self._addr()}: "

@@ -377,3 +377,20 @@ def test_a_call_left_hanging_does_not_abort_the_command(servers, tracker, tmp_pa
     assert len(err.strip().splitlines()) == 1 and "no server" in err, err
     assert "terminate called" not in err
     assert read(log)
+
+
+def test_a_closed_tracker_port_is_one_line_without_retry_warnings(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    log = tmp_path / "t.jsonl"
+    log.write_text("")
+    proc = _cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "rpc-sim",
+                "--rpc-tracker", f"127.0.0.1:{port}", "--rpc-key", "k", "--log", str(log),
+                "--no-progress")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()  # TVM's retries would add 12 warning lines
+    assert len(lines) == 1 and f"cannot reach the RPC tracker at 127.0.0.1:{port}" in lines[0]
+    assert log.read_text() == ""
