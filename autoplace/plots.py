@@ -26,6 +26,9 @@ SYNC_COLOUR, ASYNC_COLOUR, ASYNC_EDGE = "#595959", "#c6dbef", "#2171b5"
 ASYNC_HATCH = "////"
 CRITICAL_COLOUR = "#d62728"
 BAR = 0.72  # bar height in lane units
+#: the critical path is outlined only when it holds at most this share of the events: on a
+#: chain every event is on it, and outlining them all says nothing
+OUTLINE_SHARE = 2 / 3
 
 
 def _lane_rows(timeline: Sequence[Event], units: Sequence[str],
@@ -64,7 +67,8 @@ def _bars(ax, events: list[Event], rows: Mapping[str, int], scale: float, **styl
 def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (),
           title: str = "", max_lanes: int = 24, critical: bool = True) -> Figure:
     """One lane per unit and per DMA engine; ops coloured by kind, sync copies solid (on the
-    host), async copies hatched (on their engine), the critical path outlined in red."""
+    host), async copies hatched (on their engine), the critical path outlined in red (when
+    it is not nearly every event: see :data:`OUTLINE_SHARE`)."""
     labels, rows = _lane_rows(timeline, units, max_lanes)
     kinds = {op.name: op.kind for op in graph.ops}
     scale = 1e3  # seconds -> ms
@@ -79,7 +83,9 @@ def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (
     _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "async"], rows, scale,
           facecolor=ASYNC_COLOUR, edgecolor=ASYNC_EDGE, hatch=ASYNC_HATCH, linewidth=0.4)
     path = critical_path(graph, timeline) if critical else []
-    _bars(ax, path, rows, scale, fill=False, edgecolor=CRITICAL_COLOUR, linewidth=1.4)
+    outlined = len(path) <= OUTLINE_SHARE * len(timeline)  # on a chain it is everything
+    if outlined:
+        _bars(ax, path, rows, scale, fill=False, edgecolor=CRITICAL_COLOUR, linewidth=1.4)
     if len(ops) <= 16:
         _label_ops(ax, ops, rows, scale)
     ax.set_yticks(range(len(labels)), labels)
@@ -87,8 +93,11 @@ def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (
     ax.set_xlabel("time (ms)")
     ax.set_xlim(0, max((e.end for e in timeline), default=1.0) * scale * 1.01)
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title(title or f"{graph.name}: simulated schedule")
-    fig.legend(handles=_gantt_legend({kinds[e.name] for e in ops}, timeline, bool(path)),
+    note = "" if outlined or not path else \
+        f" (critical path: {len(path)} of {len(timeline)} events, not outlined)"
+    ax.set_title((title or f"{graph.name}: simulated schedule") + note)
+    fig.legend(handles=_gantt_legend({kinds[e.name] for e in ops}, timeline,
+                                     bool(path) and outlined),
                loc="outside lower center", ncol=6, fontsize="small", frameon=False)
     return fig
 
@@ -222,10 +231,16 @@ def occupancy(occ: pd.DataFrame, *, capacities: Mapping[str, int] | None = None,
         cap = (capacities or {}).get(scope)
         if cap and cap <= 1.5 * top:
             caps.setdefault(cap, []).append(str(scope))
+    colour_of = {str(s): colours[i % len(colours)] for i, s in enumerate(wide.columns)}
     for cap, names in sorted(caps.items()):
         more = f" +{len(names) - 2}" if len(names) > 2 else ""
-        ax.axhline(cap / div, color="0.3", linestyle=(0, (4, 3)), linewidth=1,
-                   label=f"capacity of {', '.join(names[:2])}{more}")
+        text = f"capacity of {', '.join(names[:2])}{more}"
+        # in its scope's colour, named on the line itself (shared by several: grey)
+        colour = colour_of[names[0]] if len(names) == 1 else "0.3"
+        ax.axhline(cap / div, color=colour, linestyle=(0, (4, 3)), linewidth=1.2, label=text)
+        ax.annotate(f"{text}: {cap / div:.4g} {unit}", (0.99, cap / div),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", ha="right", fontsize="small", color=colour)
     ax.set_xlabel("time (ms)")
     ax.set_ylabel(f"live bytes ({unit})")
     ax.set_ylim(bottom=0)

@@ -48,11 +48,26 @@ def test_gantt_of_the_worked_example_has_lanes_bars_hatches_and_the_critical_pat
     ops = [r for r in filled if not r.get_hatch()]
     assert {to_hex(r.get_facecolor()) for r in ops} == {plots.KIND_COLOURS["elementwise"]}
     assert sorted(round(r.get_x(), 6) for r in ops) == [0.0, 1.002, 1.205]
-    outlines = [r for r in rects if not r.get_fill()]
-    assert len(outlines) == 5  # all five events are on the critical path
-    assert {to_hex(r.get_edgecolor()) for r in outlines} == {plots.CRITICAL_COLOUR}
+    # a chain: all five events are on the critical path, so none is outlined; the title
+    # says so
+    assert not [r for r in rects if not r.get_fill()]
+    assert "critical path: 5 of 5 events, not outlined" in fig.axes[0].get_title()
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["elementwise", "async copy (DMA)", "critical path"]
+    assert legend == ["elementwise", "async copy (DMA)"]
+
+
+def test_gantt_outlines_a_critical_path_that_leaves_events_out():
+    g = fork_graph()
+    res = simulate(g, tiny_profile(), {"ops": {"L": {"unit": "acc", "scope": "sram"}}})
+    fig = plots.gantt(g, res.timeline, units=["cpu", "acc"])
+    path = analysis.critical_path(g, res.timeline)
+    assert 0 < len(path) < len(res.timeline)
+    outlines = [r for r in bars(fig) if not r.get_fill()]
+    assert len(outlines) == len(path)
+    assert {to_hex(r.get_edgecolor()) for r in outlines} == {plots.CRITICAL_COLOUR}
+    assert sorted(round(r.get_x(), 9) for r in outlines) == \
+        sorted(round(e.start * 1e3, 9) for e in path)
+    assert "critical path" in [t.get_text() for t in fig.legends[0].get_texts()]
 
 
 def test_gantt_draws_sync_copies_solid_on_the_host_lane():
@@ -122,6 +137,10 @@ def test_utilisation_and_occupancy_figures():
     assert set(lines) == {"dram", "sram", "capacity of sram"}
     assert max(lines["sram"].get_ydata()) == pytest.approx(2000 / 1024)  # KiB
     assert lines["capacity of sram"].get_ydata()[0] == pytest.approx(2500 / 1024)
+    # which scope at a glance: the line in the scope's colour, named on the line
+    assert lines["capacity of sram"].get_color() == lines["sram"].get_color()
+    assert lines["capacity of sram"].get_color() != lines["dram"].get_color()
+    assert "capacity of sram: 2.441 KiB" in [t.get_text() for t in occ.axes[0].texts]
 
 
 def test_figures_render_to_png(tmp_path):
