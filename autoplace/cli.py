@@ -233,13 +233,25 @@ def cmd_best(args) -> int:
     from autoplace.records import best, read
 
     records = [r for path in args.log for r in read(path)]
-    rec = best(records)
-    if rec is None:
+    jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
+    for r in records:
+        jobs.setdefault((r.graph_fp, r.profile_hash, r.measurer), []).append(r)
+    if len(jobs) > 1:
+        print(f"note: {', '.join(args.log)} holds {len(jobs)} jobs (graph, profile version, "
+              "measurer); the best of each:")
+    found = False
+    for job in jobs.values():
+        rec = best(job)
+        if rec is None:
+            continue
+        found = True
+        runs = len({r.run for r in job})
+        print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
+              f"{rec.result.latency_s * 1e3:.4f} ms ({rec.strategy}, trial {rec.trial}, "
+              f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''})")
+        print(format_placement(rec.placement, _graph_or_none(args.model or rec.graph)))
+    if not found:
         raise CliError(f"{', '.join(args.log)}: no valid record")
-    graph = _graph_or_none(args.model or rec.graph)
-    print(f"{rec.graph} on {rec.profile}: {rec.result.latency_s * 1e3:.4f} ms "
-          f"({rec.strategy}, trial {rec.trial}, {len(records)} records)")
-    print(format_placement(rec.placement, graph))
     return 0
 
 

@@ -21,7 +21,10 @@ from typing import IO
 from autoplace.measure.base import ErrorKind, MeasureResult
 from autoplace.space import Placement
 
-SCHEMA_VERSION = 1
+#: 2: each record names its run (``run``: the id of the tuning job that measured it; a
+#: resumed job keeps its id). Logs of schema 1 (no run) are still read, their run "".
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 
 
 class RecordError(ValueError):
@@ -57,10 +60,13 @@ class Record:
     time: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat())
     versions: Mapping[str, str] = field(default_factory=versions)
     schema: int = SCHEMA_VERSION
+    run: str = ""
 
     def to_dict(self) -> dict:
+        run = {"run": self.run} if self.schema >= 2 else {}
         return {
             "schema": self.schema,
+            **run,
             "graph": self.graph,
             "graph_fp": self.graph_fp,
             "profile": self.profile,
@@ -86,7 +92,7 @@ class Record:
             trial=int(d["trial"]), seed=d["seed"], measurer=d["measurer"],
             placement=Placement.from_dict(d["placement"]),
             result=MeasureResult.from_dict(d["result"]), time=d["time"],
-            versions=d.get("versions", {}),
+            versions=d.get("versions", {}), run=d.get("run", ""),
         )
 
 
@@ -112,9 +118,10 @@ def check_line(d: object) -> None:
     a JSON object of this schema, text fields, an integer trial, finite figures."""
     if not isinstance(d, dict):
         raise ValueError(f"a record is a JSON object, got {_kind(d)}")
-    if d.get("schema") != SCHEMA_VERSION:
-        raise ValueError(f"schema version {d.get('schema')!r} is not {SCHEMA_VERSION}")
-    for name in _TEXT_FIELDS:
+    if d.get("schema") not in READABLE_SCHEMAS:
+        raise ValueError(f"schema version {d.get('schema')!r} is not one of "
+                         f"{', '.join(map(str, READABLE_SCHEMAS))}")
+    for name in _TEXT_FIELDS + (("run",) if d["schema"] >= 2 else ()):
         if not isinstance(d.get(name), str):
             raise ValueError(f"{name!r} must be a string, got {_kind(d.get(name))}")
     for name, none_ok in (("trial", False), ("seed", True)):
@@ -199,8 +206,9 @@ def read(path: str | Path) -> list[Record]:
 
 
 #: Columns with few distinct values: categorical in :func:`load`'s frame.
-_CATEGORIES = ("log", "graph", "graph_fp", "profile", "profile_hash", "strategy", "measurer")
-_HEADER = ("graph", "graph_fp", "profile", "profile_hash", "strategy", "trial", "seed",
+_CATEGORIES = ("log", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",
+               "measurer")
+_HEADER = ("run", "graph", "graph_fp", "profile", "profile_hash", "strategy", "trial", "seed",
            "measurer")
 #: (column prefix, result key) of the per-unit / per-mode / per-scope metrics
 _METRICS = (("busy_s", "unit_busy_s"), ("copy_bytes", "copy_bytes"),
@@ -217,7 +225,9 @@ def encode_line(d: dict) -> str:
 
 def _decode_std(line: bytes) -> dict:
     d = json.loads(line)
-    d["placement"] = json.dumps(d["placement"], sort_keys=True, separators=(",", ":"))
+    if isinstance(d, dict):
+        d.setdefault("run", "")  # schema 1 has none
+        d["placement"] = json.dumps(d["placement"], sort_keys=True, separators=(",", ":"))
     return d
 
 
@@ -235,8 +245,9 @@ def _line_decoder(fast: bool = True):
     if not fast:
         return _decode_std, (ValueError, KeyError, TypeError, AttributeError)
 
-    fields = [(k, object) for k in ("schema", *_HEADER, "result", "time")]
-    line_type = msgspec.defstruct("Line", [*fields, ("placement", msgspec.Raw)])
+    fields = [(k, object) for k in ("schema", *_HEADER, "result", "time") if k != "run"]
+    line_type = msgspec.defstruct("Line", [*fields, ("placement", msgspec.Raw),
+                                           ("run", object, "")])  # schema 1 has no run
     decoder = msgspec.json.Decoder(line_type)
 
     def decode(line: bytes) -> dict:

@@ -65,10 +65,10 @@ def df():
 
 
 def test_frame_has_one_row_per_candidate_and_flat_columns(df):
-    assert df.shape == (8, 23)
-    assert list(df.columns[:14]) == [
-        "log", "seq", "graph", "graph_fp", "profile", "profile_hash", "strategy", "trial",
-        "seed", "measurer", "error", "ok", "latency_s", "energy_j"]
+    assert df.shape == (8, 24)
+    assert list(df.columns[:15]) == [
+        "log", "seq", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",
+        "trial", "seed", "measurer", "error", "ok", "latency_s", "energy_j"]
     assert sorted(c for c in df.columns if "." in c) == [
         "busy_s.acc", "busy_s.cpu", "copy_bytes.async", "copy_bytes.sync", "peak_bytes.dram",
         "peak_bytes.sram"]
@@ -124,8 +124,8 @@ def test_torn_last_line_and_corrupt_lines(tmp_path, fast):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(RecordError, match=r"log\.jsonl:3: corrupt record: .*melted"):
         load(path, fast=fast)
-    path.write_text(text.replace('"schema":1', '"schema":2', 1))
-    with pytest.raises(RecordError, match=r"log\.jsonl:1: corrupt record: schema version 2"):
+    path.write_text(text.replace('"schema":2', '"schema":3', 1))
+    with pytest.raises(RecordError, match=r"log\.jsonl:1: corrupt record: schema version 3"):
         load(path, fast=fast)
 
 

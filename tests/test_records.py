@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from autoplace.records import Record, RecordError, TuningLog, best, encode_line,
 from autoplace.space import SearchSpace
 
 GOLDEN = Path(__file__).parent / "data" / "golden_v1.jsonl"
+GOLDEN_V2 = Path(__file__).parent / "data" / "golden_v2.jsonl"
 
 
 def make_records(n_extra_failed: int = 1) -> list[Record]:
@@ -43,10 +45,18 @@ def write(path: Path, records) -> None:
 
 def test_golden_file_matches_the_schema():
     # If this fails the log schema changed: bump SCHEMA_VERSION and regenerate on purpose.
-    lines = GOLDEN.read_text().splitlines()
+    lines = GOLDEN_V2.read_text().splitlines()
     records = [Record.from_dict(json.loads(line)) for line in lines]
     assert [encode_line(r.to_dict()) for r in records] == lines
     assert [encode_line(r.to_dict()) for r in make_records()] == lines
+
+
+def test_schema_1_logs_are_still_read_and_kept_as_they_are():
+    old = GOLDEN.read_text().splitlines()
+    records = [Record.from_dict(json.loads(line)) for line in old]
+    assert [encode_line(r.to_dict()) for r in records] == old  # no run added
+    assert {r.schema for r in records} == {1} and {r.run for r in records} == {""}
+    assert [replace(r, schema=2) for r in records] == make_records()
 
 
 def test_round_trip(tmp_path):

@@ -16,6 +16,8 @@ them; its log and the study still agree.
 
 from __future__ import annotations
 
+import uuid
+
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
@@ -59,7 +61,8 @@ class Store:
     """The job's log and study, and the job's records found in them."""
 
     def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
-                 measurer: str, seed: int, study_params: bool, study_numbers: bool = False):
+                 measurer: str, seed: int, study_params: bool, study_numbers: bool = False,
+                 continues: bool = False):
         self.space, self.log, self.study = space, log, study
         #: a record's trial number is its study trial's (workers sharing a study)
         self.study_numbers = study_numbers
@@ -68,6 +71,7 @@ class Store:
         self.dists: dict[str, CategoricalDistribution] = (
             distributions(space) if study_params else {})
         self.logged: list[Record] = self._job_records()
+        self.run = self._run_id(continues)
         self.told: set[int] = set()  # numbers of asked trials finished by this run
         self.next_trial = 1 + max((r.trial for r in self.logged), default=-1)
 
@@ -86,6 +90,18 @@ class Store:
                 f"another version of the profile (hash {changed.profile_hash}, now {p.hash}); "
                 "use another --log for the changed profile")
         return [r for r in records if r.profile_hash == p.hash and r.measurer == self.measurer]
+
+    def _run_id(self, continues: bool) -> str:
+        """The job's run id: its records' (a resumed job keeps it), the shared study's (for
+        workers), else a new one (a new run, even on a log with records of the job)."""
+        if self.study_numbers and self.study is not None:
+            run = self.study.user_attrs.get("run")
+            if not run:
+                run = uuid.uuid4().hex[:12]
+                self.study.set_user_attr("run", run)
+            return run
+        known = [r.run for r in self.logged if r.run] if continues else []
+        return known[-1] if known else uuid.uuid4().hex[:12]
 
     # -- resuming ----------------------------------------------------------------------------
     def sync(self) -> list[tuple[str, Placement, float | None]]:
@@ -139,7 +155,7 @@ class Store:
         g, p = self.space.graph, self.space.profile
         number = trial.number if self.study_numbers and trial is not None else self.next_trial
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
-                     strategy=strategy, trial=number, seed=self.seed,
+                     strategy=strategy, trial=number, seed=self.seed, run=self.run,
                      measurer=self.measurer, placement=placement, result=result)
         if trial is not None and self.study_numbers:  # the study first: it is shared
             self._set_attrs(trial, rec, genome)

@@ -37,7 +37,7 @@ def run(tmp_path, graph, profile, name="log.jsonl", **cfg):
 
 
 def strip(records):
-    return [{k: v for k, v in r.to_dict().items() if k not in ("time", "versions")}
+    return [{k: v for k, v in r.to_dict().items() if k not in ("time", "versions", "run")}
             for r in records]
 
 
@@ -230,3 +230,31 @@ def test_a_stopped_measurer_keeps_its_partial_batch_and_the_job_resumes(tmp_path
     if not cfg:  # evolve replays the partial batch: none of it is measured again
         keys = [r.placement.to_json() for r in (first + second)[n_base:]]
         assert len(set(keys)) == len(keys)
+
+
+def test_each_run_has_its_id_and_a_resumed_run_keeps_it(tmp_path):
+    g, p = fork_graph(), tiny_profile()
+    run(tmp_path, g, p, trials=3, seed=1)
+    run(tmp_path, g, p, trials=3, seed=2)  # a new run on the same log
+    first, second = read(tmp_path / "log.jsonl"), None
+    runs = list(dict.fromkeys(r.run for r in first))
+    assert len(runs) == 2 and all(len(x) == 12 for x in runs)
+    run(tmp_path, g, p, trials=9, seed=2, resume=True)  # continues the job: the last run
+    second = read(tmp_path / "log.jsonl")
+    assert len(second) > len(first)
+    assert {r.run for r in second[len(first):]} == {runs[1]}
+    assert all(r.schema == 2 for r in second)
+
+
+def test_best_says_when_logs_hold_several_jobs(tmp_path):
+    import subprocess
+    import sys
+
+    run(tmp_path, fork_graph(), tiny_profile(), name="a.jsonl", trials=2, seed=1)
+    run(tmp_path, chain_graph(), tiny_profile(), name="b.jsonl", trials=2, seed=1)
+    proc = subprocess.run([sys.executable, "-m", "autoplace", "best", str(tmp_path / "a.jsonl"),
+                           str(tmp_path / "b.jsonl")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "holds 2 jobs (graph, profile version, measurer)" in proc.stdout
+    assert "fork on tiny (simulator)" in proc.stdout and "chain on tiny (simulator)" in proc.stdout

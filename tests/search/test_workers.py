@@ -74,6 +74,7 @@ def assert_one_job(storage: str, logs: list[Path]) -> None:
         assert (t.user_attrs["kind"] == BASELINE) == (r.strategy in names)
     running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     assert not running
+    assert {r.run for r in records} == {study.user_attrs["run"]}, "one run: the study's"
 
 
 @functools.cache
