@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true",
                    help="continue the job in --log (and the study in --storage): "
                    "nothing logged is measured again")
+    t.add_argument("--append", action="store_true",
+                   help="add a new run to a --log that already holds records (of this job "
+                        "or another); without it such a log is refused unless --resume")
     t.add_argument("--worker", action="store_true",
                    help="join the study in --storage (journal:PATH on one host, "
                         "postgresql://... across hosts) as one of several workers, each with "
@@ -167,7 +170,8 @@ def cmd_tune(args) -> int:
 
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
                         sampler=args.sampler, storage=args.storage, study_name=args.study,
-                        resume=args.resume, worker=args.worker, grace_s=args.grace,
+                        resume=args.resume, append=args.append, worker=args.worker,
+                        grace_s=args.grace,
                         progress=not args.no_progress,
                         cost_model=args.cost_model, candidates=args.candidates,
                         warm_start=tuple(args.warm_start), save_model=args.save_model)

@@ -189,3 +189,16 @@ def test_an_uncalibrated_profile_says_so_once_and_a_calibrated_one_does_not(tmp_
     proc = cli("tune", "seed_te", "--hw", tmp_path / "cal.toml", "--trials", 2, "--log",
                tmp_path / "b.jsonl", "--no-progress")
     assert proc.returncode == 0 and "not calibrated" not in proc.stdout, proc.stderr
+
+
+def test_a_second_run_on_a_log_needs_append_or_resume(tmp_path):
+    log = tmp_path / "t.jsonl"
+    assert cli("tune", "seed_te", "--trials", 2, "--log", log, "--no-progress").returncode == 0
+    before = log.read_bytes()
+    assert_one_line_error(cli("tune", "seed_te", "--trials", 2, "--log", log, "--no-progress"),
+                          "t.jsonl: already holds", "--resume", "--append")
+    assert log.read_bytes() == before
+    again = cli("tune", "seed_te", "--trials", 2, "--log", log, "--no-progress", "--append")
+    assert again.returncode == 0, again.stderr
+    runs = [r.run for r in read(log)]
+    assert len(set(runs)) == 2 and len(runs) > len(before.splitlines())

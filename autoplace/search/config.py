@@ -30,6 +30,9 @@ class TuneConfig:
     #: continue from the tuning log (and the study, with ``storage``): nothing logged is
     #: measured again, trial numbers go on after the logged ones
     resume: bool = False
+    #: add a new run to a log that already holds records (without it, such a log is refused
+    #: unless the job continues: ``resume`` or a worker)
+    append: bool = False
     progress: bool = False
     #: join the study in ``storage`` as one of several workers (autoplace.search.workers):
     #: trial numbers are the study's, ``trials`` counts the whole study's search candidates

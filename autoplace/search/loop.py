@@ -235,7 +235,7 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
                              stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
                   study_params=strategy.study_params, study_numbers=shared is not None,
-                  continues=config.continues)
+                  continues=config.continues, append=config.append)
     tuner = Tuner(space, measurer, store, strategy, config, shared)
     tuner.replay()
     return tuner

@@ -62,12 +62,13 @@ class Store:
 
     def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
                  measurer: str, seed: int, study_params: bool, study_numbers: bool = False,
-                 continues: bool = False):
+                 continues: bool = False, append: bool = False):
         self.space, self.log, self.study = space, log, study
         #: a record's trial number is its study trial's (workers sharing a study)
         self.study_numbers = study_numbers
         self.taken: set[int] = set()  # study trial numbers taken in from other logs
         self.measurer, self.seed, self.study_params = measurer, seed, study_params
+        self.continues, self.append = continues, append
         self.dists: dict[str, CategoricalDistribution] = (
             distributions(space) if study_params else {})
         self.logged: list[Record] = self._job_records()
@@ -81,7 +82,13 @@ class Store:
         if not self.log.path.exists() or self.log.path.stat().st_size == 0:
             return []
         g, p = self.space.graph, self.space.profile
-        records = [r for r in read(self.log.path) if r.graph_fp == g.fingerprint]
+        everything = read(self.log.path)
+        if everything and not (self.continues or self.append):
+            raise SearchError(
+                f"{self.log.path}: already holds {len(everything)} records (of "
+                f"{_jobs(everything)}); --resume continues its job, --append adds a new run "
+                "to it, or give another --log")
+        records = [r for r in everything if r.graph_fp == g.fingerprint]
         changed = next((r for r in records if r.profile == p.name and r.profile_hash != p.hash),
                        None)
         if changed is not None:
@@ -214,6 +221,12 @@ class Store:
             value=res.latency_s if res.ok else None,
             state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
             user_attrs={**(extra or {}), **_attrs(rec, genome)}))
+
+
+def _jobs(records: list[Record]) -> str:
+    """``graph on profile`` of the records' jobs, for a message."""
+    names = sorted({f"{r.graph} on {r.profile} ({r.measurer})" for r in records})
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _attrs(rec: Record, genome: str) -> dict:

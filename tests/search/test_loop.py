@@ -235,7 +235,11 @@ def test_a_stopped_measurer_keeps_its_partial_batch_and_the_job_resumes(tmp_path
 def test_each_run_has_its_id_and_a_resumed_run_keeps_it(tmp_path):
     g, p = fork_graph(), tiny_profile()
     run(tmp_path, g, p, trials=3, seed=1)
-    run(tmp_path, g, p, trials=3, seed=2)  # a new run on the same log
+    with pytest.raises(SearchError, match=r"already holds 6 records \(of fork on tiny "
+                       r"\(simulator\)\); --resume continues its job, --append adds"):
+        run(tmp_path, g, p, trials=3, seed=2)  # a second run on the log: only when asked
+    assert len(read(tmp_path / "log.jsonl")) == 6
+    run(tmp_path, g, p, trials=3, seed=2, append=True)  # a new run on the same log
     first, second = read(tmp_path / "log.jsonl"), None
     runs = list(dict.fromkeys(r.run for r in first))
     assert len(runs) == 2 and all(len(x) == 12 for x in runs)
