@@ -127,7 +127,8 @@ def _rdb(url: str, engine_url: str, check) -> optuna.storages.BaseStorage:
             try:
                 return optuna.storages.RDBStorage(engine_url,
                                                   engine_kwargs={"pool_pre_ping": True})
-            except sqlalchemy.exc.IntegrityError:  # workers creating the tables at once
+            # workers creating the tables at once: a duplicate row or table
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
                 if attempt == CREATE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.2 * (attempt + 1))
