@@ -7,24 +7,23 @@ import argparse
 import math
 
 
-def positive_int(text: str) -> int:
+def _integer(text: str, low: int, high: int | None, bound: str) -> int:
+    """``text`` as an integer in [low, high) (no upper bound when ``high`` is None)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    if value < low or (high is not None and value >= high):
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _integer(text, 1, None, "> 0")
 
 
 def seed_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {value}")
-    return value
+    return _integer(text, 0, 2**32, "in [0, 2**32)")
 
 
 def positive_seconds(text: str) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.profile import CopyPath, Profile, Scope, Unit
 
@@ -71,3 +73,10 @@ def resident_and_streamed(space):
     return space.from_user({"ops": {
         first: {"unit": "accelerator1", "scope": "sram1", "weights": "resident"},
         second: {"unit": "accelerator2", "scope": "sram2", "weights": "streamed"}}})
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -12,10 +12,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
+
+from factories import free_port
 
 
 def binaries() -> Path | None:
@@ -27,18 +28,12 @@ def binaries() -> Path | None:
     return Path(found).parent if found and shutil.which("pg_ctl") else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     """One PostgreSQL cluster; :attr:`url` is a database URL for Optuna."""
 
     def __init__(self, root: Path, bindir: Path):
         self.root, self.bindir = root, bindir
-        self.data, self.port = root / "data", _free_port()
+        self.data, self.port = root / "data", free_port()
         self.user = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
         root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:

@@ -182,8 +182,7 @@ class RPCMeasurer(BuildingMeasurer):
             finally:
                 done.set()
 
-        th = threading.Thread(target=request, daemon=True)
-        th.start()
+        threading.Thread(target=request, daemon=True).start()
         while not done.wait(self.server_wait):
             if self.server_count() == 0 or time.monotonic() > deadline:
                 cancelled.set()  # a session granted later is dropped at once

@@ -182,7 +182,6 @@ class Tuner:
                           "placement left to propose", stacklevel=2)
         return measured
 
-
     def _remaining(self) -> int:
         """Search candidates still to measure: of the job, or, for a worker, of the whole
         study (after failing dead workers' trials and taking in what the others measured)."""

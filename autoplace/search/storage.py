@@ -20,7 +20,6 @@ import optuna
 
 from autoplace.search.config import SearchError
 
-SCHEMES = ("journal", "sqlite", "postgresql")
 #: tries at opening a database whose tables another worker is creating at the same time
 CREATE_ATTEMPTS = 5
 _SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -72,7 +72,7 @@ class Store:
         self.dists: dict[str, CategoricalDistribution] = (
             distributions(space) if study_params else {})
         self.logged: list[Record] = self._job_records()
-        self.run = self._run_id(continues)
+        self.run = self._run_id()
         self.told: set[int] = set()  # numbers of asked trials finished by this run
         self.next_trial = 1 + max((r.trial for r in self.logged), default=-1)
 
@@ -98,7 +98,7 @@ class Store:
                 "use another --log for the changed profile")
         return [r for r in records if r.profile_hash == p.hash and r.measurer == self.measurer]
 
-    def _run_id(self, continues: bool) -> str:
+    def _run_id(self) -> str:
         """The job's run id: its records' (a resumed job keeps it), the shared study's (for
         workers), else a new one (a new run, even on a log with records of the job)."""
         if self.study_numbers and self.study is not None:
@@ -107,7 +107,7 @@ class Store:
                 run = uuid.uuid4().hex[:12]
                 self.study.set_user_attr("run", run)
             return run
-        known = [r.run for r in self.logged if r.run] if continues else []
+        known = [r.run for r in self.logged if r.run] if self.continues else []
         return known[-1] if known else uuid.uuid4().hex[:12]
 
     # -- resuming ----------------------------------------------------------------------------

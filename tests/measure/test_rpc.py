@@ -17,7 +17,7 @@ import time
 
 import psutil
 import pytest
-from factories import resident_and_streamed
+from factories import free_port, resident_and_streamed
 from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.run import TimeSettings
@@ -380,11 +380,7 @@ def test_a_call_left_hanging_does_not_abort_the_command(servers, tracker, tmp_pa
 
 
 def test_a_closed_tracker_port_is_one_line_without_retry_warnings(tmp_path):
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends
+    port = free_port()  # nothing listens there
     log = tmp_path / "t.jsonl"
     log.write_text("")
     proc = _cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "rpc-sim",

@@ -3,12 +3,12 @@ password never shown), exit 2 from the CLI, the log untouched."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 
 import optuna
 import pytest
+from factories import free_port
 
 from autoplace.search.storage import StorageError, open_storage, redact
 
@@ -20,12 +20,6 @@ def test_a_journal_file_and_an_sqlite_file_open_and_hold_a_study(tmp_path):
         optuna.create_study(study_name="s", storage=storage).optimize(lambda t: 1.0, 2)
         again = optuna.load_study(study_name="s", storage=open_storage(url))
         assert len(again.trials) == 2, url
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bad_urls(tmp):
@@ -43,7 +37,7 @@ def bad_urls(tmp):
         ("journal:", "no journal file named"),
         ("journal://host/j.log", "a journal is a file"),
         ("postgresql+nodriver://u@127.0.0.1/db", "driver nodriver is not installed"),
-        (f"postgresql://u:secret@127.0.0.1:{_closed_port()}/db", "cannot open it"),
+        (f"postgresql://u:secret@127.0.0.1:{free_port()}/db", "cannot open it"),
     ]
 
 
