@@ -17,17 +17,49 @@ import pandas as pd
 
 from autoplace.graph import OpGraph
 from autoplace.measure.base import Event
-from autoplace.records import load
+from autoplace.records import JOB, load
 
 __all__ = [
-    "load", "placements", "is_baseline", "convergence", "summary", "strategy_table", "study_trials",
-    "join_study", "critical_path", "buffers", "occupancy", "utilisation", "lanes",
+    "load", "jobs", "job", "placements", "is_baseline", "convergence", "summary",
+    "strategy_table", "study_trials", "join_study", "critical_path", "buffers", "occupancy",
+    "utilisation", "lanes",
 ]
 
 COPY_IN = ("none", "sync", "async", "mixed")
 
 
 # -- logs -----------------------------------------------------------------------------------
+def jobs(df: pd.DataFrame) -> pd.DataFrame:
+    """The jobs of a log frame (records of one graph, profile version and measurer:
+    :data:`~autoplace.records.JOB`), numbered from 1 in order of first appearance.
+
+    Columns: ``job``, graph, profile, measurer, graph_fp, profile_hash, ``records``,
+    ``runs`` (distinct run ids) and ``best_ms`` (NaN if none is feasible).
+    """
+    cols = ["job", "graph", "profile", "measurer", *JOB[:2], "records", "runs", "best_ms"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    d = df.assign(lat_ms=df["latency_s"].where(df["ok"]) * 1e3)
+    g = d.groupby(list(JOB), observed=True, sort=False)
+    out = g.agg(graph=("graph", "first"), profile=("profile", "first"),
+                records=("trial", "size"), runs=("run", "nunique"),
+                best_ms=("lat_ms", "min")).reset_index()  # in order of first row
+    out.insert(0, "job", range(1, len(out) + 1))
+    for col in ("graph", "profile", "measurer", *JOB[:2]):
+        out[col] = out[col].astype(str)
+    return out[cols]
+
+
+def job(df: pd.DataFrame, number: int) -> pd.DataFrame:
+    """The rows of job ``number`` of :func:`jobs` (from 1)."""
+    table = jobs(df)
+    if not 1 <= number <= len(table):
+        raise ValueError(f"job {number}: the log holds {len(table)} job(s)")
+    key = table.iloc[number - 1]
+    mask = np.logical_and.reduce([df[k].astype(str) == key[k] for k in JOB])
+    return df[mask]
+
+
 def placements(df: pd.DataFrame, graph: OpGraph | None = None) -> pd.DataFrame:
     """One row per (candidate, op): ``candidate`` (the row label in ``df``), log, trial,
     strategy, op, unit, scope, ``copy_in`` (mode of the copies into the op: none, sync,
@@ -100,13 +132,14 @@ def convergence(df: pd.DataFrame, by: str | Sequence[str] = "log", *,
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Best candidate against each baseline, per graph and profile.
+    """Best candidate against each baseline, per job (graph, profile version, measurer).
 
     One row for the best feasible candidate (``role`` = best) and one per baseline: strategy,
     trial, latency and energy, ``vs_best`` (latency / best latency), error if infeasible.
     """
     rows = []
-    for (graph, profile), g in df.groupby(["graph", "profile"], observed=True, sort=True):
+    for _, g in df.groupby(list(JOB), observed=True, sort=False):
+        graph, profile = g["graph"].iloc[0], g["profile"].iloc[0]
         ok = g[g["ok"]]
         top = ok.loc[ok["latency_s"].idxmin()] if len(ok) else None
         best_s = top["latency_s"] if top is not None else np.nan

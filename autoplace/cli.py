@@ -140,6 +140,20 @@ def phase(what: str):
             print(f"{what}: {time.perf_counter() - t0:.1f} s", flush=True)
 
 
+def _compile_kernels(space) -> None:
+    """Run the simulator's and the featurizer's numba kernels on two random genomes: the
+    first run after installing compiles them (which :func:`phase` then says), later runs
+    load them from numba's on-disk cache."""
+    import numpy as np
+
+    from autoplace.cost_model import Featurizer
+    from autoplace.measure.batch import simulate_batch
+
+    choice, mode = space.random_genomes(2, np.random.default_rng(0))
+    simulate_batch(space, choice, mode)
+    Featurizer(space).transform(choice, mode)
+
+
 def _load(model: str, hw: str):
     from autoplace.models import load_graph
     from autoplace.profile_io import load_profile
@@ -186,6 +200,8 @@ def cmd_tune(args) -> int:
         print(f"note: profile {profile.name} is not calibrated: its times are estimates from "
               f"datasheet figures; `autoplace calibrate --hw {args.hw}` fits them to this "
               "host or a board")
+    with phase("compiling the simulator's kernels (once after installing; numba caches them)"):
+        _compile_kernels(space)
     with phase(f"starting the {args.measurer} measurer"):
         measurer = make_measurer(args, graph, profile, space)
     try:
@@ -234,12 +250,12 @@ def _next_steps(args, log_path: str) -> None:
 
 
 def cmd_best(args) -> int:
-    from autoplace.records import best, read
+    from autoplace.records import JOB, best, read
 
     records = [r for path in args.log for r in read(path)]
     jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
     for r in records:
-        jobs.setdefault((r.graph_fp, r.profile_hash, r.measurer), []).append(r)
+        jobs.setdefault(tuple(getattr(r, k) for k in JOB), []).append(r)
     if len(jobs) > 1:
         print(f"note: {', '.join(args.log)} holds {len(jobs)} jobs (graph, profile version, "
               "measurer); the best of each:")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autoplace.cli_args import positive_int
+
 
 def register(sub) -> None:
     """Add the analysis subcommands to the ``autoplace`` parser."""
@@ -13,6 +15,10 @@ def register(sub) -> None:
     r.add_argument("--model", default=None,
                    help="the log's model, if not a bundled name (.onnx or graph .json)")
     r.add_argument("--hw", default=None, help="the log's profile, if not bundled (.toml)")
+    r.add_argument("--job", type=positive_int, default=None,
+                   help="which job of a log holding several (graph, profile version, "
+                        "measurer), numbered from 1 in order of appearance (default: the job "
+                        "of the last record)")
     r.set_defaults(run=cmd_report)
 
 
@@ -22,6 +28,8 @@ def cmd_report(args) -> int:
 
     log = Path(args.log)
     out = Path(args.out) if args.out else log.with_name(f"{log.stem}-report")
-    page = write_report(log, out, model=args.model, hw=args.hw)
+    page, note = write_report(log, out, model=args.model, hw=args.hw, job=args.job)
+    if note:
+        print(f"note: {note}")
     print(f"report: {page} (pictures beside it)")
     return 0

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO
 
 from autoplace.measure.base import ErrorKind, MeasureResult
 from autoplace.space import Placement
@@ -143,16 +142,18 @@ def check_line(d: object) -> None:
 
 
 class TuningLog:
-    """Appends records to a JSON-lines file, one flushed line each.
+    """Appends records to a JSON-lines file, one line each, written by one ``write`` call
+    (``O_APPEND``, no user-space buffer): a process killed at any moment has written whole
+    lines, which the kernel keeps even if the process dies right after.
 
-    A torn last line left by a crash is cut off (with a warning) before appending, so the
-    file stays readable; complete records are never rewritten.
+    A torn last line (a machine that lost power mid-write) is cut off, with a warning, before
+    appending, so the file stays readable; complete records are never rewritten.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._cut_torn_tail()
-        self._fh: IO[str] = open(self.path, "a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _cut_torn_tail(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -167,14 +168,15 @@ class TuningLog:
             fh.truncate(keep)
 
     def append(self, record: Record) -> None:
-        self._fh.write(encode_line(record.to_dict()) + "\n")
-        self._fh.flush()
+        data = (encode_line(record.to_dict()) + "\n").encode()
+        while data:  # a regular file takes it in one call; a short write is continued
+            data = data[os.write(self._fd, data):]
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> TuningLog:
         return self
@@ -204,6 +206,10 @@ def read(path: str | Path) -> list[Record]:
             raise RecordError(f"{path}:{no}: corrupt record: {exc}") from None
     return records
 
+
+#: What makes records comparable: one graph, one version of one profile, one measurer. A log
+#: may hold several such jobs (``--append``, other models); every reader keys on these.
+JOB = ("graph_fp", "profile_hash", "measurer")
 
 #: Columns with few distinct values: categorical in :func:`load`'s frame.
 _CATEGORIES = ("log", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",

@@ -19,6 +19,7 @@ from autoplace.graph import OpGraph
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.profile import Profile
+from autoplace.records import JOB
 from autoplace.space import Placement, SearchSpace
 
 PICTURES = ("gantt", "convergence", "utilisation", "occupancy")
@@ -89,13 +90,13 @@ def pictures(s: Subject, df: pd.DataFrame) -> dict[str, object]:
     base = mine[analysis.is_baseline(mine["strategy"])]
     baselines = dict(zip(base["strategy"].astype(str), base["latency_s"].where(base["ok"])))
     title = f"{s.graph.name} on {s.profile.name}"
-    curves = analysis.convergence(mine, "log", search_only=len(base) < len(mine))
-    labels = {k: f"search ({Path(k).name})" for k in curves["log"].unique()}
+    curves = analysis.convergence(mine.assign(curve=_curve_names(mine)), "curve",
+                                  search_only=len(base) < len(mine))
     return {
         "gantt": plots.gantt(s.graph, tl, units=units, title=(
             f"{title}: best placement ({s.row['strategy']}, trial {s.row['trial']}), "
             f"{s.result.latency_s * 1e3:.3f} ms simulated")),
-        "convergence": plots.convergence(curves, labels=labels, baselines=baselines,
+        "convergence": plots.convergence(curves, "curve", baselines=baselines,
                                          title=f"{title}: best latency so far"),
         "utilisation": plots.utilisation(analysis.utilisation(tl, 80, units),
                                          title=f"{title}: utilisation of the best placement"),
@@ -104,6 +105,13 @@ def pictures(s: Subject, df: pd.DataFrame) -> dict[str, object]:
             capacities={sc.name: sc.capacity_bytes for sc in s.profile.scopes},
             title=f"{title}: memory occupancy of the best placement"),
     }
+
+
+def _curve_names(df: pd.DataFrame) -> pd.Series:
+    """One convergence line per run (``search (run <id>)``), or one for the log."""
+    if df["run"].nunique() > 1:
+        return "search (run " + df["run"].astype(str) + ")"
+    return pd.Series("search", index=df.index)
 
 
 def _table(df: pd.DataFrame) -> str:
@@ -122,11 +130,39 @@ _STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;color:#2
           "img{max-width:100%}")
 
 
+def chosen_job(table: pd.DataFrame, df: pd.DataFrame, job: int | None) -> int:
+    """The job a report shows: ``job`` if given, else the one of the log's last record."""
+    if job is not None:
+        if not 1 <= job <= len(table):
+            raise ReportError(f"--job {job}: the log holds {len(table)} job(s), numbered from 1")
+        return job
+    last = df.iloc[-1] if len(df) else None
+    for _, row in table.iterrows():
+        if last is not None and all(str(last[k]) == row[k] for k in JOB):
+            return int(row["job"])
+    return 1
+
+
+def _jobs_note(log: Path, table: pd.DataFrame, job: int) -> str:
+    """One sentence saying that the log mixes jobs and which one is reported."""
+    if len(table) <= 1:
+        return ""
+    r = table.iloc[job - 1]
+    return (f"{log} holds {len(table)} jobs (graph, profile version, measurer); this report is "
+            f"job {job}: {r['graph']} on {r['profile']} ({r['measurer']}); --job N picks another")
+
+
 def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
-                 hw: str | None = None) -> Path:
-    """Write ``out/report.html`` and ``out/<picture>.png`` for ``log``; returns the HTML."""
+                 hw: str | None = None, job: int | None = None) -> tuple[Path, str]:
+    """Write ``out/report.html`` and ``out/<picture>.png`` for one job of ``log`` (see
+    :func:`chosen_job`); returns the HTML and, if the log holds several jobs, a note
+    saying which one is reported (also on the page, with the table of jobs)."""
     log, out = Path(log), Path(out)
-    df = analysis.load(log)
+    everything = analysis.load(log)
+    table = analysis.jobs(everything)
+    number = chosen_job(table, everything, job)
+    note = _jobs_note(log, table, number)
+    df = analysis.job(everything, number) if len(table) else everything
     s = _subject(df, log, model, hw)
     out.mkdir(parents=True, exist_ok=True)
     pngs = {}
@@ -138,7 +174,10 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
         f"<h1>Tuning report: {html.escape(s.graph.name)} on {html.escape(s.profile.name)}</h1>",
         f"<p>{html.escape(str(log))}: {len(df)} candidates measured, {int(df['ok'].sum())} "
         f"feasible; best {s.row['latency_s'] * 1e3:.4f} ms ({html.escape(str(s.row['strategy']))}"
-        f", trial {s.row['trial']}, measured by {html.escape(str(s.row['measurer']))}).</p>",
+        f", trial {s.row['trial']}, measured by {html.escape(str(s.row['measurer']))}"
+        f"{_runs(df)}).</p>",
+        *([f"<p><b>{html.escape(note)}.</b></p>", "<h2>Jobs in this log</h2>",
+           _table(table)] if note else []),
         "<h2>Best against the baselines</h2>", _table(analysis.summary(df)),
         "<h2>Strategies</h2>", _table(analysis.strategy_table(df).reset_index()),
         "<h2>Infeasible candidates</h2>",
@@ -153,4 +192,9 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
     page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>autoplace "
                     f"report</title><style>{_STYLE}</style></head><body>"
                     + "\n".join(body) + "</body></html>\n", encoding="utf-8")
-    return page
+    return page, note
+
+
+def _runs(df: pd.DataFrame) -> str:
+    runs = df["run"].nunique()
+    return f"; {runs} runs" if runs > 1 else ""

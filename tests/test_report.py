@@ -88,3 +88,43 @@ def test_a_log_without_a_feasible_record_cannot_be_reported(tmp_path):
     with pytest.raises(ReportError, match="failed.jsonl: no feasible record"):
         write_report(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_log_of_two_jobs_is_reported_one_job_at_a_time_and_says_so(tuned, tmp_path):
+    log = tmp_path / "two.jsonl"
+    log.write_bytes(tuned.read_bytes())
+    run = autoplace("tune", "squeezenet", "--hw", "soc", "--trials", "4", "--log", str(log),
+                    "--append", "--no-progress", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    df = load(log)
+    for job, graph in [(None, "squeezenet"), ("1", "seed_te"), ("2", "squeezenet")]:
+        out = tmp_path / f"rep{job}"
+        rep = autoplace("report", str(log), "--out", str(out), *(["--job", job] if job else []),
+                        cwd=tmp_path)
+        assert rep.returncode == 0, rep.stderr
+        number = job or "2"  # by default the job of the last record
+        assert f"holds 2 jobs (graph, profile version, measurer); this report is job " \
+               f"{number}: {graph} on soc (simulator)" in rep.stdout
+        page = (out / "report.html").read_text()
+        mine = df[df["graph"] == graph]
+        assert f"{len(mine)} candidates measured" in page  # the job's, not the log's
+        assert f"best {mine[mine['ok']]['latency_s'].min() * 1e3:.4f} ms" in page
+        assert "<h2>Jobs in this log</h2>" in page
+    bad = autoplace("report", str(log), "--job", "3", "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "--job 3: the log holds 2 job(s)" in bad.stderr
+
+
+def test_a_job_of_several_runs_draws_one_convergence_line_per_run(tuned, tmp_path):
+    from autoplace import report
+
+    log = tmp_path / "runs.jsonl"
+    log.write_bytes(tuned.read_bytes())
+    run = autoplace("tune", "seed_te", "--hw", "soc", "--trials", "6", "--log", str(log),
+                    "--append", "--no-progress", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    df = load(log)
+    names = report._curve_names(df)
+    assert names.nunique() == 2 == df["run"].nunique()
+    page, note = write_report(log, tmp_path / "out")
+    assert note == "" and "; 2 runs)" in page.read_text()

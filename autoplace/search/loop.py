@@ -20,10 +20,11 @@ from autoplace.baselines import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.records import Record, TuningLog
 from autoplace.search.config import TuneConfig, TuneResult
+from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
 from autoplace.search.strategy import Proposal, SearchStrategy
-from autoplace.search.workers import BASELINE, SEARCH, SharedStudy
+from autoplace.search.workers import BASELINE, SEARCH, SharedStudy, new_worker_id
 from autoplace.space import Placement, SearchSpace
 
 #: rounds in a row whose every candidate was measured before, after which the search ends
@@ -187,9 +188,9 @@ class Tuner:
         study (after failing dead workers' trials and taking in what the others measured)."""
         if self.shared is None:
             return self.config.trials - self.search_trials_done()
-        self.shared.reclaim()
+        left = self.shared.remaining(self.config.trials)
         self._take_in(self.store.others())
-        return self.config.trials - self.shared.search_claims()
+        return left
 
 
 def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
@@ -224,17 +225,22 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
            warm) -> Tuner:
     """The job's tuner, with what it measured before taken in (``resume``, a worker)."""
-    study = open_study(space, config, study_sampler(config)) if needs_study(config) else None
-    shared = SharedStudy(study, grace_s=config.grace_s) if config.worker else None
-    if shared is not None:  # workers proposing alike would only lose claims to each other
-        config = replace(config, seed=(config.seed + zlib.crc32(shared.worker.encode()))
-                         % 2**32)
-        shared.reclaim()
+    storage = open_storage(config.storage)
+    study = open_study(space, config, study_sampler(config), storage) \
+        if needs_study(config) else None
+    worker = new_worker_id() if config.worker else None
+    if worker is not None:  # workers proposing alike would only lose claims to each other
+        config = replace(config, seed=(config.seed + zlib.crc32(worker.encode())) % 2**32)
     strategy = make_strategy(space, study, config, warm=warm,
                              stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
-                  study_params=strategy.study_params, study_numbers=shared is not None,
+                  study_params=strategy.study_params, study_numbers=worker is not None,
                   continues=config.continues, append=config.append)
+    shared = None
+    if worker is not None:
+        shared = SharedStudy(study, storage, grace_s=config.grace_s, worker=worker,
+                             log=log.path, recover=store.logged_attrs)
+        shared.reclaim()
     tuner = Tuner(space, measurer, store, strategy, config, shared)
     tuner.replay()
     return tuner

@@ -1,7 +1,8 @@
 """Optuna storages by URL (``--storage``), each checked before use with a one-line error.
 
 - ``journal:PATH``: Optuna's journal file (``JournalStorage``): no server, safe for several
-  processes on one host (file locks); ``journal:///abs/path`` works too;
+  processes on one host, even ones killed mid-write (:mod:`autoplace.search.journal`);
+  ``journal:///abs/path`` works too;
 - ``sqlite:///PATH``: one process at a time (SQLite is not meant for concurrent writers);
 - ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``: Optuna's RDB storage on PostgreSQL, for
   workers on several hosts, through psycopg (``pip install autoplace[postgres]``) unless
@@ -57,7 +58,7 @@ def redact(url: str) -> str:
 
 
 def _journal(url: str) -> optuna.storages.BaseStorage:
-    from optuna.storages.journal import JournalFileBackend
+    from autoplace.search.journal import SafeJournalFile
 
     path = url[len("journal:"):]
     if path.startswith("///"):
@@ -72,7 +73,7 @@ def _journal(url: str) -> optuna.storages.BaseStorage:
         raise StorageError(f"--storage {url}: {path} is a directory, not a journal file")
     if Path(path).is_file() and Path(path).stat().st_size and not _is_journal(Path(path)):
         raise StorageError(f"--storage {url}: {path} is not an Optuna journal file")
-    return optuna.storages.JournalStorage(JournalFileBackend(path))
+    return optuna.storages.JournalStorage(SafeJournalFile(path))
 
 
 def _is_journal(path: Path) -> bool:

@@ -8,15 +8,17 @@ Trials of the study carry the log's trial number (``user_attrs["trial"]``) and t
 ``--storage``, a strategy that never asks the study (evolution) has none: the log alone
 holds the job.
 
-Workers sharing a study (:mod:`autoplace.search.workers`) write a candidate's attributes on
-its running trial before the log line, then finish the trial: a worker killed in between
-leaves a trial whose attributes say it was measured, which the next worker finishes with
-them; its log and the study still agree.
+Workers sharing a study (:mod:`autoplace.search.workers`) do the same on their claimed trials:
+log line, then the trial's attributes, then its end. A worker killed in between leaves a
+running trial that names its log; the worker that reclaims it finishes it from the logged
+record (:meth:`Store.logged_attrs`), so its log and the study still agree.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+import warnings
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -35,11 +37,12 @@ def study_name(space: SearchSpace, config: TuneConfig) -> str:
     return config.study_name or f"autoplace-{g.name}-{space.profile.name}-{g.fingerprint[:8]}"
 
 
-def open_study(space: SearchSpace, config: TuneConfig,
-               sampler: optuna.samplers.BaseSampler) -> optuna.Study:
-    """The job's study: in memory, or in ``config.storage`` (which must not hold it yet
-    unless the job continues: ``resume``, or a worker)."""
-    name, storage = study_name(space, config), open_storage(config.storage)
+def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.BaseSampler,
+               storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
+    """The job's study: in memory, or in ``config.storage`` (opened, unless ``storage`` is
+    given; it must not hold the study yet unless the job continues: ``resume``, a worker)."""
+    name = study_name(space, config)
+    storage = storage if storage is not None else open_storage(config.storage)
     shown = redact(config.storage or "")
     if storage is not None and not config.continues and \
             name in optuna.get_all_study_names(storage):
@@ -72,7 +75,7 @@ class Store:
         self.dists: dict[str, CategoricalDistribution] = (
             distributions(space) if study_params else {})
         self.logged: list[Record] = self._job_records()
-        self.run = self._run_id()
+        self._run = None if study_numbers and study is not None else self._own_run_id()
         self.told: set[int] = set()  # numbers of asked trials finished by this run
         self.next_trial = 1 + max((r.trial for r in self.logged), default=-1)
 
@@ -98,15 +101,16 @@ class Store:
                 "use another --log for the changed profile")
         return [r for r in records if r.profile_hash == p.hash and r.measurer == self.measurer]
 
-    def _run_id(self) -> str:
-        """The job's run id: its records' (a resumed job keeps it), the shared study's (for
-        workers), else a new one (a new run, even on a log with records of the job)."""
-        if self.study_numbers and self.study is not None:
-            run = self.study.user_attrs.get("run")
-            if not run:
-                run = uuid.uuid4().hex[:12]
-                self.study.set_user_attr("run", run)
-            return run
+    @property
+    def run(self) -> str:
+        """The job's run id: its records' (a resumed job keeps it), the shared study's for
+        workers (see :func:`shared_run_id`), else a new one (a new run, even on a log
+        with records of the job)."""
+        if self._run is None:
+            self._run = shared_run_id(self.study)
+        return self._run
+
+    def _own_run_id(self) -> str:
         known = [r.run for r in self.logged if r.run] if self.continues else []
         return known[-1] if known else uuid.uuid4().hex[:12]
 
@@ -164,8 +168,6 @@ class Store:
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
                      strategy=strategy, trial=number, seed=self.seed, run=self.run,
                      measurer=self.measurer, placement=placement, result=result)
-        if trial is not None and self.study_numbers:  # the study first: it is shared
-            self._set_attrs(trial, rec, genome)
         self.log.append(rec)
         self.next_trial = max(self.next_trial, number + 1)
         self.taken.add(number)
@@ -179,12 +181,28 @@ class Store:
         """Tell the study the asked ``trial`` was measured; if another worker finished it
         meanwhile (it took this one for dead), add the measurement as a trial of its own."""
         try:
-            if not self.study_numbers:
-                self._set_attrs(trial, rec, genome)
+            self._set_attrs(trial, rec, genome)
             self._tell(trial, rec.result.latency_s if rec.result.ok else None)
         except RuntimeError:  # "... has already finished": another worker took this for dead
             if not self._measured_in_study(trial.number):  # it finished it as failed
                 self._add_trial(rec, genome, extra=trial.user_attrs)
+
+    def logged_attrs(self, trial: FrozenTrial) -> dict | None:
+        """The attributes of a dead worker's running ``trial`` if its log (attribute ``log``)
+        holds its record (of this run, that trial number): it was measured and logged, and
+        died before telling the study. None if the log lacks it or cannot be read."""
+        path, genome = trial.user_attrs.get("log"), trial.user_attrs.get("claim")
+        if not path or not genome:
+            return None
+        try:
+            with warnings.catch_warnings():  # a torn last line: not logged
+                warnings.simplefilter("ignore")
+                records = read(path)
+        except (OSError, ValueError):
+            return None
+        rec = next((r for r in reversed(records)
+                    if r.trial == trial.number and r.run == self.run), None)
+        return _attrs(rec, genome) if rec is not None else None
 
     def _measured_in_study(self, number: int) -> bool:
         return any(t.number == number and "strategy" in t.user_attrs
@@ -221,6 +239,21 @@ class Store:
             value=res.latency_s if res.ok else None,
             state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
             user_attrs={**(extra or {}), **_attrs(rec, genome)}))
+
+
+def shared_run_id(study: optuna.Study) -> str:
+    """The run id of a study shared by workers: a function of its trial 0 (its number is
+    given once by the storage, its start time set once when asked), so every worker finds
+    the same id without a race; written on the study as ``run`` for readers. Needs a trial:
+    a worker asks its first before it records anything."""
+    first = min(study.get_trials(deepcopy=False), key=lambda t: t.number, default=None)
+    if first is None:
+        raise RuntimeError("a shared study has no run id before its first trial")
+    stamp = first.datetime_start.isoformat() if first.datetime_start else ""
+    run = hashlib.sha256(f"{study.study_name}|{stamp}".encode()).hexdigest()[:12]
+    if study.user_attrs.get("run") != run:
+        study.set_user_attr("run", run)
+    return run
 
 
 def _jobs(records: list[Record]) -> str:

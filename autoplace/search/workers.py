@@ -12,9 +12,11 @@ study's; a trial whose claim lost is finished as failed, without a strategy (no 
 
 Each worker writes a heartbeat (study attribute ``worker:ID``: the time) at start and then
 every quarter of ``grace_s``; a worker silent for ``grace_s`` is dead, and the next worker
-that looks finishes its running trials (reclaims them): one it had measured and logged (its
-attributes are complete) with the logged latency, the others as failed, so that their
-genomes can be claimed again.
+that looks finishes its running trials (reclaims them). A claim names the worker's log
+(``log``; workers share a log directory), and a worker logs a measured candidate before
+writing it on its trial, so a reclaimed trial is finished as measured, with its record's
+attributes, if its attributes say so or its worker's log holds the record (``recover``);
+else as failed, so that its genome can be claimed again.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 BASELINE, SEARCH = "baseline", "search"
@@ -48,9 +53,11 @@ class Holder:
 class SharedStudy:
     """This worker's side of a study shared with other workers (see the module docstring)."""
 
-    def __init__(self, study: optuna.Study, *, grace_s: float, worker: str | None = None):
-        self.study, self.grace_s = study, float(grace_s)
-        self.worker = worker or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage, *,
+                 grace_s: float, worker: str, log: Path,
+                 recover: Callable[[FrozenTrial], dict | None] = lambda t: None):
+        self.study, self.storage, self.grace_s = study, storage, float(grace_s)
+        self.worker, self.log, self.recover = worker, str(Path(log).resolve()), recover
         self._stop = threading.Event()
         self.beat()
         self._thread = threading.Thread(target=self._beating, name="autoplace-heartbeat",
@@ -78,6 +85,7 @@ class SharedStudy:
         for t, genome, kind in zip(trials, genomes, kinds):
             t.set_user_attr("kind", kind)
             t.set_user_attr("worker", self.worker)
+            t.set_user_attr("log", self.log)
             t.set_user_attr("claim", genome)  # last: a trial with a claim has all three
         first: dict[str, int] = {}
         search_rank: dict[int, int] = {}
@@ -111,13 +119,41 @@ class SharedStudy:
                 out.append(Holder(t.number, genome, t.user_attrs.get("kind", SEARCH)))
         return sorted(out, key=lambda h: h.number)
 
-    def search_claims(self) -> int:
-        """Search candidates the study has measured or has live workers measuring."""
-        return sum(1 for h in self.holders() if h.kind == SEARCH)
+    def search_claims(self) -> tuple[int, int]:
+        """Search candidates the study has measured or has live workers measuring, and how
+        many of them other workers are still measuring (their trials running)."""
+        trials = self.study.get_trials(deepcopy=False)
+        running = {t.number for t in trials if t.state == TrialState.RUNNING
+                   and t.user_attrs.get("worker") != self.worker}
+        claims = [h for h in self.holders(trials) if h.kind == SEARCH]
+        return len(claims), sum(1 for h in claims if h.number in running)
+
+    def remaining(self, limit: int) -> int:
+        """Search candidates still to measure for a study total of ``limit``, after failing
+        dead workers' trials. While other workers' running claims would fill the total, it
+        waits for them to end: measured, or failed when their worker dies (then they are
+        to be measured again), so that no worker leaves a total short of ``limit``."""
+        while True:
+            self.reclaim()
+            claims, others_running = self.search_claims()
+            if claims < limit or not others_running:
+                return max(limit - claims, 0)
+            time.sleep(min(1.0, self.grace_s / 4))
 
     # -- dead workers ------------------------------------------------------------------------
     def _finish(self, t: FrozenTrial) -> None:
-        value, state = _finish_attrs(t)
+        """Finish a dead worker's running trial: as measured if its attributes or its log
+        say so (the record's attributes written first), else as failed."""
+        attrs = None if "strategy" in t.user_attrs else self.recover(t)
+        if attrs:
+            trial_id = self.storage.get_trial_id_from_study_id_trial_number(
+                self.storage.get_study_id_from_name(self.study.study_name), t.number)
+            try:
+                for key, value in attrs.items():  # ``strategy`` last
+                    self.storage.set_trial_user_attr(trial_id, key, value)
+            except UpdateFinishedTrialError:  # another worker finished it meanwhile
+                return
+        value, state = _finish_attrs({**t.user_attrs, **(attrs or {})})
         self.study.tell(t.number, value, state=state, skip_if_finished=True)
 
     def _alive(self) -> set[str]:
@@ -137,11 +173,17 @@ class SharedStudy:
         return n
 
 
-def _finish_attrs(t: FrozenTrial):
-    """(value, state) to finish a dead worker's trial with: measured and logged (it has a
-    strategy: its latency is known), else failed, so that its genome can be claimed again."""
-    latency = t.user_attrs.get("latency") if "strategy" in t.user_attrs else None
+def _finish_attrs(attrs: dict):
+    """(value, state) to finish a dead worker's trial with: COMPLETE with its latency if it
+    was measured and logged (it has a strategy) and feasible, else FAIL (a measured trial
+    keeps its strategy and is not measured again; an unmeasured one is free to claim)."""
+    latency = attrs.get("latency") if "strategy" in attrs else None
     return (latency, TrialState.COMPLETE) if latency is not None else (None, TrialState.FAIL)
+
+
+def new_worker_id() -> str:
+    """A worker id unique across hosts and processes: host, pid and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 def _older(t: FrozenTrial, seconds: float) -> bool:

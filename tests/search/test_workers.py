@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -153,20 +154,66 @@ def test_a_dead_workers_running_trials_are_reclaimed(tmp_path):
                            HW, str(TRIALS)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     running = the_study(storage).get_trials(states=(optuna.trial.TrialState.RUNNING,))
-    # the batch's last two claimed, and the one logged last (its attributes written first)
-    assert len(running) == 3 and sum("strategy" in t.user_attrs for t in running) == 1
+    # the batch's last two claimed, and the one logged last (killed before writing it on
+    # its trial): none of them says it was measured, the log does for one
+    assert len(running) == 3 and not any("strategy" in t.user_attrs for t in running)
+    assert {t.user_attrs["log"] for t in running} == {str(dead.resolve())}
+    last = read(dead)[-1]
     time.sleep(2.5)  # past its grace
     finish([worker(storage, alive, 2, "--grace", "2")])
     assert_one_job(storage, [dead, alive])
     study = the_study(storage)
-    for t in running:  # reclaimed: finished from its attributes, or failed and free again
+    for t in running:  # reclaimed: finished from the dead worker's log, or failed and free
         now = study.trials[t.number]
-        if "strategy" in t.user_attrs:
+        if t.number == last.trial:
             assert now.state == optuna.trial.TrialState.COMPLETE
-            assert now.value == t.user_attrs["latency"] is not None
+            assert now.value == last.result.latency_s
+            assert now.user_attrs["strategy"] == last.strategy
         else:
             assert now.state == optuna.trial.TrialState.FAIL
             assert "strategy" not in now.user_attrs
+
+
+def test_workers_agree_on_the_run_id_whoever_computes_it_first(tmp_path):
+    from autoplace.search.store import shared_run_id
+
+    def one_study(path: Path) -> tuple[optuna.Study, optuna.Study]:
+        a = optuna.create_study(study_name="s", storage=open_storage(f"journal:{path}"))
+        b = optuna.load_study(study_name="s", storage=open_storage(f"journal:{path}"))
+        return a, b
+
+    a, b = one_study(tmp_path / "one.journal")
+    with pytest.raises(RuntimeError, match="before its first trial"):
+        shared_run_id(a)
+    b.ask()
+    time.sleep(0.01)
+    a.ask()  # each worker asked a trial; the later one computes first
+    run = shared_run_id(b)
+    assert shared_run_id(a) == run == a.user_attrs["run"]
+    other, _ = one_study(tmp_path / "two.journal")  # same name, another study: another run
+    other.ask()
+    assert shared_run_id(other) != run
+
+
+def test_workers_killed_at_random_moments_are_replaced_and_the_job_stays_one(tmp_path):
+    """Three workers; twice, one of them (a random one) is SIGKILLed at a random moment and
+    a new worker with a log of its own takes its place; the job's invariants still hold."""
+    storage, rng = f"journal:{tmp_path / 'study.journal'}", random.Random(11)
+    logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
+    procs = [worker(storage, log, k, "--grace", "2") for k, log in enumerate(logs)]
+    kills = 0
+    for n in range(2):
+        time.sleep(rng.uniform(0.5, 2.5))
+        k = rng.randrange(3)
+        if procs[k].poll() is None:
+            procs[k].send_signal(signal.SIGKILL)
+            procs[k].wait(timeout=60)
+            kills += 1
+        logs.append(tmp_path / f"w{k}-{n}.jsonl")
+        procs[k] = worker(storage, logs[-1], 10 + n, "--grace", "2")
+    finish(procs)
+    assert kills >= 1
+    assert_one_job(storage, logs)
 
 
 @pytest.mark.parametrize("storage", [None, "sqlite:///t.db"])
