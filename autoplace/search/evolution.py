@@ -60,6 +60,13 @@ class ModelGuidedEvolution(SearchStrategy):
         if proposal.predicted is not None and self.rank_stats:
             self._round_stats(proposal.predicted)
 
+    def state(self) -> dict:
+        return {"proposer": self.proposer.state(), "heft_pending": self._heft_pending}
+
+    def restore(self, state: dict) -> None:
+        self.proposer.restore(state["proposer"])
+        self._heft_pending = bool(state["heft_pending"])
+
     def _round_stats(self, predicted: np.ndarray) -> None:
         """Ranking quality of the model on the batch it chose (before training on it)."""
         stats = {"round": len(self.stats), "measured": len(self.proposer.latency),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autoplace.cost_model import AnalyticCostModel, CostModel, Featurizer, XGBCostModel
+from autoplace.search.checkpoint import pack, unpack
 from autoplace.search.evolve import Genomes, evolve
 from autoplace.space import SearchSpace
 
@@ -104,6 +105,35 @@ class GuidedProposer:
         self.model.fit(X, y)
         self._fitted_rows = rows
         return rows
+
+    def state(self) -> dict:
+        """Random state, carried-over population, keys known not to fit and the rows the
+        model was last trained on, as strict JSON (see :meth:`restore`)."""
+        return {"rng": self.rng.bit_generator.state,
+                "population": [pack(self.population[0]), pack(self.population[1])],
+                "infeasible": sorted(k.hex() for k in self.infeasible),
+                "fitted_rows": self._fitted_rows}
+
+    def restore(self, state: dict) -> None:
+        """Back to ``state`` (from :meth:`state`), having observed the same rows as then:
+        the model is retrained on the rows it was trained on then (the same model: its
+        training is seeded and single-threaded)."""
+        rows = int(state["fitted_rows"])
+        own = rows - len(self.warm[1])
+        if rows > 0 and not 0 <= own <= len(self.latency):
+            raise ValueError(f"the model was trained on {rows} rows; {len(self.latency)} "
+                             f"observed and {len(self.warm[1])} warm-start rows now")
+        self.rng.bit_generator.state = state["rng"]
+        c, m = (unpack(x) for x in state["population"])
+        if c.shape[1:] != (self.space.n_ops,) or m.shape != (len(c), self.space.n_edges):
+            raise ValueError(f"a population of shapes {c.shape}, {m.shape}: not this space's")
+        self.population = (c, m)
+        self.infeasible = {bytes.fromhex(k) for k in state["infeasible"]}
+        if rows > 0 and self.model is not None:
+            X, lat = self.X[:own], self.latency[:own]
+            self.model.fit(np.concatenate([self.warm[0], X]),
+                           np.concatenate([self.warm[1], self.featurizer.targets(lat, X)]))
+        self._fitted_rows = rows if self.model is not None else -1
 
     def dup_keys(self, choice: np.ndarray, mode: np.ndarray,
                  X: np.ndarray | None = None) -> list[bytes]:

@@ -19,6 +19,12 @@ import optuna
 from autoplace.baselines import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.records import Record, TuningLog
+from autoplace.search.checkpoint import (
+    Checkpoint,
+    checkpoint_path,
+    read_checkpoint,
+    write_checkpoint,
+)
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
@@ -43,6 +49,11 @@ class Tuner:
         self.records: list[Record] = []  # measured by this run
         self.seen: dict[bytes, float | None] = {}  # genome key -> latency (None: failed)
         self.done: list[str] = []  # strategy of every candidate of the job so far
+        #: logged candidates of the round a resumed job stopped in, by genome key: taken
+        #: from the log when that round is proposed again (see autoplace.search.checkpoint)
+        self.pending: dict[bytes, tuple[str, Placement, float | None]] = {}
+        self.checkpoint = None if shared is not None or strategy.state() is None else \
+            checkpoint_path(store.log.path)
         self.resumed = 0
         self.measure_s = 0.0
 
@@ -52,7 +63,38 @@ class Tuner:
         study's trials; none of it is measured again."""
         done = self.store.sync() if self.config.continues else []
         self.resumed = len(done)
-        self._take_in(done)
+        cp = self._checkpoint(len(done))
+        if cp is None:
+            self._take_in(done)
+            return
+        self._take_in(done[:cp.records])
+        try:
+            self.strategy.restore(cp.strategy)
+        except (ValueError, KeyError, TypeError):  # not this strategy's: not exact, safe
+            self._take_in(done[cp.records:])
+            return
+        tail = done[cp.records:]
+        if tail:
+            choice, mode = self.space.encode([p for _, p, _ in tail])
+            keys = self.space.keys(choice, self.space.normalize(choice, mode))
+            self.pending = dict(zip(keys, tail))
+
+    def _checkpoint(self, n_done: int) -> Checkpoint | None:
+        """The job's checkpoint, if it can make this resume exact: the job's records all
+        come from this log, and the checkpoint is of this run and no further than them."""
+        if self.checkpoint is None or n_done != len(self.store.logged):
+            return None
+        c = self.config
+        cp = read_checkpoint(self.checkpoint, run=self.store.run, sampler=c.sampler,
+                             seed=c.seed, batch_size=c.batch_size)
+        return cp if cp is not None and 0 <= cp.records <= n_done else None
+
+    def _write_checkpoint(self) -> None:
+        if self.checkpoint is not None:
+            c = self.config
+            write_checkpoint(self.checkpoint, Checkpoint(
+                run=self.store.run, sampler=c.sampler, seed=c.seed, batch_size=c.batch_size,
+                records=len(self.done), strategy=self.strategy.state()))
 
     def _take_in(self, done: list[tuple[str, Placement, float | None]]) -> None:
         """Measured candidates of the job from elsewhere (log, study): remembered as
@@ -92,20 +134,27 @@ class Tuner:
         fresh = self._fresh(proposal, keys) if dedupe else list(range(len(proposal)))
         if self.shared is not None:
             proposal, fresh = self._claimed(proposal, fresh, mode)
-        placements = self.space.decode_rows(proposal.choice[fresh], mode[fresh])
-        results, stopped = [None] * len(fresh), None
+        logged = {i: self.pending.pop(keys[i]) for i in fresh if keys[i] in self.pending}
+        todo = [i for i in fresh if i not in logged]
+        placements = self.space.decode_rows(proposal.choice[todo], mode[todo])
+        results, stopped = [None] * len(todo), None
         try:
-            results, stopped = self._measure(proposal.choice[fresh], mode[fresh], placements)
-            for i, pl, res in zip(fresh, placements, results):
+            results, stopped = self._measure(proposal.choice[todo], mode[todo], placements)
+            for i, pl, res in zip(todo, placements, results):
                 self._record(proposal, i, keys[i], pl, res, mode[i])
         finally:  # interrupted: asked trials left running are finished as not measured
-            self._release_unfinished(proposal, fresh)
-        measured = [i for i, r in zip(fresh, results) if r is not None]
-        latency = np.array([r.latency_s if r.ok else np.nan for r in results if r is not None])
-        self.strategy.observe(proposal.take(measured), latency)
+            self._release_unfinished(proposal, todo)
+        latency = {i: r.latency_s if r.ok else np.nan for i, r in zip(todo, results)
+                   if r is not None}
+        for i, (label, _, lat) in logged.items():  # measured before the job was resumed
+            latency[i] = np.nan if lat is None else lat
+            self.seen[keys[i]] = lat
+            self.done.append(label)
+        rows = [i for i in fresh if i in latency]
+        self.strategy.observe(proposal.take(rows), np.array([latency[i] for i in rows]))
         if stopped is not None:
             raise stopped
-        return len(measured)
+        return len(rows) - len(logged)
 
     def _fresh(self, proposal: Proposal, keys: list[bytes]) -> list[int]:
         """Rows not measured by the job (nor earlier in the batch); asked trials of the
@@ -171,10 +220,14 @@ class Tuner:
         candidates the job has measured for :data:`STALLED_ROUNDS` rounds in a row."""
         measured, stalled = 0, 0
         while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
+            self._write_checkpoint()
             proposal = self.strategy.propose(min(self.config.batch_size, remaining))
             if not len(proposal):
                 break
             n = self.run(proposal)
+            if self.pending:  # not proposed again (the strategy changed): taken in as is
+                self._take_in(list(self.pending.values()))
+                self.pending.clear()
             measured += n
             stalled = 0 if n else stalled + 1
             progress(n)

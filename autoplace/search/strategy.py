@@ -70,6 +70,17 @@ class SearchStrategy(ABC):
         """Measured candidates (``latency`` in seconds, NaN for a failed one). Also called
         with the records of a resumed job and the baselines, which carry no prediction."""
 
+    def state(self) -> dict | None:
+        """What the strategy carries between rounds beyond what it observed (random state,
+        carried-over candidates...), as strict JSON; None if it cannot say (then a resumed
+        job goes on from what it observed, not exactly where it stopped)."""
+        return None
+
+    def restore(self, state: dict) -> None:
+        """Come back to :meth:`state`'s ``state``, having observed what the strategy had
+        observed when it was taken: from then on it proposes what it proposed then."""
+        raise SearchError(f"{type(self).__name__} has no state to restore")
+
     def save_model(self, path: str) -> None:
         """Fit the strategy's cost model on everything observed and write it."""
         raise SearchError(f"{type(self).__name__} has no cost model to save")

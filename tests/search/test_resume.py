@@ -35,6 +35,7 @@ KILLED_JOB = textwrap.dedent("""
 
     log_path, storage, sampler, kill_at = sys.argv[1], sys.argv[2] or None, sys.argv[3], \\
         int(sys.argv[4])
+    resume = len(sys.argv) > 5 and sys.argv[5] == "resume"
 
     class DiesAfterLogging(TuningLog):
         def append(self, record):
@@ -45,7 +46,7 @@ KILLED_JOB = textwrap.dedent("""
     space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
     with DiesAfterLogging(log_path) as log:
         tune(space, Simulator(space), log, TuneConfig(trials=40, seed=5, sampler=sampler,
-                                                      storage=storage))
+                                                      storage=storage, resume=resume))
 """)
 
 SPACE = None
@@ -58,9 +59,9 @@ def space():
     return SPACE
 
 
-def killed_run(log: Path, storage: str, sampler: str, kill_at: int) -> None:
+def killed_run(log: Path, storage: str, sampler: str, kill_at: int, *resume: str) -> None:
     proc = subprocess.run([sys.executable, "-c", KILLED_JOB, str(log), storage, sampler,
-                           str(kill_at)], capture_output=True, text=True, timeout=300)
+                           str(kill_at), *resume], capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
 
 
@@ -118,6 +119,28 @@ def test_a_candidate_logged_but_not_in_the_study_is_not_measured_again(tmp_path,
     assert study_trials(storage) == logged_values(records)
     best = min((r for r in records if r.result.ok), key=lambda r: r.result.latency_s)
     assert result.best.result.latency_s == best.result.latency_s  # over the whole job
+
+
+def measured(records) -> list[tuple]:
+    return [(r.trial, r.strategy, r.placement, r.result.latency_s) for r in records]
+
+
+@pytest.mark.parametrize("storage", ["", "sqlite"])
+def test_a_job_killed_and_resumed_measures_what_the_uninterrupted_job_measures(tmp_path,
+                                                                                storage):
+    """Killed after a baseline, mid-round twice (the default round is 8 candidates), resumed
+    each time: the same candidates, trial numbers, latencies and best as without kills."""
+    full = tmp_path / "full.jsonl"
+    with TuningLog(full) as tl:
+        tune(space(), Simulator(space()), tl, TuneConfig(trials=40, seed=5))
+    log = tmp_path / "t.jsonl"
+    url = f"sqlite:///{tmp_path / 't.db'}" if storage else ""
+    for k, kill_at in enumerate((1, 13, 30)):
+        killed_run(log, url, "evolve", kill_at, *(["resume"] if k else []))
+        assert read(log)[-1].trial == kill_at
+    result = resume(log, url, "evolve")
+    assert measured(read(log)) == measured(read(full))
+    assert result.best.trial == min(read(full), key=lambda r: r.result.latency_s).trial
 
 
 def test_resume_without_storage_continues_from_the_log(tmp_path):
