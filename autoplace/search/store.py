@@ -22,6 +22,7 @@ import warnings
 
 import optuna
 from optuna.distributions import CategoricalDistribution
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.measure.base import MeasureResult
@@ -223,11 +224,15 @@ class Store:
     def _tell(self, trial: optuna.Trial, value: float | None,
               skip_if_finished: bool = False) -> None:
         self.told.add(trial.number)
-        if value is None:
-            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=skip_if_finished)
-        else:
-            self.study.tell(trial, value, state=TrialState.COMPLETE,
-                            skip_if_finished=skip_if_finished)
+        try:
+            if value is None:
+                self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=skip_if_finished)
+            else:
+                self.study.tell(trial, value, state=TrialState.COMPLETE,
+                                skip_if_finished=skip_if_finished)
+        except UpdateFinishedTrialError:  # finished by another worker between check and write
+            if not skip_if_finished:
+                raise
 
     def _add_trial(self, rec: Record, genome: str | None = None, extra: dict | None = None) -> None:
         genome = genome or self.space.format_genome(*(x[0] for x in

@@ -89,7 +89,10 @@ class SharedStudy:
             t.set_user_attr("claim", genome)  # last: a trial with a claim has all three
         first: dict[str, int] = {}
         search_rank: dict[int, int] = {}
-        for h in self.holders(self._settled(max((t.number for t in trials), default=-1))):
+        alive = self._alive()  # one view of who is alive: a dead worker's running trial is
+        self.reclaim(alive)  # finished (from its log if it logged it) before claims are read
+        settled = self._settled(max((t.number for t in trials), default=-1))
+        for h in self.holders(settled, alive):
             first.setdefault(h.genome, h.number)
             if h.kind == SEARCH:
                 search_rank[h.number] = len(search_rank)
@@ -109,9 +112,11 @@ class SharedStudy:
                 return trials
             time.sleep(0.02)
 
-    def holders(self, trials: list[FrozenTrial] | None = None) -> list[Holder]:
-        """The live claims among ``trials`` (default: the study's), by trial number."""
-        alive = self._alive()
+    def holders(self, trials: list[FrozenTrial] | None = None,
+                alive: set[str] | None = None) -> list[Holder]:
+        """The live claims among ``trials`` (default: the study's), by trial number;
+        ``alive``: the live workers (default: as the heartbeats say now)."""
+        alive = self._alive() if alive is None else alive
         out = []
         for t in self.study.get_trials(deepcopy=False) if trials is None else trials:
             genome = t.user_attrs.get("claim") or t.user_attrs.get("genome")
@@ -154,16 +159,20 @@ class SharedStudy:
             except UpdateFinishedTrialError:  # another worker finished it meanwhile
                 return
         value, state = _finish_attrs({**t.user_attrs, **(attrs or {})})
-        self.study.tell(t.number, value, state=state, skip_if_finished=True)
+        try:
+            self.study.tell(t.number, value, state=state, skip_if_finished=True)
+        except UpdateFinishedTrialError:  # another worker finished it between check and write
+            pass
 
     def _alive(self) -> set[str]:
         now = time.time()
         return {key[len(_PREFIX):] for key, at in self.study.user_attrs.items()
                 if key.startswith(_PREFIX) and now - float(at) <= self.grace_s}
 
-    def reclaim(self) -> int:
-        """Finish the running trials of dead workers (see :func:`_finish_attrs`); how many."""
-        alive, n = self._alive() | {self.worker}, 0
+    def reclaim(self, alive: set[str] | None = None) -> int:
+        """Finish the running trials of dead workers (not in ``alive``, default: as the
+        heartbeats say now; see :meth:`_finish`); how many."""
+        alive, n = (self._alive() if alive is None else alive) | {self.worker}, 0
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker")
             dead = owner not in alive if owner is not None else _older(t, self.grace_s)

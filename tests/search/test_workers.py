@@ -200,7 +200,7 @@ def test_workers_killed_at_random_moments_are_replaced_and_the_job_stays_one(tmp
     a new worker with a log of its own takes its place; the job's invariants still hold."""
     storage, rng = f"journal:{tmp_path / 'study.journal'}", random.Random(11)
     logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
-    procs = [worker(storage, log, k, "--grace", "2") for k, log in enumerate(logs)]
+    procs = [worker(storage, log, k, "--grace", "5") for k, log in enumerate(logs)]
     kills = 0
     for n in range(2):
         time.sleep(rng.uniform(0.5, 2.5))
@@ -210,7 +210,7 @@ def test_workers_killed_at_random_moments_are_replaced_and_the_job_stays_one(tmp
             procs[k].wait(timeout=60)
             kills += 1
         logs.append(tmp_path / f"w{k}-{n}.jsonl")
-        procs[k] = worker(storage, logs[-1], 10 + n, "--grace", "2")
+        procs[k] = worker(storage, logs[-1], 10 + n, "--grace", "5")
     finish(procs)
     assert kills >= 1
     assert_one_job(storage, logs)
