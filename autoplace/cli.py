@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from autoplace.cli_args import positive_int, positive_seconds, seed_arg
+from autoplace.cli_args import positive_int, positive_seconds, seed_arg, share
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.base import MeasurementStopped
 from autoplace.profile import ProfileError
@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rank candidates with XGBoost, the analytic estimate, or not at all")
     t.add_argument("--candidates", type=positive_int, default=512,
                    help="candidates the cost model ranks per round (evolve)")
+    t.add_argument("--descent", type=share, default=0.125, metavar="SHARE",
+                   help="share of --trials at the end (at least two rounds) in which the best "
+                        "is first made a one-op local optimum under the simulator; 0: none")
     t.add_argument("--warm-start", nargs="+", default=[], metavar="FILE",
                    help="earlier tuning logs (.jsonl) of this profile, and/or one saved "
                         "cost model (.json/.ubj), to start the cost model from")
@@ -188,6 +191,7 @@ def cmd_tune(args) -> int:
                         grace_s=args.grace,
                         progress=not args.no_progress,
                         cost_model=args.cost_model, candidates=args.candidates,
+                        descent=args.descent,
                         warm_start=tuple(args.warm_start), save_model=args.save_model)
     for path in args.warm_start:
         if not Path(path).is_file():

@@ -34,3 +34,14 @@ def positive_seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
+
+
+def share(text: str) -> float:
+    """A share: a finite number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+    return value

@@ -186,7 +186,8 @@ def option_cases() -> list[Case]:
         ("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "-1"), ("--timeout", "0"),
         ("--grace", "nan"), ("--grace", "0"), ("--sampler", "annealing"),
         ("--cost-model", "gpt"), ("--measurer", "oracle"), ("--save-model", "{dir}/m.pkl"),
-        ("--warm-start", "{dir}/none.jsonl"),
+        ("--warm-start", "{dir}/none.jsonl"), ("--descent", "1.5"), ("--descent", "-0.1"),
+        ("--descent", "nan"), ("--descent", "half"),
     ]
     cases = [Case(f"option {opt} {value}", tune(opt, value),
                   (opt.lstrip("-").split("-")[0],)) for opt, value in bad]

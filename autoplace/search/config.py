@@ -47,6 +47,9 @@ class TuneConfig:
     candidates: int = 512
     #: evolve: share of each batch drawn from below the model's top
     explore: float = 0.1
+    #: share of ``trials`` at the end of the search (at least two batches) in which the best
+    #: is first made a one-op local optimum (autoplace.search.descent); 0: no descent
+    descent: float = 0.125
     #: earlier tuning logs (.jsonl) and at most one saved model (.json/.ubj)
     warm_start: tuple[str, ...] = ()
     #: write the final cost model here (.json or .ubj)
@@ -64,6 +67,7 @@ class TuneConfig:
              f"cost_model must be one of {COST_MODELS}, got cost_model={self.cost_model!r}"),
             (self.candidates > 0, f"candidates > 0 must hold, got candidates={self.candidates}"),
             (0.0 <= self.explore <= 1.0, f"0 <= explore <= 1 must hold, got {self.explore}"),
+            (0.0 <= self.descent <= 1.0, f"0 <= descent <= 1 must hold, got {self.descent}"),
             (not self.worker or (self.storage or "sqlite").split(":")[0] != "sqlite",
              "worker needs a storage the workers can share: journal:PATH on one host or "
              "postgresql://... (SQLite is not meant for concurrent writers)"),

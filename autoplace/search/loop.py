@@ -26,6 +26,7 @@ from autoplace.search.checkpoint import (
     write_checkpoint,
 )
 from autoplace.search.config import TuneConfig, TuneResult
+from autoplace.search.descent import LABEL, Descent
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
@@ -54,6 +55,8 @@ class Tuner:
         self.pending: dict[bytes, tuple[str, Placement, float | None]] = {}
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
+        self.descent = Descent(space)
+        self._optimum: bytes | None = None  # the best, once found a one-op local optimum
         self.resumed = 0
         self.measure_s = 0.0
 
@@ -221,7 +224,9 @@ class Tuner:
         measured, stalled = 0, 0
         while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
             self._write_checkpoint()
-            proposal = self.strategy.propose(min(self.config.batch_size, remaining))
+            n = min(self.config.batch_size, remaining)
+            proposal = self._descent(n) if remaining <= self._descent_budget() else None
+            proposal = proposal if proposal is not None else self.strategy.propose(n)
             if not len(proposal):
                 break
             n = self.run(proposal)
@@ -235,6 +240,29 @@ class Tuner:
             warnings.warn(f"search stopped after {measured} trials: no unmeasured "
                           "placement left to propose", stacklevel=2)
         return measured
+
+    def _descent_budget(self) -> int:
+        """Trials at the end of the search in which descent goes first (at least two
+        batches, unless descent is off)."""
+        c = self.config
+        return 0 if c.descent == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
+
+    def _descent(self, n: int) -> Proposal | None:
+        """Moves from the job's best measured genome predicted to beat it (see
+        :class:`Descent`); None once the best is a one-op local optimum under them."""
+        done = [(lat, k) for k, lat in self.seen.items() if lat is not None]
+        if not done:
+            return None
+        key = min(done, key=lambda x: x[0])[1]
+        if key == self._optimum:
+            return None
+        genome = np.frombuffer(key, dtype=np.int32).astype(np.int64)
+        choice, mode = self.descent.propose(genome[:self.space.n_ops],
+                                            genome[self.space.n_ops:], n, set(self.seen))
+        if not len(choice):
+            self._optimum = key
+            return None
+        return Proposal(choice=choice, mode=mode, labels=(LABEL,) * len(choice))
 
     def _remaining(self) -> int:
         """Search candidates still to measure: of the job, or, for a worker, of the whole

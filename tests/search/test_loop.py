@@ -156,7 +156,8 @@ def test_every_measured_candidate_is_an_optuna_trial(tmp_path):
 
 
 def test_ranking_quality_goes_to_a_side_file(tmp_path):
-    result, records = run(tmp_path, load_graph("squeezenet"), load_profile("soc"), trials=32)
+    result, records = run(tmp_path, load_graph("squeezenet"), load_profile("soc"), trials=32,
+                          descent=0)  # every round the strategy's
     lines = [json.loads(x) for x in (tmp_path / "log.model.jsonl").read_text().splitlines()]
     assert len(lines) == len(result.stats) == 32 // 8
     # after 3 baselines (single:cpu1, single:cpu2, greedy), 8 per round (HEFT among the first)

@@ -1,0 +1,105 @@
+"""One-op local descent: make the best placement a local optimum before the search stops.
+
+A *move* changes one thing of a genome: one op's choice (unit, scope, weight placement) or
+one copy's mode. From the best measured genome, :class:`Descent` ranks every move with a
+free model, the simulator (on the same profile: exact when the simulator is the measurer,
+the calibrated estimate otherwise), descends in it (steepest move after steepest move) until
+no move is predicted faster, and proposes where that ends, then the best first moves; never
+one the job measured. Measuring them and descending again from the new best ends at a genome
+none of whose moves is predicted faster: under the simulator, a one-op local optimum, found
+with one measurement per descent rather than one per step. Proposals are a function of what
+the job measured (no random state), so a resumed job descends as the uninterrupted one did.
+
+Spaces with more moves than :data:`MAX_MOVES` (a mesh of thousands of PEs) rank a subset:
+every copy flip and a deterministic sample of op moves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autoplace.measure.batch import simulate_batch
+from autoplace.space import SearchSpace
+
+#: moves ranked per step at most (the batch simulator takes ~20k per second on a big graph)
+MAX_MOVES = 20_000
+#: steps of one descent in the simulator at most
+MAX_STEPS = 200
+LABEL = "descent"
+
+
+def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+          limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray]:
+    """Every genome one move from ``(choice, mode)`` (normalised, without repeats): each op
+    to each of its other choices, each crossing edge to the other copy mode; at most
+    ``limit``, keeping all copy flips and a fixed sample of op moves."""
+    ops = np.repeat(np.arange(space.n_ops), space.n_choices - 1)
+    starts = np.repeat(np.cumsum(space.n_choices - 1) - (space.n_choices - 1), space.n_choices - 1)
+    alt = np.arange(len(ops)) - starts  # 0 .. n_choices-2 per op
+    alt = alt + (alt >= choice[ops])  # skip the op's own choice
+    mode = space.normalize(choice[None, :], mode[None, :])[0]
+    cross = np.flatnonzero(space.copy_plan(choice[None, :], mode[None, :])[0][0])
+    room = max(limit - len(cross), 0)
+    if len(ops) > room:
+        pick = np.sort(np.random.default_rng(len(ops)).choice(len(ops), room, replace=False))
+        ops, alt = ops[pick], alt[pick]
+    C = np.repeat(choice[None, :], len(ops) + len(cross), axis=0)
+    M = np.repeat(mode[None, :], len(ops) + len(cross), axis=0)
+    C[np.arange(len(ops)), ops] = alt
+    M[len(ops) + np.arange(len(cross)), cross] ^= 1
+    M = space.normalize(C, M)
+    _, first = np.unique(np.array(space.keys(C, M), dtype=object), return_index=True)
+    keep = np.sort(first)
+    same = np.array(space.keys(C[keep], M[keep]), dtype=object) == \
+        space.keys(choice[None, :], mode[None, :])[0]
+    keep = keep[~same]
+    return C[keep], M[keep]
+
+
+def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """The simulator's latency of each genome; infinite where it does not fit the profile
+    (a scope over capacity, a copy without a route)."""
+    if not len(choice):
+        return np.zeros(0)
+    out = simulate_batch(space, choice, mode)
+    fits = ~(np.floor(out.peak) > space.capacity).any(axis=1) & ~out.no_route
+    return np.where(fits, out.latency, np.inf)
+
+
+class Descent:
+    """Descends from the best genome in the free model and proposes where it ends
+    (module docstring)."""
+
+    def __init__(self, space: SearchSpace, max_steps: int = MAX_STEPS):
+        self.space, self.max_steps = space, max_steps
+
+    def propose(self, choice: np.ndarray, mode: np.ndarray, n: int,
+                measured: set[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``n`` unmeasured genomes predicted faster than ``(choice, mode)``: where
+        steepest descent in the simulator from it ends, then its best first moves; none
+        when it is a one-op local optimum under the simulator."""
+        here = predicted(self.space, choice[None, :], mode[None, :])[0]
+        C, M = moves(self.space, choice, mode)
+        pred = predicted(self.space, C, M)
+        fresh = np.array([k not in measured for k in self.space.keys(C, M)], dtype=bool)
+        better = np.flatnonzero((pred < here) & fresh)
+        first = better[np.argsort(pred[better], kind="stable")]
+        if not len(first):
+            return C[:0], M[:0]
+        end = self.descend(C[first[0]], M[first[0]], pred[first[0]])
+        rows = [end] if self.space.keys(*(x[None, :] for x in end))[0] not in measured else []
+        rows += [(C[i], M[i]) for i in first[: n - len(rows)]]
+        return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+    def descend(self, choice: np.ndarray, mode: np.ndarray,
+                latency: float) -> tuple[np.ndarray, np.ndarray]:
+        """Steepest descent in the simulator from ``(choice, mode)`` (predicted ``latency``)
+        until no move is faster, or :attr:`max_steps` moves."""
+        for _ in range(self.max_steps):
+            C, M = moves(self.space, choice, mode)
+            pred = predicted(self.space, C, M)
+            i = int(np.argmin(pred)) if len(pred) else -1
+            if i < 0 or not pred[i] < latency:
+                break
+            choice, mode, latency = C[i], M[i], pred[i]
+        return choice, self.space.normalize(choice[None, :], mode[None, :])[0]
