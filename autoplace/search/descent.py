@@ -10,6 +10,10 @@ none of whose moves is predicted faster: under the simulator, a one-op local opt
 with one measurement per descent rather than one per step. Proposals are a function of what
 the job measured (no random state), so a resumed job descends as the uninterrupted one did.
 
+In the same last rounds, a strategy's candidate predicted faster than the best is first
+descended from in the simulator too (:meth:`Descent.polish`), so a new best found there is a
+local optimum as well, not one the budget leaves no round to descend from.
+
 Spaces with more moves than :data:`MAX_MOVES` (a mesh of thousands of PEs) rank a subset:
 every copy flip and a deterministic sample of op moves.
 """
@@ -28,26 +32,42 @@ MAX_STEPS = 200
 LABEL = "descent"
 
 
-def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
-          limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray]:
-    """Every genome one move from ``(choice, mode)`` (normalised, without repeats): each op
-    to each of its other choices, each crossing edge to the other copy mode; at most
-    ``limit``, keeping all copy flips and a fixed sample of op moves."""
+def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+              limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray]:
+    """The moves from a genome as ``(ops, values)``: op ``ops[j]`` to choice ``values[j]``,
+    or, where ``ops[j]`` is -1, a flip of crossing edge ``values[j]``'s copy mode. At most
+    ``limit``: every copy flip and a fixed sample of the op moves."""
     ops = np.repeat(np.arange(space.n_ops), space.n_choices - 1)
     starts = np.repeat(np.cumsum(space.n_choices - 1) - (space.n_choices - 1), space.n_choices - 1)
     alt = np.arange(len(ops)) - starts  # 0 .. n_choices-2 per op
     alt = alt + (alt >= choice[ops])  # skip the op's own choice
-    mode = space.normalize(choice[None, :], mode[None, :])[0]
     cross = np.flatnonzero(space.copy_plan(choice[None, :], mode[None, :])[0][0])
     room = max(limit - len(cross), 0)
     if len(ops) > room:
         pick = np.sort(np.random.default_rng(len(ops)).choice(len(ops), room, replace=False))
         ops, alt = ops[pick], alt[pick]
-    C = np.repeat(choice[None, :], len(ops) + len(cross), axis=0)
-    M = np.repeat(mode[None, :], len(ops) + len(cross), axis=0)
-    C[np.arange(len(ops)), ops] = alt
-    M[len(ops) + np.arange(len(cross)), cross] ^= 1
-    M = space.normalize(C, M)
+    return np.concatenate([ops, np.full(len(cross), -1)]), np.concatenate([alt, cross])
+
+
+def apply_moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, ops: np.ndarray,
+                values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The genome with each move of :func:`move_list` applied, a row per move (normalised)."""
+    mode = space.normalize(choice[None, :], mode[None, :])[0]
+    C = np.repeat(choice[None, :], len(ops), axis=0)
+    M = np.repeat(mode[None, :], len(ops), axis=0)
+    op_rows, flip_rows = np.flatnonzero(ops >= 0), np.flatnonzero(ops < 0)
+    C[op_rows, ops[op_rows]] = values[op_rows]
+    M[flip_rows, values[flip_rows]] ^= 1
+    return C, space.normalize(C, M)
+
+
+def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+          limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray]:
+    """Every genome one move from ``(choice, mode)`` (normalised, without repeats): each op
+    to each of its other choices, each crossing edge to the other copy mode; at most
+    ``limit``, keeping all copy flips and a fixed sample of op moves."""
+    mode = space.normalize(choice[None, :], mode[None, :])[0]
+    C, M = apply_moves(space, choice, mode, *move_list(space, choice, mode, limit))
     _, first = np.unique(np.array(space.keys(C, M), dtype=object), return_index=True)
     keep = np.sort(first)
     same = np.array(space.keys(C[keep], M[keep]), dtype=object) == \
@@ -91,15 +111,46 @@ class Descent:
         rows += [(C[i], M[i]) for i in first[: n - len(rows)]]
         return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
 
+    def polish(self, choice: np.ndarray, mode: np.ndarray, bound: float,
+               fixed: np.ndarray, measured: set[bytes]) -> tuple[np.ndarray, np.ndarray,
+                                                              np.ndarray]:
+        """Rows predicted faster than ``bound`` (the best's prediction), unless ``fixed``,
+        replaced by where descent from them ends, if that is neither measured nor another
+        row; the others as they are. Returns the rows and which of them changed."""
+        C, M = choice.copy(), self.space.normalize(choice, mode).copy()
+        changed = np.zeros(len(C), dtype=bool)
+        pred = predicted(self.space, C, M)
+        taken = set(measured) | set(self.space.keys(C, M))
+        for i in np.flatnonzero((pred < bound) & ~fixed):
+            c, m = self.descend(C[i], M[i], pred[i])
+            key = self.space.keys(c[None, :], m[None, :])[0]
+            if key not in taken:
+                C[i], M[i], changed[i] = c, m, True
+                taken.add(key)
+        return C, M, changed
+
     def descend(self, choice: np.ndarray, mode: np.ndarray,
                 latency: float) -> tuple[np.ndarray, np.ndarray]:
         """Steepest descent in the simulator from ``(choice, mode)`` (predicted ``latency``)
-        until no move is faster, or :attr:`max_steps` moves."""
+        until no move is faster, or :attr:`max_steps` moves. After ranking every move, the
+        next steps rank only the moves that were faster then (applied to the new genome);
+        every move is ranked again when none of those is, and the descent ends only when
+        that full ranking finds none faster."""
+        space, promising = self.space, None
+        mode = space.normalize(choice[None, :], mode[None, :])[0]
         for _ in range(self.max_steps):
-            C, M = moves(self.space, choice, mode)
-            pred = predicted(self.space, C, M)
-            i = int(np.argmin(pred)) if len(pred) else -1
-            if i < 0 or not pred[i] < latency:
-                break
+            full = promising is None or not len(promising[0])
+            ops, vals = move_list(space, choice, mode) if full else promising
+            C, M = apply_moves(space, choice, mode, ops, vals)
+            pred = predicted(space, C, M)
+            faster = np.flatnonzero(pred < latency)
+            if not len(faster):
+                if full:
+                    break
+                promising = None
+                continue
+            i = faster[np.argmin(pred[faster])]
+            rest = faster[faster != i]
+            promising = (ops[rest], vals[rest])
             choice, mode, latency = C[i], M[i], pred[i]
-        return choice, self.space.normalize(choice[None, :], mode[None, :])[0]
+        return choice, mode

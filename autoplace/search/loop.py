@@ -26,7 +26,7 @@ from autoplace.search.checkpoint import (
     write_checkpoint,
 )
 from autoplace.search.config import TuneConfig, TuneResult
-from autoplace.search.descent import LABEL, Descent
+from autoplace.search.descent import LABEL, Descent, predicted
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
@@ -225,8 +225,11 @@ class Tuner:
         while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
             self._write_checkpoint()
             n = min(self.config.batch_size, remaining)
-            proposal = self._descent(n) if remaining <= self._descent_budget() else None
-            proposal = proposal if proposal is not None else self.strategy.propose(n)
+            late = remaining <= self._descent_budget()
+            proposal = self._descent(n) if late else None
+            if proposal is None:
+                proposal = self.strategy.propose(n)
+                proposal = self._polished(proposal) if late else proposal
             if not len(proposal):
                 break
             n = self.run(proposal)
@@ -247,18 +250,38 @@ class Tuner:
         c = self.config
         return 0 if c.descent == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
 
-    def _descent(self, n: int) -> Proposal | None:
-        """Moves from the job's best measured genome predicted to beat it (see
-        :class:`Descent`); None once the best is a one-op local optimum under them."""
+    def _best_genome(self) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+        """The key, choice and mode of the job's best measured genome (None before one)."""
         done = [(lat, k) for k, lat in self.seen.items() if lat is not None]
         if not done:
             return None
         key = min(done, key=lambda x: x[0])[1]
-        if key == self._optimum:
-            return None
         genome = np.frombuffer(key, dtype=np.int32).astype(np.int64)
-        choice, mode = self.descent.propose(genome[:self.space.n_ops],
-                                            genome[self.space.n_ops:], n, set(self.seen))
+        return key, genome[:self.space.n_ops], genome[self.space.n_ops:]
+
+    def _polished(self, proposal: Proposal) -> Proposal:
+        """``proposal`` with the candidates predicted to beat the best (not asked as study
+        trials) replaced by where descent from them ends (:meth:`Descent.polish`)."""
+        best = self._best_genome()
+        if best is None or not len(proposal):
+            return proposal
+        bound = predicted(self.space, best[1][None, :], best[2][None, :])[0]
+        fixed = np.array([proposal.trial(i) is not None for i in range(len(proposal))])
+        C, M, changed = self.descent.polish(proposal.choice, proposal.mode, bound, fixed,
+                                            set(self.seen))
+        if not changed.any():
+            return proposal
+        labels = tuple(LABEL if c else x for c, x in zip(changed, proposal.labels))
+        return replace(proposal, choice=C, mode=M, labels=labels, predicted=None)
+
+    def _descent(self, n: int) -> Proposal | None:
+        """Moves from the job's best measured genome predicted to beat it (see
+        :class:`Descent`); None once the best is a one-op local optimum under them."""
+        best = self._best_genome()
+        if best is None or best[0] == self._optimum:
+            return None
+        key = best[0]
+        choice, mode = self.descent.propose(best[1], best[2], n, set(self.seen))
         if not len(choice):
             self._optimum = key
             return None
