@@ -255,14 +255,16 @@ class GuidedProposer:
 
     def batch_quality(self, predicted: np.ndarray) -> dict:
         """How well ``predicted`` (made before measuring) ranked the last observed batch:
-        Spearman's rho and RMSE over its valid candidates, and how many failed."""
+        Spearman's rho and RMSE over its valid candidates with a prediction (NaN: none, e.g.
+        a candidate descent replaced), and how many failed."""
         n = len(predicted)
         lat = self.latency[len(self.latency) - n:]
         y = self.featurizer.targets(lat, self.X[len(self.X) - n:])
-        ok = ~np.isnan(lat)
+        failed = np.isnan(lat)
+        ok = ~failed & ~np.isnan(predicted)
         rho = _spearman(predicted[ok], y[ok]) if ok.sum() >= 3 else None
         rmse = float(np.sqrt(np.mean((predicted[ok] - y[ok]) ** 2))) if ok.any() else None
-        return {"batch": n, "failed": int((~ok).sum()), "spearman": rho, "rmse": rmse}
+        return {"batch": n, "failed": int(failed.sum()), "spearman": rho, "rmse": rmse}
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:

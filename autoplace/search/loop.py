@@ -47,6 +47,7 @@ class Tuner:
         self.space, self.measurer, self.store = space, measurer, store
         self.strategy, self.config, self.shared = strategy, config, shared
         self.baseline_names = {name for name, _ in baselines(space)}
+        self.references = self.baseline_names | {"heft"}  # measured as they are
         self.records: list[Record] = []  # measured by this run
         self.seen: dict[bytes, float | None] = {}  # genome key -> latency (None: failed)
         self.done: list[str] = []  # strategy of every candidate of the job so far
@@ -260,19 +261,24 @@ class Tuner:
         return key, genome[:self.space.n_ops], genome[self.space.n_ops:]
 
     def _polished(self, proposal: Proposal) -> Proposal:
-        """``proposal`` with the candidates predicted to beat the best (not asked as study
-        trials) replaced by where descent from them ends (:meth:`Descent.polish`)."""
+        """``proposal`` with the candidates predicted to beat the best replaced by where
+        descent from them ends (:meth:`Descent.polish`); not those asked as study trials
+        (their parameters are the sampler's), nor reference placements (HEFT's, a baseline
+        the summary compares with)."""
         best = self._best_genome()
         if best is None or not len(proposal):
             return proposal
         bound = predicted(self.space, best[1][None, :], best[2][None, :])[0]
-        fixed = np.array([proposal.trial(i) is not None for i in range(len(proposal))])
+        fixed = np.array([proposal.trial(i) is not None or label in self.references
+                          for i, label in enumerate(proposal.labels)], dtype=bool)
         C, M, changed = self.descent.polish(proposal.choice, proposal.mode, bound, fixed,
                                             set(self.seen))
         if not changed.any():
             return proposal
         labels = tuple(LABEL if c else x for c, x in zip(changed, proposal.labels))
-        return replace(proposal, choice=C, mode=M, labels=labels, predicted=None)
+        guess = None if proposal.predicted is None else \
+            np.where(changed, np.nan, proposal.predicted)  # none for the replaced ones
+        return replace(proposal, choice=C, mode=M, labels=labels, predicted=guess)
 
     def _descent(self, n: int) -> Proposal | None:
         """Moves from the job's best measured genome predicted to beat it (see
@@ -353,7 +359,7 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
 def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     """The job's result over its logged records before this run and this run's."""
     job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
-    names = tuner.baseline_names | {"heft"}
+    names = tuner.references
     base = {r.strategy: r for r in job if r.strategy in names}
     best = min((r for r in job if r.result.ok),
                key=lambda r: (r.result.latency_s, r.trial), default=None)

@@ -77,7 +77,8 @@ def test_heft_is_the_first_search_candidate(tmp_path):
     assert records[3].strategy == "heft"
     assert records[3].placement == heft(SearchSpace(graph, profile))
     assert result.baselines["heft"].trial == records[3].trial == 3
-    assert {r.strategy for r in records[4:]} <= {"evolve", "explore"}
+    # 8 trials are all in the descent rounds: heft is measured as it is, others may not be
+    assert {r.strategy for r in records[4:]} <= {"evolve", "explore", "descent"}
     assert result.best.result.latency_s < records[2].result.latency_s  # the search helps
 
 
