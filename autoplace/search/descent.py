@@ -107,8 +107,10 @@ class Descent:
         if not len(first):
             return C[:0], M[:0]
         end = self.descend(C[first[0]], M[first[0]], pred[first[0]])
-        rows = [end] if self.space.keys(*(x[None, :] for x in end))[0] not in measured else []
-        rows += [(C[i], M[i]) for i in first[: n - len(rows)]]
+        end_key = self.space.keys(end[0][None, :], end[1][None, :])[0]
+        keys = self.space.keys(C[first], M[first])
+        rows = [end] if end_key not in measured else []
+        rows += [(C[i], M[i]) for i, k in zip(first, keys) if k != end_key][: n - len(rows)]
         return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
 
     def polish(self, choice: np.ndarray, mode: np.ndarray, bound: float,

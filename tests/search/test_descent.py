@@ -77,3 +77,13 @@ def test_a_tuning_run_ends_at_a_one_op_local_optimum(tmp_path, share):
         assert any(r.strategy == "descent" for r in records)
     else:  # without descent this run's best is not (what the test above would catch)
         assert faster > 0 and not any(r.strategy == "descent" for r in records)
+
+
+def test_descent_proposes_distinct_unmeasured_genomes(space):
+    c, m = heft_genome(space)
+    d = Descent(space)
+    choice, mode = d.propose(c, m, 8, set())
+    keys = space.keys(choice, space.normalize(choice, mode))
+    assert 1 < len(keys) <= 8 and len(set(keys)) == len(keys)
+    again, again_mode = d.propose(c, m, 8, set(keys[:1]))  # the endpoint measured: not again
+    assert keys[0] not in space.keys(again, space.normalize(again, again_mode))
