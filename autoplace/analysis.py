@@ -50,9 +50,10 @@ def jobs(df: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
-def job(df: pd.DataFrame, number: int) -> pd.DataFrame:
-    """The rows of job ``number`` of :func:`jobs` (from 1)."""
-    table = jobs(df)
+def job(df: pd.DataFrame, number: int, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of job ``number`` of :func:`jobs` (from 1); ``table``: ``jobs(df)`` if the
+    caller has it already."""
+    table = jobs(df) if table is None else table
     if not 1 <= number <= len(table):
         raise ValueError(f"job {number}: the log holds {len(table)} job(s)")
     key = table.iloc[number - 1]

@@ -162,7 +162,7 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
     table = analysis.jobs(everything)
     number = chosen_job(table, everything, job)
     note = _jobs_note(log, table, number)
-    df = analysis.job(everything, number) if len(table) else everything
+    df = analysis.job(everything, number, table) if len(table) else everything
     s = _subject(df, log, model, hw)
     out.mkdir(parents=True, exist_ok=True)
     pngs = {}

@@ -90,12 +90,17 @@ def test_a_log_without_a_feasible_record_cannot_be_reported(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_log_of_two_jobs_is_reported_one_job_at_a_time_and_says_so(tuned, tmp_path):
-    log = tmp_path / "two.jsonl"
+def appended(tuned: Path, log: Path, model: str, trials: int) -> Path:
+    """A copy of the tuned log at ``log`` with a run of ``model`` on soc appended."""
     log.write_bytes(tuned.read_bytes())
-    run = autoplace("tune", "squeezenet", "--hw", "soc", "--trials", "4", "--log", str(log),
-                    "--append", "--no-progress", cwd=tmp_path)
+    run = autoplace("tune", model, "--hw", "soc", "--trials", str(trials), "--log", str(log),
+                    "--append", "--no-progress", cwd=log.parent)
     assert run.returncode == 0, run.stderr
+    return log
+
+
+def test_a_log_of_two_jobs_is_reported_one_job_at_a_time_and_says_so(tuned, tmp_path):
+    log = appended(tuned, tmp_path / "two.jsonl", "squeezenet", 4)
     df = load(log)
     for job, graph in [(None, "squeezenet"), ("1", "seed_te"), ("2", "squeezenet")]:
         out = tmp_path / f"rep{job}"
@@ -118,11 +123,7 @@ def test_a_log_of_two_jobs_is_reported_one_job_at_a_time_and_says_so(tuned, tmp_
 def test_a_job_of_several_runs_draws_one_convergence_line_per_run(tuned, tmp_path):
     from autoplace import report
 
-    log = tmp_path / "runs.jsonl"
-    log.write_bytes(tuned.read_bytes())
-    run = autoplace("tune", "seed_te", "--hw", "soc", "--trials", "6", "--log", str(log),
-                    "--append", "--no-progress", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
+    log = appended(tuned, tmp_path / "runs.jsonl", "seed_te", 6)
     df = load(log)
     names = report._curve_names(df)
     assert names.nunique() == 2 == df["run"].nunique()

@@ -75,7 +75,11 @@ def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray
     route: what no measurer would fail before building it."""
     if not len(choice):
         return np.zeros(0, dtype=bool)
-    out = simulate_batch(space, choice, mode)
+    return fitting(space, simulate_batch(space, choice, mode))
+
+
+def fitting(space: SearchSpace, out: BatchOutput) -> np.ndarray:
+    """Per row of a batch output, whether it fits (see :func:`fits`)."""
     over = np.floor(out.peak) > space.capacity  # as the capacity check counts
     return ~over.any(axis=1) & ~out.no_route
 

@@ -20,9 +20,11 @@ every copy flip and a deterministic sample of op moves.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
-from autoplace.measure.batch import simulate_batch
+from autoplace.measure.batch import fitting, simulate_batch
 from autoplace.space import SearchSpace
 
 #: moves ranked per step at most (the batch simulator takes ~20k per second on a big graph)
@@ -82,8 +84,7 @@ def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.nd
     if not len(choice):
         return np.zeros(0)
     out = simulate_batch(space, choice, mode)
-    fits = ~(np.floor(out.peak) > space.capacity).any(axis=1) & ~out.no_route
-    return np.where(fits, out.latency, np.inf)
+    return np.where(fitting(space, out), out.latency, np.inf)
 
 
 class Descent:
@@ -94,7 +95,7 @@ class Descent:
         self.space, self.max_steps = space, max_steps
 
     def propose(self, choice: np.ndarray, mode: np.ndarray, n: int,
-                measured: set[bytes]) -> tuple[np.ndarray, np.ndarray]:
+                measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``n`` unmeasured genomes predicted faster than ``(choice, mode)``: where
         steepest descent in the simulator from it ends, then its best first moves; none
         when it is a one-op local optimum under the simulator."""
@@ -114,7 +115,7 @@ class Descent:
         return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
 
     def polish(self, choice: np.ndarray, mode: np.ndarray, bound: float,
-               fixed: np.ndarray, measured: set[bytes]) -> tuple[np.ndarray, np.ndarray,
+               fixed: np.ndarray, measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray,
                                                               np.ndarray]:
         """Rows predicted faster than ``bound`` (the best's prediction), unless ``fixed``,
         replaced by where descent from them ends, if that is neither measured nor another
@@ -122,11 +123,11 @@ class Descent:
         C, M = choice.copy(), self.space.normalize(choice, mode).copy()
         changed = np.zeros(len(C), dtype=bool)
         pred = predicted(self.space, C, M)
-        taken = set(measured) | set(self.space.keys(C, M))
+        taken = set(self.space.keys(C, M))  # (and ``measured``, not copied)
         for i in np.flatnonzero((pred < bound) & ~fixed):
             c, m = self.descend(C[i], M[i], pred[i])
             key = self.space.keys(c[None, :], m[None, :])[0]
-            if key not in taken:
+            if key not in taken and key not in measured:
                 C[i], M[i], changed[i] = c, m, True
                 taken.add(key)
         return C, M, changed

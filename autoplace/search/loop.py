@@ -257,8 +257,7 @@ class Tuner:
         if not done:
             return None
         key = min(done, key=lambda x: x[0])[1]
-        genome = np.frombuffer(key, dtype=np.int32).astype(np.int64)
-        return key, genome[:self.space.n_ops], genome[self.space.n_ops:]
+        return (key, *self.space.from_key(key))
 
     def _polished(self, proposal: Proposal) -> Proposal:
         """``proposal`` with the candidates predicted to beat the best replaced by where
@@ -272,7 +271,7 @@ class Tuner:
         fixed = np.array([proposal.trial(i) is not None or label in self.references
                           for i, label in enumerate(proposal.labels)], dtype=bool)
         C, M, changed = self.descent.polish(proposal.choice, proposal.mode, bound, fixed,
-                                            set(self.seen))
+                                            self.seen.keys())
         if not changed.any():
             return proposal
         labels = tuple(LABEL if c else x for c, x in zip(changed, proposal.labels))
@@ -287,7 +286,7 @@ class Tuner:
         if best is None or best[0] == self._optimum:
             return None
         key = best[0]
-        choice, mode = self.descent.propose(best[1], best[2], n, set(self.seen))
+        choice, mode = self.descent.propose(best[1], best[2], n, self.seen.keys())
         if not len(choice):
             self._optimum = key
             return None

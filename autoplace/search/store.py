@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 import warnings
+from pathlib import Path
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -78,6 +79,7 @@ class Store:
         self.logged: list[Record] = self._job_records()
         self._run = None if study_numbers and study is not None else self._own_run_id()
         self.told: set[int] = set()  # numbers of asked trials finished by this run
+        self._dead_logs: dict[str, tuple[tuple, dict]] = {}  # see _dead_log
         self.next_trial = 1 + max((r.trial for r in self.logged), default=-1)
 
     def _job_records(self) -> list[Record]:
@@ -195,15 +197,23 @@ class Store:
         path, genome = trial.user_attrs.get("log"), trial.user_attrs.get("claim")
         if not path or not genome:
             return None
-        try:
-            with warnings.catch_warnings():  # a torn last line: not logged
-                warnings.simplefilter("ignore")
-                records = read(path)
-        except (OSError, ValueError):
-            return None
-        rec = next((r for r in reversed(records)
-                    if r.trial == trial.number and r.run == self.run), None)
+        rec = self._dead_log(path).get((self.run, trial.number))
         return _attrs(rec, genome) if rec is not None else None
+
+    def _dead_log(self, path: str) -> dict[tuple[str, int], Record]:
+        """A dead worker's log by (run, trial), read once while the file is unchanged (a
+        reclaim finishes several of its trials); empty if it cannot be read."""
+        try:
+            stat = Path(path).stat()
+            seen = self._dead_logs.get(path)
+            if seen is None or seen[0] != (stat.st_size, stat.st_mtime_ns):
+                with warnings.catch_warnings():  # a torn last line: not logged
+                    warnings.simplefilter("ignore")
+                    records = {(r.run, r.trial): r for r in read(path)}
+                seen = self._dead_logs[path] = ((stat.st_size, stat.st_mtime_ns), records)
+        except (OSError, ValueError):
+            return {}
+        return seen[1]
 
     def _measured_in_study(self, number: int) -> bool:
         return any(t.number == number and "strategy" in t.user_attrs

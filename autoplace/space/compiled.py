@@ -111,6 +111,11 @@ class SearchSpace(ChoiceTables, EdgeTables):
             return [b""] * len(rows)
         return rows.view(np.dtype((np.void, rows.shape[1] * 4))).ravel().tolist()  # bytes
 
+    def from_key(self, key: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """The (choice, mode) row a key of :meth:`keys` was made from."""
+        genome = np.frombuffer(key, dtype=np.int32).astype(np.int64)
+        return genome[:self.n_ops], genome[self.n_ops:]
+
     def random_genomes(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` uniformly random genomes (modes not normalised)."""
         choice = (rng.random((n, self.n_ops)) * self.n_choices).astype(np.int64)

@@ -133,3 +133,11 @@ def test_decode_rows_round_trips_through_encode(model, hw):
     back_c, back_m = space.encode(placements)
     assert (back_c == choice).all()
     assert (space.normalize(back_c, back_m) == space.normalize(choice, mode)).all()
+
+
+def test_a_key_gives_back_its_genome(space):
+    choice, mode = space.random_genomes(5, np.random.default_rng(3))
+    mode = space.normalize(choice, mode)
+    for key, c, m in zip(space.keys(choice, mode), choice, mode):
+        back_c, back_m = space.from_key(key)
+        assert np.array_equal(back_c, c) and np.array_equal(back_m, m)
