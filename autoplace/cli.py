@@ -32,9 +32,9 @@ def _extensions() -> list:
     """Modules adding subcommands: ``register(subparsers)`` adds parsers with
     ``set_defaults(run=handler)``; a handler takes the parsed args and returns the exit code.
     They import TVM only inside their handlers."""
-    from autoplace import cli_analysis, cli_real
+    from autoplace import cli_analysis, cli_import, cli_real
 
-    return [cli_real.register, cli_analysis.register]
+    return [cli_real.register, cli_analysis.register, cli_import.register]
 
 
 class CliError(Exception):
@@ -200,7 +200,7 @@ def cmd_tune(args) -> int:
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
           f"({len(profile.units)} units), space 10^{space.log10_size:.1f}, log {log_path}")
-    if not profile.calibrated:
+    if not profile.calibrated and not graph.profiled:
         print(f"note: profile {profile.name} is not calibrated: its times are estimates from "
               f"datasheet figures; `autoplace calibrate --hw {args.hw}` fits them to this "
               "host or a board")

@@ -73,7 +73,8 @@ class Featurizer:
         cross, used, rid = t.copy_plan(choice, mode) if plan is None else plan
         r = t.routes
         secs, per_mode, dma = _copies(cross, used, rid, t.nbytes, r.lat, r.inv, r.hop_res,
-                                      r.hop_lat, r.hop_bw, len(t.units), t.n_resources)
+                                      r.hop_lat, r.hop_bw, len(t.units), t.n_resources,
+                                      t.transfer_s)
         busy, held, biggest, switches, off_default = _op_sums(
             unit, scope, dur, t.out_bytes, t.capacity, t.src, t.dst, t.default_scope,
             len(t.units), len(t.scopes))
@@ -122,10 +123,11 @@ class Featurizer:
 
 @numba.njit(cache=True, nogil=True)
 def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_units,
-            n_res):  # pragma: no cover - compiled
-    """Per row: each edge's unloaded copy time (0 where no copy), the sync and async copy
-    time and bytes (``per_mode[B, 4]``), and each DMA engine's busy time (the async copies'
-    hops it performs)."""
+            n_res, transfer):  # pragma: no cover - compiled
+    """Per row: each edge's unloaded copy time (0 where no copy; the measured transfer
+    time where the graph has one), the sync and async copy time and bytes
+    (``per_mode[B, 4]``), and each DMA engine's busy time (the async copies' hops it
+    performs, scaled like the copy)."""
     B, E = cross.shape
     secs, per_mode = np.zeros((B, E)), np.zeros((B, 4))
     dma = np.zeros((B, n_res - n_units))
@@ -134,7 +136,9 @@ def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_unit
             if not cross[b, k]:
                 continue
             r = rid[b, k]
-            s = lat[r] + nbytes[k] * inv[r]
+            modelled = lat[r] + nbytes[k] * inv[r]
+            s = modelled if np.isnan(transfer[k]) else transfer[k]
+            scale = s / modelled if modelled > 0 else 0.0
             secs[b, k] = s
             a = 1 if used[b, k] == ASYNC else 0
             per_mode[b, a] += s
@@ -142,7 +146,7 @@ def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_unit
             for h in range(hop_res.shape[1] if a else 0):
                 e = hop_res[r, h] - n_units  # a DMA engine (units' hops are not counted)
                 if e >= 0:
-                    dma[b, e] += hop_lat[r, h] + nbytes[k] / hop_bw[r, h]
+                    dma[b, e] += (hop_lat[r, h] + nbytes[k] / hop_bw[r, h]) * scale
     return secs, per_mode, dma
 
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,14 +44,29 @@ def _check_count(what: str, field: str, value: object) -> int:
     return int(value)
 
 
-def _check_flops(what: str, value: object) -> None:
-    """``value`` must be a finite real number >= 0 (not a bool)."""
+def _check_real(what: str, field: str, value: object) -> float:
+    """``value`` as a finite float >= 0 (a real number, not a bool)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GraphError(f"{what}: flops must be a number, got {value!r}")
+        raise GraphError(f"{what}: {field} must be a number, got {value!r}")
     if not math.isfinite(value):
-        raise GraphError(f"{what}: flops must be finite, got {value}")
+        raise GraphError(f"{what}: {field} must be finite, got {value}")
     if value < 0:
-        raise GraphError(f"{what}: flops >= 0 must hold, got {value}")
+        raise GraphError(f"{what}: {field} >= 0 must hold, got {value}")
+    return float(value)
+
+
+def _check_latencies(what: str, value: object) -> dict[str, float | None]:
+    """A measured-latency table: unit or unit-class name -> microseconds >= 0, or None (the
+    op cannot run there)."""
+    if not isinstance(value, Mapping):
+        raise GraphError(f"{what}: latency_us must map unit names to times, got "
+                         f"{value!r}")
+    out: dict[str, float | None] = {}
+    for key, secs in value.items():
+        if not isinstance(key, str) or not key:
+            raise GraphError(f"{what}: latency_us keys must be unit names, got {key!r}")
+        out[key] = None if secs is None else _check_real(what, f"latency_us[{key!r}]", secs)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,16 +82,24 @@ class Op:
     Byte counts must be integers >= 0 (numpy integers are turned into ``int``); ``flops``
     a finite number >= 0; bools are refused everywhere. Graph files written before
     ``weight_bytes`` existed load with ``weight_bytes == 0``.
+
+    A *profiled* op carries what a profiler measured (docs/profiled_graphs.md):
+    ``latency_us`` maps a unit name or a unit class (a profile unit's ``class``) to the
+    op's measured time there in microseconds (kept as given, so files round-trip exactly),
+    or to None where the op cannot run; ``group`` names a co-location group (ops of one
+    group always share a unit).
     """
 
     name: str
     kind: str
-    flops: float
-    bytes_read: int
-    output_bytes: int
+    flops: float = 0.0
+    bytes_read: int = 0
+    output_bytes: int = 0
     external_bytes: int = 0
     weight_bytes: int = 0
     func: str = ""
+    latency_us: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+    group: str = ""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -83,7 +107,10 @@ class Op:
         what = f"op {self.name!r}"
         if self.kind not in OP_KINDS:
             raise GraphError(f"{what}: kind must be one of {OP_KINDS}, got {self.kind!r}")
-        _check_flops(what, self.flops)
+        _check_real(what, "flops", self.flops)  # kept as given: the fingerprint hashes it
+        object.__setattr__(self, "latency_us", _check_latencies(what, self.latency_us))
+        if not isinstance(self.group, str):
+            raise GraphError(f"{what}: group must be a string, got {self.group!r}")
         for field in ("bytes_read", "output_bytes", "external_bytes", "weight_bytes"):
             object.__setattr__(self, field, _check_count(what, field, getattr(self, field)))
         if self.weight_bytes > self.external_bytes:
@@ -109,19 +136,37 @@ def kernel_key(kind: str, flops: float, nbytes: int) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Edge:
-    """Data flowing from op ``src`` to op ``dst`` (indices into ``OpGraph.ops``)."""
+    """Data flowing from op ``src`` to op ``dst`` (indices into ``OpGraph.ops``).
+
+    ``transfer_us``, where a profiler measured it, is the time in microseconds to move this
+    edge's data between scopes; it replaces the copy's modelled time
+    (docs/profiled_graphs.md)."""
 
     src: int
     dst: int
     nbytes: int
+    transfer_us: float | None = None
 
     def __post_init__(self) -> None:
         what = f"edge {self.src!r}->{self.dst!r}"
         for field in ("src", "dst", "nbytes"):
             object.__setattr__(self, field, _check_count(what, field, getattr(self, field)))
+        if self.transfer_us is not None:
+            object.__setattr__(self, "transfer_us", _check_real(what, "transfer_us",
+                                                                self.transfer_us))
         if self.src >= self.dst:
             raise GraphError(f"edge {self.src}->{self.dst}: src < dst must hold "
                              "(ops are in topological order)")
+
+
+def _op_dict(op: Op) -> dict:
+    """An op as JSON data, profiled fields only where set (so a graph without them keeps
+    its fingerprint)."""
+    d = dataclasses.asdict(op)
+    for field in ("latency_us", "group"):
+        if not d[field]:
+            del d[field]
+    return d
 
 
 def _check_layout(d: object, source: str) -> None:
@@ -142,8 +187,9 @@ def _check_layout(d: object, source: str) -> None:
     if not all(isinstance(o, dict) for o in d["ops"]):
         raise bad("each of 'ops' must be an object")
     if not isinstance(d["edges"], list) or not all(
-            isinstance(e, list) and len(e) == 3 for e in d["edges"]):
-        raise bad("'edges' must be a list of [src, dst, bytes]")
+            isinstance(e, list) and len(e) in (3, 4) for e in d["edges"]):
+        raise bad("'edges' must be a list of [src, dst, bytes] or [src, dst, bytes, "
+                  "transfer_us]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,12 +246,21 @@ class OpGraph:
         return float(sum(op.flops for op in self.ops))
 
     # -- serialisation -----------------------------------------------------------------
+    @functools.cached_property
+    def profiled(self) -> bool:
+        """Whether some op or edge carries a measured time (a profiled graph)."""
+        return any(op.latency_us for op in self.ops) or any(
+            e.transfer_us is not None for e in self.edges)
+
     def to_dict(self) -> dict:
-        """The graph as JSON-ready data (read back by :meth:`from_dict`)."""
+        """The graph as JSON-ready data (read back by :meth:`from_dict`); an edge with a
+        measured transfer cost has it as a fourth item."""
         return {
             "name": self.name,
-            "ops": [dataclasses.asdict(op) for op in self.ops],
-            "edges": [[e.src, e.dst, e.nbytes] for e in self.edges],
+            "ops": [_op_dict(op) for op in self.ops],
+            "edges": [[e.src, e.dst, e.nbytes] + ([] if e.transfer_us is None
+                                                  else [e.transfer_us])
+                      for e in self.edges],
         }
 
     @classmethod
@@ -214,7 +269,8 @@ class OpGraph:
         _check_layout(d, source)
         try:
             ops = tuple(Op(**o) for o in d["ops"])
-            edges = tuple(Edge(src=s, dst=t, nbytes=b) for s, t, b in d["edges"])
+            edges = tuple(Edge(src=e[0], dst=e[1], nbytes=e[2],
+                               transfer_us=e[3] if len(e) > 3 else None) for e in d["edges"])
             return cls(name=d["name"], ops=ops, edges=edges)
         except (KeyError, TypeError, ValueError) as exc:
             raise GraphError(f"{source}: not an op graph: {exc}") from None

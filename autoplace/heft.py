@@ -73,8 +73,8 @@ def mean_copy(space: SearchSpace, k: int) -> float:
     secs = np.full(len(aa), np.inf)
     for m in range(len(COPY_MODES)):
         rid = routes.ids(aa, bb, np.full(len(aa), m))
-        secs = np.minimum(secs, np.where(rid > 0, routes.lat[rid] + space.nbytes[k]
-                                         * routes.inv[rid], np.inf))
+        secs = np.minimum(secs, np.where(rid > 0, space.copy_seconds(np.full(len(rid), k), rid),
+                                         np.inf))
     secs = np.where(aa == bb, 0.0, secs)
     ok = np.isfinite(secs)
     return float((secs[ok] * weight[ok]).sum() / weight[ok].sum()) if ok.any() else 0.0
@@ -136,9 +136,8 @@ class _Planner:
             if not rid:
                 continue
             at, hops = ready, []
-            for h in range(routes.length[rid]):
+            for h, secs in enumerate(self.t.hop_seconds(k, rid).tolist()):
                 res = int(routes.hop_res[rid, h])
-                secs = routes.hop_lat[rid, h] + self.t.nbytes[k] / routes.hop_bw[rid, h]
                 start = self.lines.earliest(res, at, secs, extra + hops)
                 at = start + secs
                 hops.append((res, start, at))

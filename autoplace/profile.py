@@ -46,6 +46,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 COPY_MODES = ("sync", "async")
+#: how a unit runs the ops placed on it (docs/simulator.md): ``stream`` one at a time in
+#: program order; ``parallel`` as many at once as are ready (no contention: a pool of cores
+#: as wide as the graph); ``block`` each contiguous piece of its ops as one block that
+#: starts once all its inputs are present (an accelerator loaded with a subgraph)
+EXECUTIONS = ("stream", "parallel", "block")
 #: where an op's weights live: ``streamed`` from the default scope each run, or ``resident``
 #: in the op's own scope for the whole run (see docs/simulator.md)
 WEIGHT_MODES = ("streamed", "resident")
@@ -71,6 +76,16 @@ class Unit:
     kernel_s: Mapping[str, float] = field(default_factory=dict)
     #: weight placements it supports (an analog in-memory array: ``{"resident"}``)
     weights: frozenset[str] = frozenset(WEIGHT_MODES)
+    #: a label shared by units of one kind (``class = "fpga"``): a profiled graph's measured
+    #: latencies may name it instead of each unit; "" means the unit's own name
+    class_name: str = ""
+    #: one of :data:`EXECUTIONS`
+    execution: str = "stream"
+
+    @property
+    def label(self) -> str:
+        """The unit's class label: its ``class``, else its name."""
+        return self.class_name or self.name
 
     def accepts_kind(self, kind: str) -> bool:
         return "*" in self.accepts or kind in self.accepts
@@ -145,6 +160,11 @@ class Profile:
     #: tuples above too); None for a profile without one
     mesh: MeshGrid | None = field(default=None, compare=False)
 
+    @functools.cached_property
+    def blocks(self) -> bool:
+        """Whether some unit runs its ops as blocks: the block model simulates it."""
+        return any(u.execution == "block" for u in self.units)
+
     @property
     def calibrated(self) -> bool:
         """Whether any unit has measured kernel times (``autoplace calibrate`` wrote them);
@@ -214,6 +234,8 @@ class Profile:
                     **({"kernel_s": dict(sorted(u.kernel_s.items()))} if u.kernel_s else {}),
                     **({"weights": sorted(u.weights)} if u.weights != set(WEIGHT_MODES)
                        else {}),
+                    **({"class": u.class_name} if u.class_name else {}),
+                    **({"execution": u.execution} if u.execution != "stream" else {}),
                 }
                 for u in self.units
             ],

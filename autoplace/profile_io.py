@@ -4,6 +4,9 @@ The unit/scope/copy schema is documented in :mod:`autoplace.profile`. Units conv
 ``gflops`` stays GFLOP/s, ``launch_overhead_us`` and ``latency_us`` become seconds,
 ``capacity_mib`` becomes bytes (MiB = 2**20 B), ``bandwidth_gbps`` (GB/s = 1e9 B/s) becomes B/s.
 Optional keys: ``name`` (default: the file stem), ``description``, ``units.*.rpc_key``,
+``units.*.class`` (a label shared by units of one kind, which a profiled graph's measured
+latencies may name), ``units.*.execution`` (``stream``, ``parallel`` or ``block``: how the
+unit runs its ops, docs/simulator.md),
 ``launch_overhead_us`` and ``power_w`` (default 0), ``copies`` (default none),
 ``copies[i].latency_us`` (default 0), ``modes`` (default ``["sync"]``), ``dma`` and
 ``bidirectional``. Every other key is required and unknown keys are errors.
@@ -101,9 +104,24 @@ def _check_access(doc: Table, parts: ProfileParts, default_scope: str) -> None:
         if name not in reached:
             raise doc.error(parts.origin[name], f"unit {name!r} can access no scope "
                             "(list it in some scope's access)")
-        if "*" not in default and name not in default:
+        unit = parts.units[name]
+        sealed = unit.execution == "block" and unit.weights == {"resident"}
+        if "*" not in default and name not in default and not sealed:
             raise doc.error(parts.origin[name], f"unit {name!r} cannot access default_scope "
-                            f"{default_scope!r} (graph inputs and weights live there)")
+                            f"{default_scope!r} (graph inputs and weights live there; only a "
+                            "block unit with resident weights, whose inputs arrive by its "
+                            "transfers, may do without it)")
+
+
+def _check_execution(doc: Table, parts: ProfileParts) -> None:
+    """The block model has no program-order queues: with a ``block`` unit, every other
+    unit must run ``parallel`` or ``block`` (docs/simulator.md)."""
+    if not any(u.execution == "block" for u in parts.units.values()):
+        return
+    for name, unit in parts.units.items():
+        if unit.execution == "stream":
+            raise doc.error(f"{parts.origin[name]}.execution", "must be 'parallel' or 'block' "
+                            "in a profile with block units (got 'stream', the default)")
 
 
 def _parse_profile(doc: Table, stem: str) -> Profile:
@@ -118,6 +136,7 @@ def _parse_profile(doc: Table, stem: str) -> Profile:
         raise doc.error("default_scope", f"scope {default_scope!r} is not defined")
     _check_access(doc, parts, default_scope)
     _check_copies(doc, parts)
+    _check_execution(doc, parts)
     return Profile(name=name, host=host, default_scope=default_scope,
                    units=tuple(parts.units.values()), scopes=tuple(parts.scopes.values()),
                    copies=tuple(c for _, c in parts.copies), description=description,

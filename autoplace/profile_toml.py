@@ -14,6 +14,7 @@ from typing import Any
 from autoplace.graph import OP_KINDS
 from autoplace.profile import (
     COPY_MODES,
+    EXECUTIONS,
     WEIGHT_MODES,
     CopyPath,
     MeshGrid,
@@ -147,9 +148,19 @@ def parse_unit(t: Table, name: str) -> Unit:
     unit = Unit(name=name, target=target, accepts=frozenset(accepts), gflops=_gflops(t, accepts),
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
-                kernel_s=_kernel_table(t), weights=_weight_modes(t))
+                kernel_s=_kernel_table(t), weights=_weight_modes(t),
+                class_name=t.string("class", ""), execution=_execution(t))
     t.finish()
     return unit
+
+
+def _execution(t: Table) -> str:
+    """The ``execution`` key: one of EXECUTIONS (default ``stream``)."""
+    value = t.string("execution", "stream")
+    if value not in EXECUTIONS:
+        raise t.error(t.key("execution"), f"must be one of {', '.join(EXECUTIONS)}, got "
+                      f"{value!r}")
+    return value
 
 
 def _weight_modes(t: Table) -> frozenset[str]:

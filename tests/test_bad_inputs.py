@@ -142,6 +142,34 @@ def graph_cases() -> list[Case]:
                       ("none.json",)))
     cases.append(Case("model: unknown name", ("tune", "nosuchmodel", *tune()[2:]),
                       ("nosuchmodel",)))
+    return cases + profiled_cases()
+
+
+def profiled_cases() -> list[Case]:
+    """Measured times, co-location groups and transfer costs of a profiled graph."""
+    barred = dict.fromkeys(["cpu2", "accelerator1", "accelerator2"])
+    raw = [
+        ({"latency_us": {"cpu1": float("nan")}}, None, ("g.json", "latency_us['cpu1']")),
+        ({"latency_us": {"cpu1": -1}}, None, ("g.json", "latency_us['cpu1']", ">= 0")),
+        ({"latency_us": {"cpu1": "fast"}}, None, ("g.json", "latency_us['cpu1']")),
+        ({"latency_us": [5]}, None, ("g.json", "latency_us must map")),
+        ({"latency_us": {"gpu": 5}}, None, ("latency_us names 'gpu'", "soc")),
+        ({"group": 3}, None, ("g.json", "group must be a string")),
+        ({"group": "g", "latency_us": barred}, {"group": "g", "latency_us": {"cpu1": None}},
+         ("co-location group 'g'", "soc")),
+    ]
+    cases = []
+    for n, (first, second, says) in enumerate(raw):
+        graph = json.loads(graph_text())
+        graph["ops"][0].update(first)
+        graph["ops"][1].update(second or {})
+        text = json.dumps(graph)  # (Python writes a NaN as the bare token NaN)
+        cases.append(Case(f"profiled graph {n}: {first}", ("tune", "{dir}/g.json", *tune()[2:]),
+                          says, (("g.json", text),)))
+    for cost in ('"x"', "-2", "NaN", "true"):
+        text = graph_text().replace("[0, 1, 4096]", f"[0, 1, 4096, {cost}]")
+        cases.append(Case(f"graph transfer_us = {cost}", ("tune", "{dir}/g.json", *tune()[2:]),
+                          ("g.json", "transfer_us"), (("g.json", text),)))
     return cases
 
 

@@ -111,3 +111,40 @@ def test_a_unit_differing_in_one_field_keeps_its_baseline():
     same = dataclasses.replace(prof, units=(cpu, acc, twin, dataclasses.replace(twin, name="cpu3")))
     assert [n for n, _ in single_units(SearchSpace(chain_graph(), same))] == \
         ["single:cpu", "single:acc", "single:cpu2"]
+
+
+def _instance(sizes: dict[int, float], edges: list[tuple[int, int]], colors=None,
+              unsupported=()):
+    from autoplace.frontend.tarnawski import convert
+
+    nodes = [{"id": i, "cpuLatency": 1.0, "fpgaLatency": 0.5, "size": s,
+              "supportedOnFpga": i not in unsupported, **({"colorClass": colors[i]}
+                                                          if colors and i in colors else {})}
+             for i, s in sizes.items()]
+    data = {"maxSizePerFPGA": 100.0, "maxFPGAs": 2, "maxCPUs": 1, "nodes": nodes,
+            "edges": [{"sourceId": a, "destId": b, "cost": 0.1} for a, b in edges]}
+    return SearchSpace(*convert(data, name="fill", source="fill.json"))
+
+
+def test_fill_packs_ops_in_program_order_onto_interchangeable_units():
+    """Capacity 100 per accelerator: 60 fills fpga0, 50 opens fpga1, 30 joins it, 200 fits
+    nowhere and 10 may not run on an accelerator: both on the CPU."""
+    from autoplace.baselines import fill
+
+    space = _instance({0: 60, 1: 50, 2: 30, 3: 200, 4: 10}, [(0, 1), (1, 2), (2, 3), (3, 4)],
+                      unsupported=(4,))
+    units = {op: u for op, (u, _) in fill(space).ops.items()}
+    assert units == {"n0": "fpga0", "n1": "fpga1", "n2": "fpga1", "n3": "cpu", "n4": "cpu"}
+    assert ("fill", fill(space)) in baselines(space)
+
+
+def test_fill_places_a_group_where_its_last_member_runs():
+    """Node 5 (45 bytes) shares a group with node 1 (50), its reader: the pair (95) comes
+    after node 0 (60) and so opens fpga1; node 2 (30) then fits on no accelerator left."""
+    from autoplace.baselines import fill
+
+    space = _instance({0: 60, 1: 50, 2: 30, 5: 45}, [(0, 1), (5, 1), (1, 2)],
+                      colors={1: 9, 5: 9})
+    units = {op: u for op, (u, _) in fill(space).ops.items()}
+    assert units == {"n0": "fpga0", "n5": "fpga1", "n1": "fpga1", "n2": "cpu"}
+    assert fill(SearchSpace(chain_graph(), tiny_profile())) is None  # no interchangeable units

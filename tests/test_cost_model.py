@@ -229,7 +229,7 @@ def test_compiled_copy_features_equal_the_numpy_formulas(model, hw):
     cross, used, rid = plan = space.copy_plan(choice, mode)
     r = space.routes
     got = _copies(cross, used, rid, space.nbytes, r.lat, r.inv, r.hop_res, r.hop_lat,
-                  r.hop_bw, len(space.units), space.n_resources)
+                  r.hop_bw, len(space.units), space.n_resources, space.transfer_s)
     for a, b in zip(got, _numpy_copy_features(space, choice, mode)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
     assert got[1][:, 1].any() and got[2].any()  # async copies and DMA work were exercised

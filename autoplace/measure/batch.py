@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from autoplace.measure.blocks import run_blocks
 from autoplace.space import SearchSpace
 
 SHIFTS_PER_ITEM = 8  # insertion sort's budget per item before the run merge takes over
@@ -55,11 +56,15 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     cross, used, rid = space.copy_plan(choice, mode)
     n = space.n_ops if prefix is None else int(prefix)
     r = space.routes
-    out = _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid,
-               space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
-               space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
-               space.n_resources, len(space.units), len(space.scopes), space.host, n, finish,
-               space.c_wscope, space.weight_bytes, space.default_scope, SHIFTS_PER_ITEM)
+    if space.profile.blocks:
+        out = run_blocks(space, choice, cross, used, rid, n, finish)
+    else:
+        out = _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid,
+                   space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
+                   space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
+                   space.n_resources, len(space.units), len(space.scopes), space.host, n,
+                   finish, space.c_wscope, space.weight_bytes, space.default_scope,
+                   SHIFTS_PER_ITEM, space.transfer_s, r.lat, r.inv, space.parallel)
     latency, busy, copy_bytes, peak, no_route, ends, weights = out
     io = float(space.io_bytes[:n].sum())
     peak += weights
@@ -88,7 +93,7 @@ def fitting(space: SearchSpace, out: BatchOutput) -> np.ndarray:
 def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, in_idx,
          has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res, n_units,
          n_scopes, host, n, want_finish, c_wscope, weight_bytes, default,
-         shifts):  # pragma: no cover
+         shifts, transfer, r_lat, r_inv, parallel):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
     item (``freer``; -1: at the makespan). Each resource runs its items in program order,
@@ -124,9 +129,11 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                     no_route[b] |= r == 0
                     copy_bytes[b, m] += nbytes[k]
                     prev = -1
+                    scale = _measured_scale(transfer[k], r_lat[r] + nbytes[k] * r_inv[r])
                     for h in range(r_len[r]):
                         res = hop_res[r, h]
-                        secs = hop_lat[r, h] + nbytes[k] / hop_bw[r, h]
+                        secs = _hop_seconds(hop_lat[r, h], nbytes[k] / hop_bw[r, h], scale,
+                                            transfer[k], r_len[r])
                         start = max(arrive, free_t[res] if stamp[res] == b else 0.0)
                         arrive = start + secs
                         free_t[res], stamp[res] = arrive, b
@@ -144,7 +151,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                         n_staged += 1
                 ready = max(ready, arrive)
             u = c_unit[i, j]
-            start = max(ready, free_t[u] if stamp[u] == b else 0.0)
+            start = max(ready, free_t[u] if stamp[u] == b and not parallel[u] else 0.0)
             end = start + c_dur[i, j]
             free_t[u], stamp[u] = end, b
             busy[b, u] += c_dur[i, j]
@@ -170,6 +177,22 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
         if want_finish:
             ends[b] = finish[:n]
     return latency, busy, copy_bytes, peak, no_route, ends, weights
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _measured_scale(transfer, modelled):  # pragma: no cover - compiled
+    """The factor on a copy's modelled hop times that makes them sum to its measured
+    transfer time (NaN: none measured; -1: the modelled route takes no time)."""
+    if np.isnan(transfer):
+        return 1.0
+    return transfer / modelled if modelled > 0 else -1.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hop_seconds(latency, wire, scale, transfer, hops):  # pragma: no cover - compiled
+    """One hop's time: modelled (latency + bytes / bandwidth), scaled to a measured
+    transfer time (spread evenly where the modelled route takes none)."""
+    return transfer / hops if scale < 0 else (latency + wire) * scale
 
 
 @numba.njit(cache=True, nogil=True)

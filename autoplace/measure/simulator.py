@@ -20,6 +20,7 @@ import numpy as np
 
 from autoplace.measure.base import ErrorKind, Event, Measurer, MeasureResult
 from autoplace.measure.batch import BatchOutput, simulate_batch
+from autoplace.measure.blocks import BlockReference
 from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, PlacementError, SearchSpace
 
@@ -34,12 +35,15 @@ class _Run:
         self.free: dict[str, float] = {}
         self.busy: dict[str, float] = {}
         self.units = set(space.units)
+        self.parallel = {u.name for u in space.profile.units if u.execution == "parallel"}
         self.copy_bytes = {"sync": 0, "async": 0}
         self.buffers: list[list] = []  # [scope, nbytes, alloc_t, free_t]
         self.events: list[Event] = []
 
     def occupy(self, resource: str, ready: float, secs: float) -> tuple[float, float]:
-        start = max(ready, self.free.get(resource, 0.0))
+        """Run ``secs`` of work on ``resource`` once ``ready`` and the resource is free (a
+        ``parallel`` unit always is)."""
+        start = ready if resource in self.parallel else max(ready, self.free.get(resource, 0.0))
         end = start + secs
         self.free[resource] = end
         if resource in self.units:
@@ -52,9 +56,10 @@ class _Run:
         mode, nbytes = self.p.copies[name], space.graph.edges[k].nbytes
         self.copy_bytes[mode] += nbytes
         prev, t, first_end = None, ready, None
-        for hop in space.route(src, dst, mode):
+        route = space.route(src, dst, mode)
+        for hop, secs in zip(route, self.hop_times(k, route, nbytes)):
             res = space.profile.host if mode == "sync" else hop.engine
-            start, t = self.occupy(res, t, hop.seconds(nbytes))
+            start, t = self.occupy(res, t, secs)
             first_end = t if first_end is None else first_end
             if prev is not None:
                 prev[3] = t  # an intermediate buffer lives until the next hop is done
@@ -64,6 +69,18 @@ class _Run:
                 self.events.append(Event(kind="copy", name=name, resource=res, start=start,
                                          end=t, mode=mode, src=hop.src, dst=hop.dst))
         return t, prev, first_end
+
+    def hop_times(self, k: int, route, nbytes: int) -> list[float]:
+        """Each hop's time: modelled, or scaled to sum to the edge's measured transfer
+        time (spread evenly over a route the model says takes none)."""
+        modelled = [hop.seconds(nbytes) for hop in route]
+        measured = self.space.graph.edges[k].transfer_us
+        if measured is None:
+            return modelled
+        total, measured = sum(modelled), measured * 1e-6
+        if total <= 0:
+            return [measured / len(modelled)] * len(modelled)
+        return [s * (measured / total) for s in modelled]
 
 
 class Simulator(Measurer):
@@ -77,6 +94,7 @@ class Simulator(Measurer):
     def __init__(self, space: SearchSpace, *, timeline: bool = False):
         self.space, self.timeline = space, timeline
         self.graph, self.profile = space.graph, space.profile
+        self._blocks = BlockReference(space) if space.profile.blocks else None
 
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
         if self.timeline:
@@ -160,7 +178,7 @@ class Simulator(Measurer):
             kind = ErrorKind.NO_COPY_PATH if "no copy path" in problem else ErrorKind.INVALID
             return MeasureResult.failure(kind, problem)
         run = _Run(self.space, placement, self.timeline if timeline is None else timeline)
-        latency = self._schedule(run)
+        latency = self._blocks.schedule(run) if self._blocks else self._schedule(run)
         return self._result(run, latency)
 
     def _duration(self, i: int, unit: str, scope: str, weights: str) -> float:

@@ -43,6 +43,8 @@ def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
     starts = np.repeat(np.cumsum(space.n_choices - 1) - (space.n_choices - 1), space.n_choices - 1)
     alt = np.arange(len(ops)) - starts  # 0 .. n_choices-2 per op
     alt = alt + (alt >= choice[ops])  # skip the op's own choice
+    lead = ~np.isin(ops, space.colocated[0])  # a group moves with its leader
+    ops, alt = ops[lead], alt[lead]
     cross = np.flatnonzero(space.copy_plan(choice[None, :], mode[None, :])[0][0])
     room = max(limit - len(cross), 0)
     if len(ops) > room:
@@ -54,13 +56,13 @@ def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
 def apply_moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, ops: np.ndarray,
                 values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The genome with each move of :func:`move_list` applied, a row per move (normalised)."""
-    mode = space.normalize(choice[None, :], mode[None, :])[0]
+    mode = space.normalize(choice[None, :], mode[None, :])[0]  # (a canonical genome)
     C = np.repeat(choice[None, :], len(ops), axis=0)
     M = np.repeat(mode[None, :], len(ops), axis=0)
     op_rows, flip_rows = np.flatnonzero(ops >= 0), np.flatnonzero(ops < 0)
     C[op_rows, ops[op_rows]] = values[op_rows]
     M[flip_rows, values[flip_rows]] ^= 1
-    return C, space.normalize(C, M)
+    return space.canonical(C, M)
 
 
 def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
@@ -120,7 +122,7 @@ class Descent:
         """Rows predicted faster than ``bound`` (the best's prediction), unless ``fixed``,
         replaced by where descent from them ends, if that is neither measured nor another
         row; the others as they are. Returns the rows and which of them changed."""
-        C, M = choice.copy(), self.space.normalize(choice, mode).copy()
+        C, M = (x.copy() for x in self.space.canonical(choice, mode))
         changed = np.zeros(len(C), dtype=bool)
         pred = predicted(self.space, C, M)
         taken = set(self.space.keys(C, M))  # (and ``measured``, not copied)

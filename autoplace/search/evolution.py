@@ -47,7 +47,7 @@ class ModelGuidedEvolution(SearchStrategy):
         """HEFT's placement, if not measured yet (it also seeds the population)."""
         choice, mode = (x[None, :] for x in heft_genome(self.space))
         self.proposer.seed_population(choice, mode)
-        key = self.space.keys(choice, self.space.normalize(choice, mode))
+        key = self.space.keys(*self.space.canonical(choice, mode))
         if key[0] in self.proposer.measured_genomes:
             return None
         return Proposal(choice=choice, mode=mode, labels=("heft",),

@@ -162,6 +162,7 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
     scored whose key is new and not in ``exclude``, best first, with its score.
     """
     space = genomes.space
+    choice = space.canonical_choice(choice)  # relabellings of one placement are one key
     plan = space.copy_plan(choice, mode)
     mode = plan[1]
     pop = _unique(choice, mode, *score(choice, mode, plan), set())
@@ -170,6 +171,7 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
         weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
         parents = rng.choice(len(pop[0]), size=children, p=weights / weights.sum())
         c, m = genomes.mutate(pop[0], pop[1], parents, rng)
+        c = space.canonical_choice(c)
         plan = space.copy_plan(c, m)
         m = plan[1]
         new = _first_unseen(space.keys(c, m), scored)  # many children equal a parent

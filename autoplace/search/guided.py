@@ -182,7 +182,7 @@ class GuidedProposer:
         parts: list[tuple] = []
         taken: tuple[set, set] = (set(), set())  # score keys, genome keys already picked
         if avoid is not None:
-            c, m = avoid[0], self.space.normalize(*avoid)
+            c, m = self.space.canonical(*avoid)
             taken[0].update(self.dup_keys(c, m))
             taken[1].update(self.space.keys(c, m))
         for _ in range(ROUNDS):
@@ -218,7 +218,7 @@ class GuidedProposer:
         allowed: in a small space, the model's twins are measured before the search gives
         up)."""
         rc, rm = self.space.random_genomes(8 * self.keep, self.rng)
-        rm = self.space.normalize(rc, rm)
+        rc, rm = self.space.canonical(rc, rm)
 
         def score(choice, mode, plan=None):
             return self.score(choice, mode, plan)[0], self.space.keys(choice, mode)

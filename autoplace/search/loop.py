@@ -80,7 +80,7 @@ class Tuner:
         tail = done[cp.records:]
         if tail:
             choice, mode = self.space.encode([p for _, p, _ in tail])
-            keys = self.space.keys(choice, self.space.normalize(choice, mode))
+            keys = self.space.keys(*self.space.canonical(choice, mode))
             self.pending = dict(zip(keys, tail))
 
     def _checkpoint(self, n_done: int) -> Checkpoint | None:
@@ -113,7 +113,7 @@ class Tuner:
         self.done.extend(labels)
 
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
-        keys = self.space.keys(choice, self.space.normalize(choice, mode))
+        keys = self.space.keys(*self.space.canonical(choice, mode))
         self.seen.update((k, None if np.isnan(x) else float(x)) for k, x in zip(keys, latency))
 
     def search_trials_done(self) -> int:
@@ -133,8 +133,10 @@ class Tuner:
         """Measure and record the candidates of ``proposal`` the job has not measured;
         the strategy observes them. Returns how many were measured. A measurer that stops
         mid-batch has what it got recorded, then its error is raised."""
-        mode = self.space.normalize(proposal.choice, proposal.mode)
-        keys = self.space.keys(proposal.choice, mode)
+        choice, mode = self.space.canonical(proposal.choice, proposal.mode)
+        if choice is not proposal.choice:  # co-location moved some: measure what is meant
+            proposal = replace(proposal, choice=choice)
+        keys = self.space.keys(choice, mode)
         fresh = self._fresh(proposal, keys) if dedupe else list(range(len(proposal)))
         if self.shared is not None:
             proposal, fresh = self._claimed(proposal, fresh, mode)

@@ -63,15 +63,15 @@ class OptunaSampling(SearchStrategy):
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
         if not len(proposal):
             return
-        mode = self.space.normalize(proposal.choice, proposal.mode)
-        self.seen.update(self.space.keys(proposal.choice, mode))
+        choice, mode = self.space.canonical(proposal.choice, proposal.mode)
+        self.seen.update(self.space.keys(choice, mode))
         ok = np.flatnonzero(~np.isnan(latency))
         if len(ok):
             i = ok[np.argmin(latency[ok])]
             if self.best is None or latency[i] < self.best[0]:
-                self.best = (float(latency[i]), proposal.choice[i], mode[i])
+                self.best = (float(latency[i]), choice[i], mode[i])
         if self.proposer is not None:
-            self.proposer.observe(proposal.choice, mode, latency)
+            self.proposer.observe(choice, mode, latency)
 
     def mutate(self) -> dict | None:
         """Parameters of a mutation of the best so far not measured yet (None if none found):
@@ -95,7 +95,7 @@ class OptunaSampling(SearchStrategy):
                 continue
             params = {**best, name: choices[self.rng.integers(len(choices))]}
             choice, mode = (x[None, :] for x in to_genome(self.space, params))
-            if self.space.keys(choice, self.space.normalize(choice, mode))[0] not in self.seen:
+            if self.space.keys(*self.space.canonical(choice, mode))[0] not in self.seen:
                 return params
         return None
 

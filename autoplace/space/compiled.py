@@ -26,7 +26,8 @@ import numpy as np
 
 from autoplace.graph import OP_KINDS, OpGraph
 from autoplace.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
-from autoplace.space.classes import unit_classes
+from autoplace.space.canonical import CanonicalForms
+from autoplace.space.classes import refine, unit_classes
 from autoplace.space.copyplan import plan
 from autoplace.space.placement import Placement, PlacementError
 from autoplace.space.routes import Route, Routes
@@ -45,7 +46,7 @@ def check_graph(profile: Profile, graph: OpGraph) -> None:
                                f"{op.kind!r} (graph {graph.name})")
 
 
-class SearchSpace(ChoiceTables, EdgeTables):
+class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
     """The compiled space of one graph on one profile (see the module docstring).
 
     Arrays: ``n_choices[ops]``; ``c_unit``, ``c_scope``, ``c_dur`` ``[ops, width]`` (unit
@@ -71,6 +72,9 @@ class SearchSpace(ChoiceTables, EdgeTables):
         #: reads and, for a graph output (an op without consumers), its output
         self.io_bytes = self.input_bytes + np.where(self.has_consumers, 0.0, self.out_bytes)
         self.routes = Routes(profile, {e: i for i, e in enumerate(self.engines)}, self.host)
+        #: per resource, whether it runs work without waiting for itself (``parallel`` units)
+        self.parallel = np.array([u.execution == "parallel" for u in profile.units]
+                                 + [False] * len(self.engines))
 
     def activation_bytes(self, op: int, scope: int) -> float:
         """Bytes op ``op``'s output takes in ``scope`` while live: none for a graph output
@@ -88,8 +92,10 @@ class SearchSpace(ChoiceTables, EdgeTables):
     @functools.cached_property
     def unit_class(self) -> np.ndarray:
         """Class id of each unit: identical units (same description, home scopes alike,
-        copy paths that map onto each other) share one (see :mod:`autoplace.space.classes`)."""
-        return unit_classes(self.profile)
+        copy paths that map onto each other, measured alike by a profiled graph) share one
+        (see :mod:`autoplace.space.classes`)."""
+        classes = unit_classes(self.profile)
+        return refine(classes, self.measured.seconds) if self.measured.rows else classes
 
     # -- genomes -------------------------------------------------------------------------
     def copy_plan(self, choice: np.ndarray, mode: np.ndarray):
@@ -372,8 +378,11 @@ class SearchSpace(ChoiceTables, EdgeTables):
     # -- size ----------------------------------------------------------------------------
     @property
     def log10_size(self) -> float:
-        """log10 of the number of distinct placements (op choices x free copy modes)."""
-        ops = float(np.log10(self.n_choices).sum())
+        """log10 of the number of distinct placements (op choices x free copy modes); a
+        co-location group's followers move with its leader."""
+        free = np.ones(self.n_ops, dtype=bool)
+        free[self.colocated[0]] = False
+        ops = float(np.log10(self.n_choices[free]).sum())
         return ops + sum(math.log10(len(m)) for m in self.edge_modes if len(m) > 1)
 
 

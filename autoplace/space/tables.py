@@ -21,14 +21,16 @@ def _throughput(profile: Profile) -> np.ndarray:
                      for u in profile.units])
 
 
-def _group_choices(profile: Profile, kind: str, weighty: bool) -> tuple[np.ndarray, ...]:
+def _group_choices(profile: Profile, kind: str, weighty: bool,
+                   barred: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """Unit, scope and weight placement (1: resident) of each choice of an op of ``kind``
-    (with weights, if ``weighty``), in profile order. An op without weights has one choice
-    per (unit, scope); with weights, one per weight placement the unit supports, except in
-    the default scope, where resident and streamed weights are one and the same."""
+    (with weights, if ``weighty``) on the units not ``barred``, in profile order. An op
+    without weights has one choice per (unit, scope); with weights, one per weight
+    placement the unit supports, except in the default scope, where resident and streamed
+    weights are one and the same."""
     sidx, default, out = profile.scope_index, profile.default_scope, []
     for u, unit in enumerate(profile.units):
-        if not unit.accepts_kind(kind):
+        if not unit.accepts_kind(kind) or u in barred:
             continue
         first = 0 if "streamed" in unit.weights else 1
         for s in profile.scopes_of(unit.name):
@@ -40,19 +42,86 @@ def _group_choices(profile: Profile, kind: str, weighty: bool) -> tuple[np.ndarr
         (np.zeros(0, dtype=np.int64),) * 3
 
 
+class Measured:
+    """What a profiled graph measured, resolved against a profile's units.
+
+    ``seconds[r, u]``: op ``rows[r]``'s measured time on unit ``u`` (NaN: not measured,
+    the roofline applies); ``barred[i]``: the units op ``i`` may not run on (a measured
+    ``None``, or a co-location group some other member of which they cannot run). A key
+    of an op's ``latency_us`` names a unit, else every unit of that ``class``; unit names
+    win over class labels.
+    """
+
+    def __init__(self, graph: OpGraph, profile: Profile):
+        self.rows = [i for i, op in enumerate(graph.ops) if op.latency_us]
+        self._row = {i: r for r, i in enumerate(self.rows)}
+        n_units = len(profile.units)
+        self.seconds = np.full((len(self.rows), n_units), np.nan)
+        cannot = np.zeros((len(self.rows), n_units), dtype=bool)
+        labels: dict[str, list[int]] = {}
+        for u, unit in enumerate(profile.units):
+            labels.setdefault(unit.label, []).append(u)
+        for r, i in enumerate(self.rows):
+            op = graph.ops[i]
+            for key, us in sorted(op.latency_us.items(), key=lambda kv: kv[0] in
+                                  profile.unit_index):  # class labels first, then units
+                units = [profile.unit_index[key]] if key in profile.unit_index else \
+                    labels.get(key)
+                if units is None:
+                    raise ProfileError(f"graph {graph.name}: op {op.name!r}: latency_us names "
+                                       f"{key!r}, which is no unit or unit class of profile "
+                                       f"{profile.name} ({profile.source})")
+                self.seconds[r, units] = np.nan if us is None else us * 1e-6
+                cannot[r, units] = us is None
+        self.barred = self._bar(graph, profile, cannot)
+
+    def _bar(self, graph: OpGraph, profile: Profile, cannot: np.ndarray) -> list[tuple]:
+        """Per op, the units it may not run on, co-location groups taken into account."""
+        members: dict[str, list[int]] = {}
+        for i, op in enumerate(graph.ops):
+            if op.group:
+                members.setdefault(op.group, []).append(i)
+        if not self.rows and not members:  # an unprofiled graph: nothing barred
+            return [()] * len(graph.ops)
+        kinds = {k: np.array([u.accepts_kind(k) for u in profile.units]) for k in OP_KINDS}
+        accepts = np.array([kinds[op.kind] for op in graph.ops])
+        able = accepts.copy()
+        able[self.rows] &= ~cannot
+        for name, ops in members.items():
+            common = able[ops].all(axis=0)
+            if not common.any():
+                raise ProfileError(f"graph {graph.name}: co-location group {name!r}: no unit "
+                                   f"of profile {profile.name} may run all of its ops")
+            able[ops] = common
+        return [tuple(np.flatnonzero(accepts[i] & ~able[i]).tolist())
+                for i in range(len(graph.ops))]
+
+    def apply(self, op: int, units: np.ndarray, dur: np.ndarray) -> np.ndarray:
+        """``dur`` (op ``op``'s time per choice, on ``units``) with measured times where
+        the graph has them."""
+        r = self._row.get(op)
+        if r is None:
+            return dur
+        known = self.seconds[r, units]
+        return np.where(np.isnan(known), dur, known)
+
+
 class ChoiceTables:
     """Per-op choice tables: ``n_choices``, ``c_unit``, ``c_scope``, ``c_resident`` (1 where
     the op's weights live in its scope), ``c_dur``."""
 
     def _build_choices(self, graph: OpGraph, profile: Profile) -> None:
         self.n_ops = len(graph.ops)
-        groups = sorted({(OP_KINDS.index(op.kind), op.weight_bytes > 0) for op in graph.ops})
-        self._op_group = np.array([groups.index((OP_KINDS.index(op.kind), op.weight_bytes > 0))
-                                   for op in graph.ops], dtype=np.int64)
-        table = [_group_choices(profile, OP_KINDS[k], w) for k, w in groups]
+        self.measured = Measured(graph, profile)
+        barred = self.measured.barred
+        keys = [(OP_KINDS.index(op.kind), op.weight_bytes > 0, barred[i])
+                for i, op in enumerate(graph.ops)]
+        groups = sorted(set(keys))
+        self._op_group = np.array([groups.index(k) for k in keys], dtype=np.int64)
+        table = [_group_choices(profile, OP_KINDS[k], w, b) for k, w, b in groups]
         if any(not len(t[0]) for t in table):  # the loader rejects scope-less units
             bad = next(op for i, op in enumerate(graph.ops) if not len(table[self._op_group[i]][0]))
-            raise ProfileError(f"{profile.source}: no unit accepting op {bad.name!r} "
+            raise ProfileError(f"{profile.source}: no unit that may run op {bad.name!r} "
                                "can write any scope")
         self.n_choices = np.array([len(table[g][0]) for g in self._op_group], dtype=np.int64)
         width = int(self.n_choices.max(initial=1))
@@ -65,6 +134,7 @@ class ChoiceTables:
             units, scopes, resident = table[self._op_group[i]]
             pad = np.zeros(width - len(units), dtype=np.int64)
             dur = self._op_seconds(op, units, scopes, resident, thr, bw, profile)
+            dur = self.measured.apply(i, units, dur)
             for out, values in ((self.c_unit, units), (self.c_scope, scopes),
                                 (self.c_resident, resident), (self.c_dur, dur)):
                 out[i] = np.concatenate([values, values[pad]])
@@ -157,6 +227,9 @@ class EdgeTables:
         self.src = np.array([e.src for e in g.edges], dtype=np.int64)
         self.dst = np.array([e.dst for e in g.edges], dtype=np.int64)
         self.nbytes = np.array([e.nbytes for e in g.edges], dtype=np.float64)
+        #: per edge, the measured time of its copy in seconds (NaN: the route's model)
+        self.transfer_s = np.array([np.nan if e.transfer_us is None else 1e-6 * e.transfer_us
+                                    for e in g.edges], dtype=np.float64)
         self.out_bytes = np.array([op.output_bytes for op in g.ops], dtype=np.float64)
         self.edge_names = [f"{g.ops[e.src].name}->{g.ops[e.dst].name}" for e in g.edges]
         self.in_edges, self.out_edges = g.in_edges(), g.out_edges()
@@ -165,6 +238,24 @@ class EdgeTables:
         order = np.argsort(self.dst, kind="stable")
         self.in_ptr = np.searchsorted(self.dst[order], np.arange(self.n_ops + 1))
         self.in_idx = order.astype(np.int64)
+
+    def copy_seconds(self, k: np.ndarray, rid: np.ndarray) -> np.ndarray:
+        """The unloaded time of edge ``k``'s copy along route ``rid``: measured where the
+        graph has it, else the route's ``latency + bytes * seconds per byte``."""
+        r = self.routes
+        modelled = r.lat[rid] + self.nbytes[k] * r.inv[rid]
+        return np.where(np.isnan(self.transfer_s[k]), modelled, self.transfer_s[k])
+
+    def hop_seconds(self, k: int, rid: int) -> np.ndarray:
+        """The time of each hop of edge ``k``'s copy along route ``rid``: modelled, scaled
+        to sum to the measured transfer time where the graph has one."""
+        r, n = self.routes, int(self.routes.length[rid])
+        secs = r.hop_lat[rid, :n] + self.nbytes[k] / r.hop_bw[rid, :n]
+        measured = self.transfer_s[k]
+        if np.isnan(measured):
+            return secs
+        total = secs.sum()
+        return secs * (measured / total) if total > 0 else np.full(n, measured / max(n, 1))
 
     def critical_path(self, seconds: np.ndarray) -> float:
         """The longest path through the graph with op ``i`` taking ``seconds[i]`` and
