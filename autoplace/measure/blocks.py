@@ -65,24 +65,9 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, dst, nbytes, in_
     stamp, worst, members = np.full(n, -1, np.int64), np.zeros(n), np.zeros(n, np.int64)
     secs = np.zeros(len(src))
     for b in range(B):
-        for i in range(n):
-            j = choice[b, i]
-            unit[i], scope[i], dur[i] = c_unit[i, j], c_scope[i, j], c_dur[i, j]
-            weights[b, c_wscope[i, j]] += weight_bytes[i]
-            busy[b, unit[i]] += dur[i]
-            if scope[i] != default or has_consumers[i]:
-                peak[b, scope[i]] += out_bytes[i]
-        for k in range(len(src)):
-            secs[k] = 0.0
-            if dst[k] < n and cross[b, k]:
-                r = rid[b, k]
-                if np.isnan(transfer[k]):
-                    no_route[b] |= r == 0
-                    secs[k] = r_lat[r] + nbytes[k] * r_inv[r]
-                else:
-                    secs[k] = transfer[k]
-                copy_bytes[b, used[b, k]] += nbytes[k]
-                peak[b, scope[dst[k]]] += nbytes[k]
+        _tally(b, choice, c_unit, c_scope, c_dur, c_wscope, weight_bytes, out_bytes,
+               has_consumers, default, cross, used, rid, src, dst, nbytes, transfer, r_lat,
+               r_inv, n, unit, scope, dur, secs, busy, peak, weights, copy_bytes, no_route)
         _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth, switches)
         n_nodes = _label(unit, slot, depth, switches, False, n, key, node)
         done = _order(node, n_nodes, src, dst, n, head, nxt, indeg, out_ptr, out_idx, order)
@@ -107,6 +92,34 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, dst, nbytes, in_
                 ends[b, i] = end[node[i]]
         latency[b] = makespan
     return latency, busy, copy_bytes, peak, no_route, ends, weights
+
+
+@numba.njit(cache=True, nogil=True)
+def _tally(b, choice, c_unit, c_scope, c_dur, c_wscope, weight_bytes, out_bytes,
+           has_consumers, default, cross, used, rid, src, dst, nbytes, transfer, r_lat, r_inv,
+           n, unit, scope, dur, secs, busy, peak, weights, copy_bytes,
+           no_route):  # pragma: no cover - compiled
+    """Row ``b``'s ops (unit, scope, time), each edge's transfer time (``secs``; 0 where
+    its ends share a scope), and what does not depend on the schedule: busy op time,
+    weights, copy bytes, activations and transfer buffers (held all run), missing routes."""
+    for i in range(n):
+        j = choice[b, i]
+        unit[i], scope[i], dur[i] = c_unit[i, j], c_scope[i, j], c_dur[i, j]
+        weights[b, c_wscope[i, j]] += weight_bytes[i]
+        busy[b, unit[i]] += dur[i]
+        if scope[i] != default or has_consumers[i]:
+            peak[b, scope[i]] += out_bytes[i]
+    for k in range(len(src)):
+        secs[k] = 0.0
+        if dst[k] < n and cross[b, k]:
+            r = rid[b, k]
+            if np.isnan(transfer[k]):
+                no_route[b] |= r == 0
+                secs[k] = r_lat[r] + nbytes[k] * r_inv[r]
+            else:
+                secs[k] = transfer[k]
+            copy_bytes[b, used[b, k]] += nbytes[k]
+            peak[b, scope[dst[k]]] += nbytes[k]
 
 
 @numba.njit(cache=True, nogil=True)

@@ -117,7 +117,8 @@ class ChoiceTables:
         keys = [(OP_KINDS.index(op.kind), op.weight_bytes > 0, barred[i])
                 for i, op in enumerate(graph.ops)]
         groups = sorted(set(keys))
-        self._op_group = np.array([groups.index(k) for k in keys], dtype=np.int64)
+        number = {k: g for g, k in enumerate(groups)}
+        self._op_group = np.array([number[k] for k in keys], dtype=np.int64)
         table = [_group_choices(profile, OP_KINDS[k], w, b) for k, w, b in groups]
         if any(not len(t[0]) for t in table):  # the loader rejects scope-less units
             bad = next(op for i, op in enumerate(graph.ops) if not len(table[self._op_group[i]][0]))
