@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="autoplace", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    from autoplace.search.config import SAMPLERS
+
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
     t.set_defaults(run=cmd_tune)
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
@@ -69,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of every random choice: same seed, same records (simulator)")
     t.add_argument("--batch-size", type=positive_int, default=8,
                    help="candidates measured per round")
-    t.add_argument("--sampler", choices=("evolve", "tpe", "random"), default="evolve",
-                   help="evolve: model-guided evolution; tpe/random: Optuna's samplers")
+    t.add_argument("--sampler", choices=SAMPLERS, default="evolve",
+                   help="evolve: model-guided evolution; tpe/random: Optuna's samplers; hill: "
+                        "random-mutation hill climbing (a yardstick)")
     t.add_argument("--cost-model", choices=("xgb", "analytic", "none"), default="xgb",
                    help="rank candidates with XGBoost, the analytic estimate, or not at all")
     t.add_argument("--candidates", type=positive_int, default=512,

@@ -11,7 +11,9 @@ baselines the job measures first included):
 - ``tpe``: plain multivariate Optuna TPE, no mutations, no model;
 - ``evolve-none``, ``evolve-analytic``: the evolutionary search ranked by nothing
   (ablation) or by the analytic estimate alone;
-- ``evolve-xgb``: the default tuner (evolution ranked by the XGBoost cost model).
+- ``evolve-xgb``: the default tuner (evolution ranked by the XGBoost cost model);
+- ``hill``: random-mutation hill climbing from the same start (``--sampler hill``, no
+  descent): the yardstick the tuner must beat at an equal budget.
 
 Each job runs once at the largest budget; a smaller budget's result is the best of its first
 records. For every case the branch-and-bound optimum (seeded with the best found) is tried
@@ -45,6 +47,7 @@ STRATEGIES = {
     "evolve-none": dict(sampler="evolve", cost_model="none"),
     "evolve-analytic": dict(sampler="evolve", cost_model="analytic"),
     "evolve-xgb": dict(sampler="evolve", cost_model="xgb"),
+    "hill": dict(sampler="hill", cost_model="none", descent=0.0),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
