@@ -45,53 +45,80 @@ def single_units(space: SearchSpace) -> list[tuple[str, Placement]]:
 
 
 def fill(space: SearchSpace) -> Placement | None:
-    """Ops in program order fill the units of the biggest class of interchangeable units
-    (``SearchSpace.symmetries``) one after another, each unit in its home scope while the
-    weights placed there fit it; an op that fits on no unit left, or that the class cannot
-    run, goes to the host (Tarnawski et al.'s greedy, for any profile). None without such
-    a class. A co-location group is placed with its leader, weighed as a whole."""
+    """Tarnawski et al.'s greedy, for any profile with interchangeable units
+    (``SearchSpace.symmetries``; None without): the inseparable blocks of the graph (its
+    co-location groups, merged where they reach each other) in a topological order fill
+    the units of the biggest such class one after another, each in its home scope while
+    the weights there fit it; a block that fits on no unit left, or that the class cannot
+    run, goes to the host. Each unit gets a run of consecutive blocks, so its ops are
+    contiguous (what the block model asks)."""
     if not space.symmetries:
         return None
     units = max(space.symmetries, key=lambda s: len(s.units)).units
     prof = space.profile
     homes = [prof.scope_index[prof.home_scope(space.units[u])] for u in units]
-    group_bytes = _group_weights(space)
-    host = space.choice_index(np.arange(space.n_ops), [space.host] * space.n_ops,
-                              [prof.scope_index[prof.home_scope(prof.host)]] * space.n_ops)
-    choice, k, used = host.copy(), 0, 0.0
-    for i in _fill_order(space):
-        need = group_bytes[i]
-        while k < len(units) and used + need > space.capacity[homes[k]] and used > 0:
-            k, used = k + 1, 0.0
-        if k == len(units) or need > space.capacity[homes[k]]:
-            continue
-        j = space.choice_index([i], [units[k]], [homes[k]], [1])[0]
-        if j >= 0:
-            choice[i], used = j, used + need
+    host_scope = prof.scope_index[prof.home_scope(prof.host)]
+    choice = space.choice_index(np.arange(space.n_ops), [space.host] * space.n_ops,
+                                [host_scope] * space.n_ops)
     if (choice < 0).any():
         return None
-    choice = space.colocate(choice[None, :])[0]
+    k, used = 0, 0.0
+    for ops in inseparable_blocks(space):
+        need = float(space.weight_bytes[ops].sum())
+        if used > 0 and used + need > space.capacity[homes[k]]:
+            k, used = k + 1, 0.0  # this unit is full: the next one
+        j = space.choice_index(ops, [units[k]] * len(ops), [homes[k]] * len(ops),
+                               [1] * len(ops)) if k < len(units) else -np.ones(1)
+        if (j < 0).any() or need > space.capacity[homes[k]]:
+            k, used = k + (used > 0), 0.0  # on the host: the unit's run ends here
+            continue
+        choice[ops], used = j, used + need
     return space.decode(choice, np.ones(space.n_edges, dtype=np.int64))
 
 
-def _fill_order(space: SearchSpace) -> list[int]:
-    """Ops to place (groups by their leader) in program order, a group where its last
-    member runs (a group of weights and the op reading them is placed with that op)."""
+def inseparable_blocks(space: SearchSpace) -> list[np.ndarray]:
+    """The ops in blocks that one unit must run together: each co-location group, merged
+    with the groups it reaches and that reach it (so the blocks form a DAG), in a
+    topological order of that DAG (the block holding the first op in program order first
+    among the ready ones)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    rep = np.arange(space.n_ops)
     followers, leaders = space.colocated
-    last = np.arange(space.n_ops)
-    np.maximum.at(last, leaders, followers)
-    keep = np.ones(space.n_ops, dtype=bool)
-    keep[followers] = False
-    ops = np.flatnonzero(keep)
-    return ops[np.argsort(last[ops], kind="stable")].tolist()
+    rep[followers] = leaders
+    n = space.n_ops
+    graph = csr_matrix((np.ones(space.n_edges), (rep[space.src], rep[space.dst])), shape=(n, n))
+    _, comp = connected_components(graph, directed=True, connection="strong")
+    comp = comp[rep]
+    return [np.flatnonzero(comp == c) for c in _topological(comp, space.src, space.dst)]
 
 
-def _group_weights(space: SearchSpace) -> np.ndarray:
-    """Per op, its weight bytes; a group's leader carries its whole group's."""
-    out = space.weight_bytes.copy()
-    followers, leaders = space.colocated
-    np.add.at(out, leaders, space.weight_bytes[followers])
-    return out
+def _topological(comp: np.ndarray, src: np.ndarray, dst: np.ndarray) -> list[int]:
+    """The components in a topological order of the edges between them, the one with the
+    smallest op first among the ready ones."""
+    import heapq
+
+    first = {}
+    for i, c in enumerate(comp.tolist()):
+        first.setdefault(c, i)
+    pairs = {(a, b) for a, b in zip(comp[src].tolist(), comp[dst].tolist()) if a != b}
+    indeg = dict.fromkeys(first, 0)
+    succ: dict[int, list[int]] = {c: [] for c in first}
+    for a, b in pairs:
+        succ[a].append(b)
+        indeg[b] += 1
+    ready = [(first[c], c) for c, d in indeg.items() if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, c = heapq.heappop(ready)
+        order.append(c)
+        for d in succ[c]:
+            indeg[d] -= 1
+            if not indeg[d]:
+                heapq.heappush(ready, (first[d], d))
+    return order
 
 
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:

@@ -27,8 +27,10 @@ class BatchOutput:
     """Per row: ``latency`` (makespan), ``busy[B, units]``, ``copy_bytes[B, modes]``,
     ``peak[B, scopes]`` (activations at their peak, plus weights and graph inputs and
     outputs, which are held for the whole run), ``weights[B, scopes]`` (the weights among
-    them), ``energy``, ``no_route`` (a copy with no route); ``finish[B, ops]`` (each op's
-    end) when asked for. Graph inputs and outputs (``io`` bytes) are in the default scope."""
+    them), ``energy``, ``no_route`` (a copy with no route), ``not_contiguous`` (the block
+    model: a block unit's ops are not one contiguous block, or blocks wait for each other;
+    such a row's latency is inf); ``finish[B, ops]`` (each op's end) when asked for. Graph
+    inputs and outputs (``io`` bytes) are in the default scope."""
 
     latency: np.ndarray
     busy: np.ndarray
@@ -38,6 +40,7 @@ class BatchOutput:
     io: float
     energy: np.ndarray
     no_route: np.ndarray
+    not_contiguous: np.ndarray
     finish: np.ndarray | None = None
 
 
@@ -57,8 +60,9 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     n = space.n_ops if prefix is None else int(prefix)
     r = space.routes
     if space.profile.blocks:
-        out = run_blocks(space, choice, cross, used, rid, n, finish)
+        *out, not_contiguous = run_blocks(space, choice, cross, used, rid, n, finish)
     else:
+        not_contiguous = np.zeros(len(choice), dtype=bool)
         out = _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid,
                    space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
                    space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
@@ -72,12 +76,13 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     return BatchOutput(latency=latency, busy=busy, copy_bytes=copy_bytes, peak=peak,
                        weights=weights, io=io,
                        energy=(busy * space.power).sum(axis=1), no_route=no_route,
-                       finish=ends if finish else None)
+                       not_contiguous=not_contiguous, finish=ends if finish else None)
 
 
 def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
-    """Per genome, whether every scope's peak fits its capacity and every copy has a
-    route: what no measurer would fail before building it."""
+    """Per genome, whether every scope's peak fits its capacity, every copy has a route and
+    (block model) every block unit's ops are one contiguous block: what no measurer would
+    fail before building it."""
     if not len(choice):
         return np.zeros(0, dtype=bool)
     return fitting(space, simulate_batch(space, choice, mode))
@@ -86,7 +91,7 @@ def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray
 def fitting(space: SearchSpace, out: BatchOutput) -> np.ndarray:
     """Per row of a batch output, whether it fits (see :func:`fits`)."""
     over = np.floor(out.peak) > space.capacity  # as the capacity check counts
-    return ~over.any(axis=1) & ~out.no_route
+    return ~over.any(axis=1) & ~out.no_route & ~out.not_contiguous
 
 
 @numba.njit(cache=True, nogil=True)

@@ -1,14 +1,16 @@
 """The block model: a profile whose accelerators run their ops as blocks (docs/simulator.md).
 
-It is the latency model of Tarnawski et al. (NeurIPS 2020), generalised: a ``block`` unit
-runs each contiguous piece of the ops placed on it as one block, which starts once every
-input from outside the piece is present, reads each such input once, runs its ops one after
-another, writes each output read outside once, and makes all its outputs present at its end;
-every other unit runs ``parallel`` (its ops start as soon as their inputs are present, as on
-a pool of cores as wide as the graph). An edge whose ends' scopes differ costs its measured
-transfer time (or its route's unloaded time) at each piece boundary it crosses, and once,
+It is the latency model of Tarnawski et al. (NeurIPS 2020), for any number of units: a
+``block`` unit runs the ops placed on it as one block, which starts once every input from
+outside the block is present, reads each such input once, runs its ops one after another,
+writes each output read outside once, and makes all its outputs present at its end; every
+other unit runs ``parallel`` (its ops start as soon as their inputs are present, as on a
+pool of cores as wide as the graph). An edge whose ends' scopes differ costs its measured
+transfer time (or its route's unloaded time) at each block boundary it crosses, and once,
 as a delay, between two parallel ops. Nothing waits for a resource, so the makespan is a
-longest path over the graph with each piece contracted to one node.
+longest path over the graph with each block contracted to one node. A placement is invalid
+(as in their evaluator) when a block unit's ops are not one contiguous block (a path leaves
+them and comes back) or when blocks wait for each other (the contraction has a cycle).
 
 :func:`run_blocks` is the compiled kernel over a batch (:func:`autoplace.measure.batch.
 simulate_batch` calls it for such profiles); :class:`BlockReference` is the op-by-op
@@ -28,8 +30,9 @@ from autoplace.space import SearchSpace
 
 def run_blocks(space: SearchSpace, choice: np.ndarray, cross: np.ndarray, used: np.ndarray,
                rid: np.ndarray, n: int, want_finish: bool) -> tuple:
-    """``(latency, busy, copy_bytes, peak, no_route, finish, weights)`` of each row, as
-    :func:`~autoplace.measure.batch.simulate_batch` returns them, for the first ``n`` ops."""
+    """``(latency, busy, copy_bytes, peak, no_route, finish, weights, not_contiguous)`` of
+    each row, as :func:`~autoplace.measure.batch.simulate_batch` returns them, for the first
+    ``n`` ops (an invalid row's latency and finish times are inf)."""
     block = np.array([u.execution == "block" for u in space.profile.units])
     slot = np.where(block, np.cumsum(block) - 1, -1).astype(np.int64)
     r = space.routes
@@ -59,7 +62,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, dst, nbytes, in_
     ends = np.zeros((B if want_finish else 1, n))
     unit, scope, dur = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n)
     depth = np.zeros((max(n_blocks, 1), n), np.int64)
-    switches, key = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    key, not_contiguous = np.zeros(n, np.int64), np.zeros(B, dtype=np.bool_)
     node, head, nxt = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     indeg, end, order = np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64)
     stamp, worst, members = np.full(n, -1, np.int64), np.zeros(n), np.zeros(n, np.int64)
@@ -68,13 +71,14 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, dst, nbytes, in_
         _tally(b, choice, c_unit, c_scope, c_dur, c_wscope, weight_bytes, out_bytes,
                has_consumers, default, cross, used, rid, src, dst, nbytes, transfer, r_lat,
                r_inv, n, unit, scope, dur, secs, busy, peak, weights, copy_bytes, no_route)
-        _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth, switches)
-        n_nodes = _label(unit, slot, depth, switches, False, n, key, node)
+        pieces = _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth)
+        n_nodes = _label(unit, slot, depth, n, key, node)
         done = _order(node, n_nodes, src, dst, n, head, nxt, indeg, out_ptr, out_idx, order)
-        if done < n_nodes:  # pieces reach each other: split them by unit switches too
-            n_nodes = _label(unit, slot, depth, switches, True, n, key, node)
-            done = _order(node, n_nodes, src, dst, n, head, nxt, indeg, out_ptr, out_idx,
-                          order)
+        if pieces > 1 or done < n_nodes:  # not one block per unit, or blocks in a cycle
+            not_contiguous[b], latency[b] = True, np.inf
+            if want_finish:
+                ends[b] = np.inf
+            continue
         stamp[:] = -1
         for q in range(n_nodes):
             x, m = order[q], 0
@@ -91,7 +95,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, dst, nbytes, in_
             if want_finish:
                 ends[b, i] = end[node[i]]
         latency[b] = makespan
-    return latency, busy, copy_bytes, peak, no_route, ends, weights
+    return latency, busy, copy_bytes, peak, no_route, ends, weights, not_contiguous
 
 
 @numba.njit(cache=True, nogil=True)
@@ -123,17 +127,11 @@ def _tally(b, choice, c_unit, c_scope, c_dur, c_wscope, weight_bytes, out_bytes,
 
 
 @numba.njit(cache=True, nogil=True)
-def _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth,
-            switches):  # pragma: no cover - compiled
+def _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth):  # pragma: no cover
     """``depth[k, v]``: for block unit ``k``, 1 + the most times a path into ``v`` left
-    that unit's ops and came back (0 for ops before any of them); ``switches[v]``: the most
-    unit changes along a path into ``v``."""
-    for i in range(n):
-        s = 0
-        for q in range(in_ptr[i], in_ptr[i + 1]):
-            p = src[in_idx[q]]
-            s = max(s, switches[p] + (1 if unit[p] != unit[i] else 0))
-        switches[i] = s
+    that unit's ops and came back (0 for ops before any of them). Returns the largest
+    depth of a block unit's op (more than 1: its ops are not one contiguous block)."""
+    most = 0
     for k in range(n_blocks):
         for i in range(n):
             mine = slot[unit[i]] == k
@@ -142,21 +140,19 @@ def _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth,
                 p = src[in_idx[q]]
                 d = max(d, depth[k, p] + (1 if mine and slot[unit[p]] != k else 0))
             depth[k, i] = d
+            if mine:
+                most = max(most, d)
+    return most
 
 
 @numba.njit(cache=True, nogil=True)
-def _label(unit, slot, depth, switches, by_switches, n, key, node):  # pragma: no cover
-    """Node ids ``0 ..`` of each op: its own for a parallel unit's op; one per piece of a
-    block unit: ops of equal ``depth`` (and, if ``by_switches``, equal ``switches``).
-    Returns the number of nodes."""
+def _label(unit, slot, depth, n, key, node):  # pragma: no cover - compiled
+    """Node ids ``0 ..`` of each op: its own for a parallel unit's op; one per piece (ops
+    of equal depth) of a block unit. Returns the number of nodes."""
     width = n + 2
     for i in range(n):
         k = slot[unit[i]]
-        if k < 0:
-            key[i] = -1 - i
-        else:
-            key[i] = (k * width + depth[k, i]) * (width if by_switches else 1) + \
-                (switches[i] if by_switches else 0)
+        key[i] = -1 - i if k < 0 else k * width + depth[k, i]
     idx = np.argsort(key, kind="mergesort")
     count = 0
     for r in range(n):
@@ -250,17 +246,30 @@ class BlockReference:
         self.space, self.g = space, space.graph
         self.block = {u.name for u in space.profile.units if u.execution == "block"}
 
+    def check(self, placement) -> str | None:
+        """What makes ``placement`` impossible in the block model, or None: a block unit
+        whose ops are not one contiguous block, or blocks that wait for each other."""
+        g = self.g
+        unit = [placement.ops[op.name][0] for op in g.ops]
+        node = self._nodes(unit)
+        for i, x in enumerate(node):
+            if x[0] != "op" and x[1] > 1:
+                first = next(j for j in range(i) if node[j] == (x[0], 1))
+                return (f"block unit {x[0]!r}: its ops are not one contiguous block "
+                        f"({g.ops[first].name!r} reaches {g.ops[i].name!r} through other units)")
+        if self._order(node) is None:
+            return "blocks of different units wait for each other (each feeds the other)"
+        return None
+
     def schedule(self, run) -> float:
+        """Fill ``run`` (a placement :meth:`check` accepts) and return the makespan."""
         p, g = run.p, self.g
         unit = [p.ops[op.name][0] for op in g.ops]
         scope = [p.ops[op.name][1] for op in g.ops]
         cost = {k: self._cost(run, k, scope) for k in range(len(g.edges))
                 if scope[g.edges[k].src] != scope[g.edges[k].dst]}
-        node = self._nodes(unit, by_switches=False)
+        node = self._nodes(unit)
         order = self._order(node)
-        if order is None:  # pieces reach each other: split them by unit switches too
-            node = self._nodes(unit, by_switches=True)
-            order = self._order(node)
         members: dict = {}
         for i, x in enumerate(node):
             members.setdefault(x, []).append(i)
@@ -274,15 +283,13 @@ class BlockReference:
                 run.buffers.append([scope[i], op.output_bytes, 0.0, math.inf])
         return max(end.values(), default=0.0)
 
-    def _nodes(self, unit: list[str], by_switches: bool) -> list:
-        """Each op's node: ``("op", i)`` on a parallel unit, else ``(unit, piece)``, the
-        piece being the op's depth (and, ``by_switches``, its unit switches)."""
+    def _nodes(self, unit: list[str]) -> list:
+        """Each op's node: ``("op", i)`` on a parallel unit, else ``(unit, depth)``: 1 + the
+        most times a path into the op left its unit's ops and came back."""
         g, node = self.g, []
         depth = {u: [0] * len(g.ops) for u in self.block}
-        switches = [0] * len(g.ops)
         for i in range(len(g.ops)):
             preds = [g.edges[e].src for e in self.space.in_edges[i]]
-            switches[i] = max([0] + [switches[q] + (unit[q] != unit[i]) for q in preds])
             for u, d in depth.items():
                 if unit[i] == u:
                     d[i] = max([1] + [d[q] + (unit[q] != u) for q in preds])
@@ -291,7 +298,7 @@ class BlockReference:
             if unit[i] not in self.block:
                 node.append(("op", i))
             else:
-                node.append((unit[i], depth[unit[i]][i], switches[i] if by_switches else 0))
+                node.append((unit[i], depth[unit[i]][i]))
         return node
 
     def _order(self, node: list) -> list | None:

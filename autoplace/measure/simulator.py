@@ -113,7 +113,7 @@ class Simulator(Measurer):
             consistent = self._copies_match(choice, mode, [placements[n] for n in rows])
             out = simulate_batch(self.space, choice, mode)
             for b, n in enumerate(rows):
-                if consistent[b] and not out.no_route[b]:
+                if consistent[b] and not out.no_route[b] and not out.not_contiguous[b]:
                     results[n] = self.result(out, b)
         # the reference path names the op, edge or scopes that are wrong
         return [r if r is not None else self.simulate(p) for r, p in zip(results, placements)]
@@ -126,7 +126,8 @@ class Simulator(Measurer):
         if self.timeline or not len(placements):
             return self.measure(placements)
         out = simulate_batch(self.space, choice, mode)
-        return [self.simulate(p) if out.no_route[b] else self.result(out, b)
+        return [self.simulate(p) if out.no_route[b] or out.not_contiguous[b]
+                else self.result(out, b)
                 for b, p in enumerate(placements)]
 
     def _copies_match(self, choice: np.ndarray, mode: np.ndarray,
@@ -173,7 +174,7 @@ class Simulator(Measurer):
     # -- the reference ---------------------------------------------------------------------
     def simulate(self, placement: Placement, *, timeline: bool | None = None) -> MeasureResult:
         """Simulate one placement event by event (the reference of docs/simulator.md)."""
-        problem = self.space.check(placement)
+        problem = self.space.check(placement) or (self._blocks and self._blocks.check(placement))
         if problem:
             kind = ErrorKind.NO_COPY_PATH if "no copy path" in problem else ErrorKind.INVALID
             return MeasureResult.failure(kind, problem)

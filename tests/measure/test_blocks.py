@@ -34,12 +34,38 @@ def modelled_profile() -> Profile:
                    copies=copies)
 
 
+def contiguous_genomes(space: SearchSpace, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Random genomes whose block units each run one range of consecutive ops in program
+    order (a contiguous set), every other op on a parallel unit."""
+    choice, mode = space.random_genomes(n, rng)
+    block = [u for u, x in enumerate(space.profile.units) if x.execution == "block"]
+    for b in range(n):
+        cuts = np.sort(rng.choice(space.n_ops + 1, size=2 * len(block)))
+        owner = np.full(space.n_ops, -1)
+        for u, lo, hi in zip(block, cuts[0::2], cuts[1::2]):
+            owner[lo:hi] = u
+        for i in range(space.n_ops):
+            units = space.c_unit[i, :space.n_choices[i]]
+            want = units == owner[i] if owner[i] >= 0 else ~np.isin(units, block)
+            if not want[choice[b, i]] and want.any():
+                choice[b, i] = rng.choice(np.flatnonzero(want))
+    return choice, mode
+
+
 def _agree(space: SearchSpace, n: int, seed: int) -> None:
-    choice, mode = space.random_genomes(n, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    choice, mode = contiguous_genomes(space, n, rng)
+    choice = np.concatenate([choice, space.random_genomes(n // 4, rng)[0]])
+    mode = np.concatenate([mode, space.random_genomes(n // 4, rng)[1]])
     out = simulate_batch(space, choice, mode, finish=True)
     sim = Simulator(space)
+    assert 0 < out.not_contiguous.sum() < len(choice) // 2  # both kinds were exercised
     for b, placement in enumerate(space.decode_rows(choice, mode)):
         ref = sim.simulate(placement, timeline=True)
+        if out.not_contiguous[b]:
+            assert ref.error is not None and "contiguous" in ref.detail + "wait"
+            assert np.isinf(out.latency[b])
+            continue
         assert out.latency[b] == pytest.approx(ref.latency_s, rel=1e-12, abs=1e-15)
         busy = {space.units[u]: v for u, v in enumerate(out.busy[b]) if v}
         assert busy == pytest.approx(ref.unit_busy_s, rel=1e-12)
@@ -63,10 +89,10 @@ def test_kernel_agrees_with_the_reference_with_modelled_transfers(model):
     _agree(SearchSpace(load_graph(model), modelled_profile()), 40, 4)
 
 
-def test_pieces_that_reach_each_other_are_split_by_unit_switches():
+def test_blocks_that_wait_for_each_other_are_invalid():
     """a -> b and c -> d with {a, d} on one accelerator and {b, c} on another: each set is
-    contiguous, yet as two blocks they would wait for each other. They run as four: a and
-    c at once, then b and d, each after its input's transfer out and in."""
+    contiguous, yet each block waits for the other (their evaluator fails it the same
+    way). Split differently, {a, b} and {c, d}, they run side by side."""
     nodes = [{"id": i, "cpuLatency": 9.0, "fpgaLatency": f, "supportedOnFpga": 1}
              for i, f in enumerate([1.0, 2.0, 4.0, 8.0])]  # a, c, b, d
     edges = [{"sourceId": 0, "destId": 2, "cost": 0.5}, {"sourceId": 1, "destId": 3,
@@ -78,11 +104,34 @@ def test_pieces_that_reach_each_other_are_split_by_unit_switches():
     placement = space.from_user({f"n{i}": {"unit": f"fpga{on[f'n{i}']}",
                                            "scope": f"mem{on[f'n{i}']}"} for i in range(4)})
     ref = Simulator(space).simulate(placement)
-    a_b = 1.0 + 0.5 + 0.5 + 4.0  # a, its output out of its block and into b's, b
-    c_d = 2.0 + 0.25 + 0.25 + 8.0
-    assert ref.latency_s == pytest.approx(max(a_b, c_d) * 1e-3, rel=1e-12)
+    assert ref.error is not None and "wait for each other" in ref.detail
     choice, mode = space.encode([placement])
-    assert simulate_batch(space, choice, mode).latency[0] == pytest.approx(ref.latency_s)
+    assert simulate_batch(space, choice, mode).not_contiguous[0]
+    on = {"n0": 0, "n2": 0, "n1": 1, "n3": 1}
+    apart = space.from_user({f"n{i}": {"unit": f"fpga{on[f'n{i}']}",
+                                       "scope": f"mem{on[f'n{i}']}"} for i in range(4)})
+    ok = Simulator(space).simulate(apart)
+    assert ok.latency_s == pytest.approx(max(1.0 + 4.0, 2.0 + 8.0) * 1e-3, rel=1e-12)
+
+
+def test_a_block_unit_whose_ops_are_not_contiguous_is_invalid():
+    """x and z on the accelerator, y between them on the CPU: x's block would have to wait
+    for y, which waits for x."""
+    nodes = [{"id": i, "cpuLatency": 1.0, "fpgaLatency": 1.0, "supportedOnFpga": 1}
+             for i in range(3)]
+    edges = [{"sourceId": 0, "destId": 1, "cost": 0.5}, {"sourceId": 1, "destId": 2,
+                                                         "cost": 0.5}]
+    graph, profile = convert({"maxSizePerFPGA": 1.0, "maxFPGAs": 1, "maxCPUs": 1,
+                              "nodes": nodes, "edges": edges}, name="x", source="x.json")
+    space = SearchSpace(graph, profile)
+    where = {"unit": "fpga0", "scope": "mem0"}
+    placement = space.from_user({"n0": where, "n2": where})
+    result = Simulator(space).simulate(placement)
+    assert result.detail == ("block unit 'fpga0': its ops are not one contiguous block "
+                             "('n0' reaches 'n2' through other units)")
+    choice, mode = space.encode([placement])
+    out = simulate_batch(space, choice, mode)
+    assert out.not_contiguous[0] and np.isinf(out.latency[0])
 
 
 def test_a_block_waits_for_all_its_inputs_and_reads_each_producer_once():
