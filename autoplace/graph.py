@@ -62,10 +62,10 @@ def _check_latencies(what: str, value: object) -> dict[str, float | None]:
         raise GraphError(f"{what}: latency_us must map unit names to times, got "
                          f"{value!r}")
     out: dict[str, float | None] = {}
-    for key, secs in value.items():
+    for key, us in value.items():
         if not isinstance(key, str) or not key:
             raise GraphError(f"{what}: latency_us keys must be unit names, got {key!r}")
-        out[key] = None if secs is None else _check_real(what, f"latency_us[{key!r}]", secs)
+        out[key] = None if us is None else _check_real(what, f"latency_us[{key!r}]", us)
     return out
 
 

@@ -29,9 +29,11 @@ CASES = ("squeezenet/soc", "shufflenet/soc", "inception_v1/mesh", "inception_v2/
 RUNS = {"tuner": {}, "hill": dict(sampler="hill", cost_model="none", descent=0.0)}
 
 
-def curve(space: SearchSpace, total: int, seed: int, settings: dict, tmp: Path) -> list[float]:
-    """The running best (ms) after each measurement of a job of ``total`` measurements."""
-    log = tmp / f"{space.graph.name}-{space.profile.name}-{seed}-{len(settings)}.jsonl"
+def curve(space: SearchSpace, total: int, seed: int, name: str, tmp: Path) -> list[float]:
+    """The running best (ms) after each measurement of a job of ``total`` measurements of
+    the run ``name`` (:data:`RUNS`)."""
+    settings = RUNS[name]
+    log = tmp / f"{space.graph.name}-{space.profile.name}-{seed}-{total}-{name}.jsonl"
     n_base = len(baselines(space))
     with TuningLog(log) as tl:
         tune(space, Simulator(space), tl,
@@ -56,8 +58,8 @@ def main() -> None:
             space = SearchSpace(load_graph(model), load_profile(hw))
             for seed in args.seeds:
                 for budget in args.budgets:  # separate jobs: descent ends each budget
-                    got = {name: curve(space, budget, seed, cfg, Path(tmp))[-1]
-                           for name, cfg in RUNS.items()}
+                    got = {name: curve(space, budget, seed, name, Path(tmp))[-1]
+                           for name in RUNS}
                     runs += 1
                     hill_wins += got["hill"] < got["tuner"] * (1 - 1e-9)
                     rows.append(f"| {case} | {seed} | {budget} | {got['tuner']:.4f} | "

@@ -222,17 +222,20 @@ class Tuner:
 
     def run_search(self, progress) -> int:
         """Search until ``trials`` search candidates are measured; returns how many this run
-        measured. Ends early, with a warning, when the strategy runs dry or proposes only
-        candidates the job has measured for :data:`STALLED_ROUNDS` rounds in a row."""
+        measured. When the strategy runs dry or stalls, descent (unless off) takes over
+        early. Ends early, with a warning, when neither has an unmeasured candidate, or
+        nothing new was measured for :data:`STALLED_ROUNDS` rounds in a row."""
         measured, stalled = 0, 0
         while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
             self._write_checkpoint()
             n = min(self.config.batch_size, remaining)
-            late = remaining <= self._descent_budget()
+            late = remaining <= self._descent_budget() or (stalled and self.config.descent)
             proposal = self._descent(n) if late else None
             if proposal is None:
                 proposal = self.strategy.propose(n)
                 proposal = self._polished(proposal) if late else proposal
+            if not len(proposal) and self.config.descent:  # the strategy ran dry: descend
+                proposal = self._descent(n) or proposal
             if not len(proposal):
                 break
             n = self.run(proposal)
