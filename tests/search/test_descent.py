@@ -87,3 +87,40 @@ def test_descent_proposes_distinct_unmeasured_genomes(space):
     assert 1 < len(keys) <= 8 and len(set(keys)) == len(keys)
     again, again_mode = d.propose(c, m, 8, set(keys[:1]))  # the endpoint measured: not again
     assert keys[0] not in space.keys(again, space.normalize(again, again_mode))
+
+
+class _DriesUp:
+    """A strategy that proposes one round, then nothing (a space the strategy exhausts)."""
+
+    def __init__(self, inner):
+        self.inner, self.rounds = inner, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def propose(self, n):
+        self.rounds += 1
+        proposal = self.inner.propose(n)
+        return proposal if self.rounds == 1 else proposal.take([])
+
+
+@pytest.mark.parametrize("share", [0.125, 0.0])
+def test_descent_takes_over_when_the_strategy_runs_dry(tmp_path, monkeypatch, share):
+    from autoplace.search import loop
+
+    made = loop.make_strategy
+    monkeypatch.setattr(loop, "make_strategy", lambda *a, **k: _DriesUp(made(*a, **k)))
+    sp = SearchSpace(load_graph("inception_v1"), load_profile("soc"))
+    log = tmp_path / "t.jsonl"
+    with TuningLog(log) as tl, pytest.warns(UserWarning, match="search stopped"):
+        tune(sp, Simulator(sp), tl, TuneConfig(trials=400, seed=0, descent=share))
+    records = read(log)
+    top = best(records)
+    c, m = sp.encode([top.placement])
+    C, M = moves(sp, c[0], m[0])
+    faster = int((predicted(sp, C, M) < top.result.latency_s).sum())
+    descended = sum(r.strategy == "descent" for r in records)
+    if share:  # the strategy's one round, then descent to a local optimum
+        assert descended > 0 and faster == 0
+    else:  # without descent the job just stops after the one round
+        assert descended == 0 and len(records) == 3 + 8 and faster > 0
