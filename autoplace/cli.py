@@ -72,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--batch-size", type=positive_int, default=8,
                    help="candidates measured per round")
     t.add_argument("--sampler", choices=SAMPLERS, default="evolve",
-                   help="evolve: model-guided evolution; tpe/random: Optuna's samplers; hill: "
-                        "random-mutation hill climbing (a yardstick)")
+                   help="evolve: model-guided evolution; tpe/random: Optuna's samplers; hill, "
+                        "steepest: random-mutation hill climbing and steepest descent from "
+                        "HEFT (yardsticks)")
     t.add_argument("--cost-model", choices=("xgb", "analytic", "none"), default="xgb",
                    help="rank candidates with XGBoost, the analytic estimate, or not at all")
     t.add_argument("--candidates", type=positive_int, default=512,

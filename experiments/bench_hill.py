@@ -1,8 +1,10 @@
-"""The tuner against random-mutation hill climbing at an equal number of measurements.
+"""The tuner against its yardsticks at an equal number of measurements: random-mutation hill
+climbing and steepest descent from HEFT.
 
-Both start from the same baselines (and HEFT); the tuner runs its defaults (evolution ranked
-by XGBoost, one-op descent in the last eighth), the hill climber ``--sampler hill
---descent 0``. Per case and seed: each one's best after every budget, and which is faster.
+All start from the same baselines (and HEFT); the tuner runs its defaults (evolution ranked
+by XGBoost, one-op descent in the last eighth), the yardsticks ``--sampler hill|steepest
+--descent 0`` (steepest descent stops at a one-op local optimum, often before the budget).
+Per case, seed and budget: each one's best, and whether a yardstick beats the tuner.
 Prints a markdown table and the machine's load; one core is enough.
 
     python experiments/bench_hill.py [--budgets 64 256] [--seeds 0 1 2] [--cases m/hw ...]
@@ -26,7 +28,8 @@ from autoplace.space import SearchSpace
 
 CASES = ("squeezenet/soc", "shufflenet/soc", "inception_v1/mesh", "inception_v2/biglittle",
          "resnet50/soc", "densenet121/biglittle")
-RUNS = {"tuner": {}, "hill": dict(sampler="hill", cost_model="none", descent=0.0)}
+RUNS = {"tuner": {}, "hill": dict(sampler="hill", cost_model="none", descent=0.0),
+        "steepest": dict(sampler="steepest", cost_model="none", descent=0.0)}
 
 
 def curve(space: SearchSpace, total: int, seed: int, name: str, tmp: Path) -> list[float]:
@@ -51,7 +54,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--cases", nargs="+", default=list(CASES))
     args = ap.parse_args()
-    rows, hill_wins, runs = [], 0, 0
+    rows, wins, runs = [], {"hill": 0, "steepest": 0}, 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.cases:
             model, hw = case.split("/")
@@ -61,14 +64,18 @@ def main() -> None:
                     got = {name: curve(space, budget, seed, name, Path(tmp))[-1]
                            for name in RUNS}
                     runs += 1
-                    hill_wins += got["hill"] < got["tuner"] * (1 - 1e-9)
+                    for name in wins:
+                        wins[name] += got[name] < got["tuner"] * (1 - 1e-9)
                     rows.append(f"| {case} | {seed} | {budget} | {got['tuner']:.4f} | "
-                                f"{got['hill']:.4f} | {got['hill'] / got['tuner']:.4f} |")
+                                f"{got['hill']:.4f} | {got['hill'] / got['tuner']:.4f} | "
+                                f"{got['steepest']:.4f} | "
+                                f"{got['steepest'] / got['tuner']:.4f} |")
     print(f"load average {os.getloadavg()[0]:.2f}; simulator measurer\n")
-    print("| case | seed | measurements | tuner best ms | hill best ms | hill / tuner |\n"
-          "|---|---|---|---|---|---|")
+    print("| case | seed | measurements | tuner best ms | hill best ms | hill / tuner | "
+          "steepest best ms | steepest / tuner |\n|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    print(f"\nhill climbing beats the tuner in {hill_wins} of {runs} runs")
+    for name, n in wins.items():
+        print(f"\n{name} beats the tuner in {n} of {runs} runs")
 
 
 if __name__ == "__main__":

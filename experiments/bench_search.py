@@ -12,8 +12,9 @@ baselines the job measures first included):
 - ``evolve-none``, ``evolve-analytic``: the evolutionary search ranked by nothing
   (ablation) or by the analytic estimate alone;
 - ``evolve-xgb``: the default tuner (evolution ranked by the XGBoost cost model);
-- ``hill``: random-mutation hill climbing from the same start (``--sampler hill``, no
-  descent): the yardstick the tuner must beat at an equal budget.
+- ``hill``, ``steepest``: random-mutation hill climbing and steepest descent from the same
+  start (``--sampler hill|steepest``, no descent share): yardsticks the tuner must beat at
+  an equal budget.
 
 Each job runs once at the largest budget; a smaller budget's result is the best of its first
 records. For every case the branch-and-bound optimum (seeded with the best found) is tried
@@ -48,6 +49,7 @@ STRATEGIES = {
     "evolve-analytic": dict(sampler="evolve", cost_model="analytic"),
     "evolve-xgb": dict(sampler="evolve", cost_model="xgb"),
     "hill": dict(sampler="hill", cost_model="none", descent=0.0),
+    "steepest": dict(sampler="steepest", cost_model="none", descent=0.0),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -10,7 +10,7 @@ from autoplace.search.guided import COST_MODELS
 from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
 
 #: the search strategies by name (``autoplace.search.strategies`` builds them)
-SAMPLERS = ("evolve", "tpe", "random", "hill")
+SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")
 
 
 class SearchError(ValueError):

@@ -13,16 +13,16 @@ from autoplace.measure.batch import fits
 from autoplace.search.config import SAMPLERS, TuneConfig
 from autoplace.search.evolution import ModelGuidedEvolution
 from autoplace.search.guided import GuidedProposer, make_model
-from autoplace.search.hill import HillClimbing
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
 from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths
+from autoplace.search.yardsticks import HillClimbing, SteepestDescent
 from autoplace.space import SearchSpace
 
 #: the strategy class of each ``--sampler`` value
 STRATEGIES: dict[str, type[SearchStrategy]] = {
     "evolve": ModelGuidedEvolution, "tpe": OptunaSampling, "random": OptunaSampling,
-    "hill": HillClimbing}
+    "hill": HillClimbing, "steepest": SteepestDescent}
 assert tuple(STRATEGIES) == SAMPLERS
 
 
@@ -49,8 +49,8 @@ def make_strategy(space: SearchSpace, study: optuna.Study, config: TuneConfig, *
     """The strategy ``config.sampler`` names, with its cost model (and warm-start rows)."""
     if config.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
-    if config.sampler == "hill":  # no model: the naive yardstick
-        return HillClimbing(space, seed=config.seed)
+    if config.sampler in ("hill", "steepest"):  # no model: the yardsticks
+        return STRATEGIES[config.sampler](space, seed=config.seed)
     proposer = _proposer(space, config, warm)
     if config.sampler == "evolve":
         return ModelGuidedEvolution(proposer, rank_stats=config.cost_model != "none",

@@ -1,5 +1,5 @@
-"""Random-mutation hill climbing (the yardstick strategy): HEFT first, then one-move
-neighbours of the best measured placement."""
+"""The yardstick strategies: hill climbing (HEFT first, then one-move neighbours of the best
+measured placement) and steepest descent (HEFT first, then down to a local optimum)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from autoplace.heft import heft_genome
 from autoplace.measure.batch import simulate_batch
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
-from autoplace.search.hill import HillClimbing
 from autoplace.search.strategy import Proposal
+from autoplace.search.yardsticks import HillClimbing, SteepestDescent
 from autoplace.space import SearchSpace
 
 
@@ -50,3 +50,24 @@ def test_hill_never_proposes_what_it_measured():
         hill.observe(p, simulate_batch(space, p.choice, p.mode).latency)
     assert isinstance(hill.propose(1), Proposal)
     assert np.isfinite(hill.best[0])
+
+
+def test_steepest_descends_from_heft_to_a_local_optimum_and_runs_dry():
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    steep = SteepestDescent(space)
+    first = steep.propose(4)
+    assert first.labels == ("heft",)
+    steep.observe(first, simulate_batch(space, first.choice, first.mode).latency)
+    heft_ms = steep.best[0]
+    for _ in range(50):
+        p = steep.propose(4)
+        if not len(p):
+            break
+        assert set(p.labels) == {"steepest"}
+        steep.observe(p, simulate_batch(space, p.choice, p.mode).latency)
+    assert not len(steep.propose(4)), "it ran dry"
+    assert steep.best[0] < heft_ms
+    from autoplace.search.descent import moves, predicted
+
+    C, M = moves(space, steep.best[1], steep.best[2])
+    assert not (predicted(space, C, M) < steep.best[0]).any()  # a one-op local optimum
