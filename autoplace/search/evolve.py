@@ -7,7 +7,9 @@ them at once; :func:`evolve` runs a few generations of mutation and selection ag
 score (the cost model's prediction), as Ansor's evolutionary search does, so that many
 candidates are ranked for each one measured.
 
-Mutations (one per child, drawn by :data:`OPERATORS` weights):
+Mutations (one per child, drawn by :data:`OPERATORS` weights; where they pick a unit of a
+class of interchangeable units, they pick "one of the class's units the genome uses, or a
+new one", each equally likely, not a unit id):
 
 - ``point``: one op to a random choice;
 - ``follow``: one op to the (unit, scope) of a random neighbour (removes a copy);
@@ -54,8 +56,45 @@ class Genomes:
         return c, m
 
     def _point(self, c, m, rows, rng, *_):
-        i = rng.integers(0, self.space.n_ops, len(rows))
-        c[rows, i] = (rng.random(len(rows)) * self.space.n_choices[i]).astype(np.int64)
+        t = self.space
+        i = rng.integers(0, t.n_ops, len(rows))
+        pick = (rng.random(len(rows)) * t.n_choices[i]).astype(np.int64)
+        if not t.symmetries:
+            c[rows, i] = pick
+            return
+        units, scopes = self._classwise(c[rows], t.c_unit[i, pick], t.c_scope[i, pick], rng)
+        want = t.choice_index(i, units, scopes, t.c_resident[i, pick])
+        c[rows, i] = np.where(want >= 0, want, pick)
+
+    def _classwise(self, parents: np.ndarray, units: np.ndarray, scopes: np.ndarray,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Target ``units`` (and ``scopes``) per row with each unit of an interchangeable
+        class (``SearchSpace.symmetries``) redrawn as "one of the ``k`` units of the class
+        the row uses, or a new one", each of the ``k + 1`` equally likely (a unit id would
+        make "a new one" ``(m - k) / m`` likely). Rows are canonical: the class's units they
+        use are its first ``k``."""
+        t = self.space
+        if not t.symmetries:
+            return units, scopes
+        on = t.c_unit[np.arange(t.n_ops), parents]
+        for sym in t.symmetries:
+            pos = np.full(len(t.units), -1, dtype=np.int64)
+            pos[sym.units] = np.arange(len(sym.units))
+            member = pos[units]
+            if not (member >= 0).any():
+                continue
+            k = pos[on].max(axis=1) + 1  # units of the class the row uses
+            draw = np.minimum((rng.random(len(units)) * (k + 1)).astype(np.int64),
+                              len(sym.units) - 1)
+            slot = np.full(len(t.scopes), -1, dtype=np.int64)
+            for p in range(sym.private.shape[1]):
+                slot[sym.private[:, p]] = p
+            private = slot[scopes]
+            moved = member >= 0
+            units = np.where(moved, sym.units[draw], units)
+            scopes = np.where(moved & (private >= 0), sym.private[draw, np.maximum(private, 0)]
+                              if sym.private.size else scopes, scopes)
+        return units, scopes
 
     def _follow(self, c, m, rows, rng, *_):
         i = rng.integers(0, self.space.n_ops, len(rows))
@@ -93,9 +132,11 @@ class Genomes:
         t = self.space
         start, length = self._runs(rows, rng)
         pick = (rng.random(len(rows)) * t.n_choices[start]).astype(np.int64)
+        unit, scope = self._classwise(c[rows], t.c_unit[start, pick], t.c_scope[start, pick],
+                                      rng)
         shape = (len(rows), t.n_ops)
-        units = np.broadcast_to(t.c_unit[start, pick][:, None], shape)
-        scopes = np.broadcast_to(t.c_scope[start, pick][:, None], shape)
+        units = np.broadcast_to(unit[:, None], shape)
+        scopes = np.broadcast_to(scope[:, None], shape)
         self._apply_runs(c, rows, start, length, units, scopes)
 
     def _scope(self, c, m, rows, rng, *_):
@@ -111,8 +152,9 @@ class Genomes:
         i = rng.integers(0, t.n_ops, len(rows))
         pick = (rng.random(len(rows)) * t.n_choices[i]).astype(np.int64)
         src_unit = t.c_unit[i, c[rows, i]]
+        unit, scope = self._classwise(c[rows], t.c_unit[i, pick], t.c_scope[i, pick], rng)
         r, col = np.nonzero(t.c_unit[np.arange(t.n_ops), c[rows]] == src_unit[:, None])
-        self._set(c, rows, r, col, t.c_unit[i, pick][r], t.c_scope[i, pick][r])
+        self._set(c, rows, r, col, unit[r], scope[r])
 
     def _mode(self, c, m, rows, rng, *_):
         if not self.space.n_edges:

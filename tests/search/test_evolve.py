@@ -92,3 +92,30 @@ def test_unique_keeps_the_best_of_each_key_in_score_order_without_excluded_ones(
         want = plain(s, keys, exclude)
         assert c[:, 0].tolist() == want and got_keys == [keys[i] for i in want]
         assert (np.diff(score) >= 0).all() and not set(got_keys) & exclude
+
+
+def test_mutations_pick_a_used_unit_of_a_class_or_a_new_one_equally():
+    """Parents use one accelerator of four interchangeable ones: a point mutation onto the
+    class lands on it or on a new one about equally often (a unit id would make "new" 3 in
+    4), and children are canonical (a new accelerator is the second)."""
+    from autoplace.frontend.tarnawski import load_instance
+
+    space = SearchSpace(*load_instance("ops-bert_l-3"))
+    cpu, fpga0 = space.profile.unit_index["cpu"], space.profile.unit_index["fpga0"]
+    ops = np.arange(space.n_ops)
+    choice = space.choice_index(ops, [cpu] * space.n_ops, [0] * space.n_ops)[None, :]
+    choice[0, :40] = space.choice_index(ops[:40], [fpga0] * 40,
+                                        [space.profile.scope_index["mem0"]] * 40)
+    choice = space.canonical_choice(choice)
+    mode = np.zeros((1, space.n_edges), dtype=np.int64)
+    genomes, rng = Genomes(space), np.random.default_rng(0)
+    c, m = choice.repeat(4000, axis=0), mode.repeat(4000, axis=0)
+    genomes._point(c, m, np.arange(4000), rng)
+    c = space.canonical_choice(c)
+    units = space.c_unit[ops, c]
+    changed = (c != choice).any(axis=1)
+    new = (units == fpga0 + 1).any(axis=1)
+    onto_class = changed & ((units != cpu) & (space.c_unit[ops, choice] == cpu)).any(axis=1)
+    assert not (units > fpga0 + 1).any()  # canonical: no third accelerator
+    share = new[onto_class].mean()
+    assert 0.4 < share < 0.6, share
