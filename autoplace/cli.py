@@ -253,8 +253,13 @@ def _report(result, log_path: str, worker: bool = False) -> None:
 
 
 def _next_steps(args, log_path: str) -> None:
-    print(f"next: autoplace best {log_path}  |  autoplace report {log_path} --out report/  |  "
-          f"autoplace compile {args.model} --hw {args.hw} --log {log_path} -o model.so")
+    """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
+    or an ONNX file, not an op graph JSON, which has no kernels)."""
+    steps = [f"autoplace best {log_path}", f"autoplace report {log_path} --out report/"]
+    if not str(args.model).lower().endswith(".json"):
+        steps.append(f"autoplace compile {args.model} --hw {args.hw} --log {log_path} "
+                     "-o model.so")
+    print("next: " + "  |  ".join(steps))
 
 
 def cmd_best(args) -> int:

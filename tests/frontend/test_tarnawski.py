@@ -130,13 +130,16 @@ def test_a_malformed_instance_is_one_line_naming_the_key(edit, where):
     assert message.startswith("bad.json: ") and where in message and "\n" not in message
 
 
-def test_import_instance_writes_a_graph_and_profile_the_tuner_takes(tmp_path):
+def test_import_instance_writes_a_graph_and_profile_the_tuner_takes(tmp_path, capsys):
     from autoplace.cli import main
 
     assert main(["import-instance", "layers-bert24", "--out", str(tmp_path)]) == 0
     assert main(["tune", str(tmp_path / "layers-bert24.json"), "--hw",
                  str(tmp_path / "layers-bert24.toml"), "--trials", "40", "--no-progress",
                  "--log", str(tmp_path / "log.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "next: autoplace best" in out and "autoplace compile" not in out  # no kernels
+    assert "not calibrated" not in out  # its times are measured
     rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     lat = np.array([r["latency_s"] for r in rows if r.get("latency_s") is not None])
     assert len(rows) >= 40 and np.isfinite(lat).all()
