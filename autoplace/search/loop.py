@@ -305,17 +305,19 @@ class Tuner:
 
     def _descent_starts(self):
         """``(key, choice, mode)`` of the descent starts, in order: the job's best measured
-        genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`,
-        best first), then HEFT's placement once measured (a basin of its own: steepest
-        descent from it alone beat the tuner in 7 of 36 runs of bench_hill)."""
+        genome, HEFT's placement once measured (a basin of its own: steepest descent from
+        it alone beat the tuner in 7 of 36 runs of bench_hill), then the next best measured
+        genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`)."""
         done = sorted((lat, k) for k, lat in self.seen.items() if lat is not None)
-        near = [k for lat, k in done[:DESCENT_STARTS] if lat <= done[0][0] * (1 + RESTART_SLACK)]
+        if not done:
+            return
         if self._heft is None:
             choice, mode = self.space.canonical(*(x[None, :] for x in heft_genome(self.space)))
             self._heft = self.space.keys(choice, mode)[0]
-        if self.seen.get(self._heft) is not None and self._heft not in near:
-            near.append(self._heft)
-        for key in near:
+        starts = [done[0][1]] + ([self._heft] if self.seen.get(self._heft) is not None else [])
+        starts += [k for lat, k in done[1:DESCENT_STARTS]
+                   if lat <= done[0][0] * (1 + RESTART_SLACK)]
+        for key in dict.fromkeys(starts):
             yield (key, *self.space.from_key(key))
 
     def _remaining(self) -> int:
