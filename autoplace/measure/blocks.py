@@ -147,8 +147,9 @@ def _depths(unit, slot, n_blocks, in_ptr, in_idx, src, n, depth):  # pragma: no 
 
 @numba.njit(cache=True, nogil=True)
 def _label(unit, slot, depth, n, key, node):  # pragma: no cover - compiled
-    """Node ids ``0 ..`` of each op: its own for a parallel unit's op; one per piece (ops
-    of equal depth) of a block unit. Returns the number of nodes."""
+    """Node ids ``0 ..`` of each op: its own for a parallel unit's op; one per depth of a
+    block unit's ops (a single one, the unit's block, unless its ops are not contiguous).
+    Returns the number of nodes."""
     width = n + 2
     for i in range(n):
         k = slot[unit[i]]
@@ -201,7 +202,7 @@ def _order(node, n_nodes, src, dst, n, head, nxt, indeg, out_ptr, out_idx,
 @numba.njit(cache=True, nogil=True)
 def _node_end(x, members, slot, unit, dur, node, end, secs, src, dst, in_ptr, in_idx, out_ptr,
               out_idx, n, stamp, worst, busy):  # pragma: no cover - compiled
-    """End of node ``x`` (an op on a parallel unit, or a piece), its inputs' nodes done."""
+    """End of node ``x`` (an op on a parallel unit, or a block), its inputs' nodes done."""
     if slot[unit[members[0]]] < 0:  # a parallel op: inputs arrive at their node's end,
         i = members[0]  # plus their transfer from another parallel op
         start = 0.0
