@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autoplace.graph import topological_order
 from autoplace.heft import heft
 from autoplace.space import Placement, SearchSpace
 
@@ -91,34 +92,11 @@ def inseparable_blocks(space: SearchSpace) -> list[np.ndarray]:
     graph = csr_matrix((np.ones(space.n_edges), (rep[space.src], rep[space.dst])), shape=(n, n))
     _, comp = connected_components(graph, directed=True, connection="strong")
     comp = comp[rep]
-    return [np.flatnonzero(comp == c) for c in _topological(comp, space.src, space.dst)]
-
-
-def _topological(comp: np.ndarray, src: np.ndarray, dst: np.ndarray) -> list[int]:
-    """The components in a topological order of the edges between them, the one with the
-    smallest op first among the ready ones."""
-    import heapq
-
-    first = {}
+    first: dict[int, int] = {}
     for i, c in enumerate(comp.tolist()):
-        first.setdefault(c, i)
-    pairs = {(a, b) for a, b in zip(comp[src].tolist(), comp[dst].tolist()) if a != b}
-    indeg = dict.fromkeys(first, 0)
-    succ: dict[int, list[int]] = {c: [] for c in first}
-    for a, b in pairs:
-        succ[a].append(b)
-        indeg[b] += 1
-    ready = [(first[c], c) for c, d in indeg.items() if d == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, c = heapq.heappop(ready)
-        order.append(c)
-        for d in succ[c]:
-            indeg[d] -= 1
-            if not indeg[d]:
-                heapq.heappush(ready, (first[d], d))
-    return order
+        first.setdefault(c, i)  # each component's first op in program order: its priority
+    order = topological_order(first, zip(comp[space.src].tolist(), comp[space.dst].tolist()))
+    return [np.flatnonzero(comp == c) for c in order]
 
 
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:

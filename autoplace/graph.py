@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import heapq
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +158,32 @@ class Edge:
         if self.src >= self.dst:
             raise GraphError(f"edge {self.src}->{self.dst}: src < dst must hold "
                              "(ops are in topological order)")
+
+
+def topological_order(priority: Mapping, edges: Iterable[tuple]) -> list | None:
+    """The keys of ``priority`` in a topological order of ``edges`` (``(a, b)``: ``a``
+    first; repeats and self-loops ignored), the ready key of lowest priority first (so the
+    order is deterministic); None if the edges have a cycle."""
+    rank = {node: (p, i) for i, (node, p) in enumerate(priority.items())}
+    succ: dict = {node: set() for node in rank}
+    for a, b in edges:
+        if a != b:
+            succ[a].add(b)
+    indeg = dict.fromkeys(rank, 0)
+    for nexts in succ.values():
+        for b in nexts:
+            indeg[b] += 1
+    ready = [(rank[n], n) for n, d in indeg.items() if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, n = heapq.heappop(ready)
+        order.append(n)
+        for m in succ[n]:
+            indeg[m] -= 1
+            if not indeg[m]:
+                heapq.heappush(ready, (rank[m], m))
+    return order if len(order) == len(rank) else None
 
 
 def _op_dict(op: Op) -> dict:

@@ -23,7 +23,7 @@ import math
 import numbers
 from pathlib import Path
 
-from autoplace.graph import Edge, GraphError, Op, OpGraph
+from autoplace.graph import Edge, GraphError, Op, OpGraph, topological_order
 from autoplace.profile import CopyPath, Profile, Scope, Unit
 
 #: the instances shipped with autoplace (their latency inputs), by name
@@ -63,7 +63,10 @@ def convert(data: object, *, name: str, source: str) -> tuple[OpGraph, Profile]:
     """The graph and profile of an instance's JSON data (errors name ``source`` and key)."""
     reader = _Reader(source)
     nodes, edges = reader.instance(data)
-    order = _topological(nodes, edges, source)
+    order = topological_order({n: n for n in nodes},
+                              ((e["sourceId"], e["destId"]) for e in edges))
+    if order is None:
+        raise GraphError(f"{source}: edges: the graph has a cycle")
     graph = _graph(name, nodes, edges, order)
     return graph, _profile(name, reader.fpgas, reader.max_size, source)
 
@@ -133,31 +136,6 @@ class _Reader:
                 raise self.error(f"{where}.{key}", f"no node with id {e.get(key)!r}")
         self.number(e, "cost", where)
         return e
-
-
-def _topological(nodes: dict[int, dict], edges: list[dict], source: str) -> list[int]:
-    """Node ids in a topological order, the smallest ready id first (deterministic)."""
-    import heapq
-
-    succ: dict[int, set[int]] = {n: set() for n in nodes}
-    indeg = dict.fromkeys(nodes, 0)
-    for e in edges:
-        if e["destId"] not in succ[e["sourceId"]]:
-            succ[e["sourceId"]].add(e["destId"])
-            indeg[e["destId"]] += 1
-    ready = [n for n, d in indeg.items() if d == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        n = heapq.heappop(ready)
-        order.append(n)
-        for m in succ[n]:
-            indeg[m] -= 1
-            if not indeg[m]:
-                heapq.heappush(ready, m)
-    if len(order) != len(nodes):
-        raise GraphError(f"{source}: edges: the graph has a cycle")
-    return order
 
 
 def _graph(name: str, nodes: dict[int, dict], edges: list[dict], order: list[int]) -> OpGraph:

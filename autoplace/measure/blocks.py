@@ -361,11 +361,8 @@ class BlockReference:
     def _op(self, run, i: int, unit: str, start: float) -> float:
         op = self.g.ops[i]
         scope = run.p.ops[op.name][1]
-        weights = run.p.weights.get(op.name, "streamed")
-        choice = self.space.choice_of(i, unit, scope, weights)
-        if choice < 0:
-            choice = self.space.choice_of(i, unit, scope)
-        end = start + float(self.space.c_dur[i, choice])
+        end = start + self.space.seconds_of(i, unit, scope,
+                                            run.p.weights.get(op.name, "streamed"))
         run.busy[unit] = run.busy.get(unit, 0.0) + end - start
         if run.record:
             run.events.append(Event(kind="op", name=op.name, resource=unit, start=start, end=end,

@@ -182,12 +182,6 @@ class Simulator(Measurer):
         latency = self._blocks.schedule(run) if self._blocks else self._schedule(run)
         return self._result(run, latency)
 
-    def _duration(self, i: int, unit: str, scope: str, weights: str) -> float:
-        choice = self.space.choice_of(i, unit, scope, weights)
-        if choice < 0:  # the default scope: resident and streamed weights are one choice
-            choice = self.space.choice_of(i, unit, scope)
-        return float(self.space.c_dur[i, choice])
-
     def _schedule(self, run: _Run) -> float:
         g, p, space = self.graph, run.p, self.space
         finish: list[float] = []
@@ -207,7 +201,7 @@ class Simulator(Measurer):
                     last_use[src] = max(last_use[src], read_done)
                 ready = max(ready, arrive)
             weights = p.weights.get(op.name, "streamed")
-            start, end = run.occupy(unit, ready, self._duration(i, unit, scope, weights))
+            start, end = run.occupy(unit, ready, self.space.seconds_of(i, unit, scope, weights))
             finish.append(end)
             result = scope == self.profile.default_scope and not space.out_edges[i]
             outputs.append([scope, 0 if result else op.output_bytes, start, None])

@@ -78,22 +78,14 @@ class Genomes:
             return units, scopes
         on = t.c_unit[np.arange(t.n_ops), parents]
         for sym in t.symmetries:
-            pos = np.full(len(t.units), -1, dtype=np.int64)
-            pos[sym.units] = np.arange(len(sym.units))
-            member = pos[units]
-            if not (member >= 0).any():
+            moved = sym.member[units] >= 0
+            if not moved.any():
                 continue
-            k = pos[on].max(axis=1) + 1  # units of the class the row uses
+            k = sym.member[on].max(axis=1) + 1  # units of the class the row uses
             draw = np.minimum((rng.random(len(units)) * (k + 1)).astype(np.int64),
                               len(sym.units) - 1)
-            slot = np.full(len(t.scopes), -1, dtype=np.int64)
-            for p in range(sym.private.shape[1]):
-                slot[sym.private[:, p]] = p
-            private = slot[scopes]
-            moved = member >= 0
             units = np.where(moved, sym.units[draw], units)
-            scopes = np.where(moved & (private >= 0), sym.private[draw, np.maximum(private, 0)]
-                              if sym.private.size else scopes, scopes)
+            scopes = np.where(moved, sym.moved(draw, scopes), scopes)
         return units, scopes
 
     def _follow(self, c, m, rows, rng, *_):

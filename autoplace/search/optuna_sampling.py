@@ -14,7 +14,7 @@ import optuna
 
 from autoplace.search.guided import GuidedProposer
 from autoplace.search.params import distributions, to_genome, to_params
-from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.search.strategy import Proposal, SearchStrategy, fastest
 from autoplace.space import SearchSpace
 
 #: attempts at a random one-parameter mutation not measured yet
@@ -65,11 +65,7 @@ class OptunaSampling(SearchStrategy):
             return
         choice, mode = self.space.canonical(proposal.choice, proposal.mode)
         self.seen.update(self.space.keys(choice, mode))
-        ok = np.flatnonzero(~np.isnan(latency))
-        if len(ok):
-            i = ok[np.argmin(latency[ok])]
-            if self.best is None or latency[i] < self.best[0]:
-                self.best = (float(latency[i]), choice[i], mode[i])
+        self.best = fastest(self.best, choice, mode, latency)
         if self.proposer is not None:
             self.proposer.observe(choice, mode, latency)
 

@@ -49,6 +49,19 @@ class Proposal:
                         trials=tuple(self.trials[i] for i in rows) if self.trials else ())
 
 
+def fastest(best: tuple | None, choice: np.ndarray, mode: np.ndarray,
+            latency: np.ndarray) -> tuple | None:
+    """``best`` (``(latency, choice, mode)`` or None), or the fastest measured row of a batch
+    (``latency`` NaN: failed) where it is faster."""
+    ok = np.flatnonzero(~np.isnan(latency))
+    if not len(ok):
+        return best
+    i = ok[np.argmin(latency[ok])]
+    if best is not None and not latency[i] < best[0]:
+        return best
+    return float(latency[i]), choice[i].copy(), mode[i].copy()
+
+
 class SearchStrategy(ABC):
     """Proposes candidates and learns from their measurements."""
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from autoplace.heft import heft_genome
 from autoplace.search.descent import Descent, apply_moves, move_list
-from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.search.strategy import Proposal, SearchStrategy, fastest
 from autoplace.space import SearchSpace
 
 #: moves drawn per candidate wanted (some are measured already, or equal to another)
@@ -73,11 +73,7 @@ class _FromTheBest(SearchStrategy):
             return
         choice, mode = self.space.canonical(proposal.choice, proposal.mode)
         self.measured.update(self.space.keys(choice, mode))
-        ok = np.flatnonzero(~np.isnan(latency))
-        if len(ok):
-            i = ok[np.argmin(latency[ok])]
-            if self.best is None or latency[i] < self.best[0]:
-                self.best = (float(latency[i]), choice[i].copy(), mode[i].copy())
+        self.best = fastest(self.best, choice, mode, latency)
 
     def state(self) -> dict:
         return {"rng": self.rng.bit_generator.state}

@@ -58,7 +58,7 @@ class CanonicalForms:
         unit, scope = self.c_unit[ops, choice], self.c_scope[ops, choice]
         new_unit, new_scope = unit, scope
         for sym in self.symmetries:
-            new_unit, new_scope = relabel(sym, new_unit, new_scope, len(self.scopes))
+            new_unit, new_scope = relabel(sym, new_unit, new_scope)
         if (new_unit == unit).all():
             return choice
         out = self.choice_index(ops, new_unit, new_scope, self.c_resident[ops, choice])

@@ -58,10 +58,22 @@ def unit_classes(profile: Profile) -> np.ndarray:
 class Symmetry:
     """A class of units any relabelling of which leaves every cost unchanged: ``units`` (in
     profile order) and ``private[m, p]``, the ``p``-th private scope of the ``m``-th unit
-    (a scope only it can access; the ``p``-th ones of all units are alike)."""
+    (a scope only it can access; the ``p``-th ones of all units are alike). ``member[u]``:
+    unit ``u``'s position in ``units`` (-1: not one of them); ``slot[s]``: which private
+    scope ``s`` is (-1: none of theirs)."""
 
     units: np.ndarray
     private: np.ndarray
+    member: np.ndarray
+    slot: np.ndarray
+
+    def moved(self, to: np.ndarray, scope: np.ndarray) -> np.ndarray:
+        """``scope`` of ops moved to the units at positions ``to``: a private scope becomes
+        the same private scope of the new unit; any other stays."""
+        private = self.slot[scope]
+        if not self.private.size:
+            return scope
+        return np.where(private >= 0, self.private[to, np.maximum(private, 0)], scope)
 
 
 def symmetries(profile: Profile, classes: np.ndarray) -> list[Symmetry]:
@@ -79,7 +91,12 @@ def symmetries(profile: Profile, classes: np.ndarray) -> list[Symmetry]:
         if len(members) > 1:
             private = _private_scopes(profile, members, paths)
             if private is not None:
-                out.append(Symmetry(units=members, private=private))
+                member = np.full(len(profile.units), -1, dtype=np.int64)
+                member[members] = np.arange(len(members))
+                slot = np.full(len(profile.scopes), -1, dtype=np.int64)
+                for p in range(private.shape[1]):
+                    slot[private[:, p]] = p
+                out.append(Symmetry(units=members, private=private, member=member, slot=slot))
     return out
 
 
@@ -122,16 +139,13 @@ def _path_signature(c, own: list[str]) -> tuple:
     return (own.index(mine), outward, other, c.bandwidth_bps, c.latency_s, c.modes)
 
 
-def relabel(sym: Symmetry, unit: np.ndarray, scope: np.ndarray,
-            n_scopes: int) -> tuple[np.ndarray, np.ndarray]:
+def relabel(sym: Symmetry, unit: np.ndarray, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(unit, scope)`` per op (``[B, ops]``) with the symmetry's units renamed in order of
     first use: the first op on any of them gets its first unit, and so on; an op's private
     scope becomes the same private scope of its new unit."""
     B, n = unit.shape
     m = len(sym.units)
-    pos = np.full(int(max(sym.units.max(), unit.max(initial=0))) + 1, -1, dtype=np.int64)
-    pos[sym.units] = np.arange(m)
-    member = pos[unit]
+    member = sym.member[unit]
     first = np.full((B, m), n, dtype=np.int64)
     rows, cols = np.nonzero(member >= 0)
     np.minimum.at(first, (rows, member[rows, cols]), cols)
@@ -139,12 +153,6 @@ def relabel(sym: Symmetry, unit: np.ndarray, scope: np.ndarray,
     np.put_along_axis(rank, np.argsort(first, axis=1, kind="stable"),
                       np.arange(m)[None, :].repeat(B, axis=0), axis=1)
     new_pos = np.take_along_axis(rank, np.maximum(member, 0), axis=1)
-    slot = np.full(n_scopes, -1, dtype=np.int64)
-    for p in range(sym.private.shape[1]):
-        slot[sym.private[:, p]] = p
-    kept = (member < 0)
-    new_unit = np.where(kept, unit, sym.units[new_pos])
-    private = slot[scope]
-    moved_scope = sym.private[new_pos, np.maximum(private, 0)] if sym.private.size else scope
-    new_scope = np.where(kept | (private < 0), scope, moved_scope)
-    return new_unit, new_scope
+    kept = member < 0
+    return (np.where(kept, unit, sym.units[new_pos]),
+            np.where(kept, scope, sym.moved(new_pos, scope)))

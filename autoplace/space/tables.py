@@ -201,6 +201,14 @@ class ChoiceTables:
         j = int(self.choice_index([op], [u], [s], [WEIGHT_MODES.index(weights)])[0])
         return j if j >= 0 and self.c_resident[op, j] == WEIGHT_MODES.index(weights) else -1
 
+    def seconds_of(self, op: int, unit: str, scope: str, weights: str) -> float:
+        """Op ``op``'s time on named ``unit`` writing ``scope`` with ``weights`` placed so (in
+        the default scope, resident and streamed weights are one choice)."""
+        choice = self.choice_of(op, unit, scope, weights)
+        if choice < 0:
+            choice = self.choice_of(op, unit, scope)
+        return float(self.c_dur[op, choice])
+
     @functools.cached_property
     def op_choices(self) -> list[list[tuple[str, str, str]]]:
         """Each op's choices by name, ``(unit, scope, weights)`` (built on first use: big
