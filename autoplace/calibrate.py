@@ -32,6 +32,7 @@ import numpy as np
 from autoplace.deploy import build
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
+from autoplace.deploy.schedule import cores, parallel_outer, threads_for, use_threads
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
@@ -113,7 +114,8 @@ def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
     import tvm
 
     funcs = sorted({op.func or op.name for op in graph.ops})
-    kmod = tvm.IRModule({f: mod[f].with_attr("global_symbol", f) for f in funcs})
+    scheduled = parallel_outer if cores(target) > 1 else (lambda pf: pf)  # as in a build
+    kmod = tvm.IRModule({f: scheduled(mod[f]).with_attr("global_symbol", f) for f in funcs})
     lib = session.load(tvm.compile(kmod, target=target), workdir, f"kernels-{graph.name}")
     dev = session.device(int(target.get_target_device_type()), 0)
     rng = np.random.default_rng(seed)
@@ -146,6 +148,8 @@ def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Sess
     from autoplace.models import load_module
 
     target = unit_target(profile.unit(unit), profile)
+    if session.remote is None:
+        use_threads(threads_for(profile))  # as the local measurer's runner
     kernels, whole, ops = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="autoplace-cal-") as tmp:
         for name in models:

@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     from autoplace.search.config import SAMPLERS
+    from autoplace.search.guided import COST_MODELS
 
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
     t.set_defaults(run=cmd_tune)
@@ -75,13 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evolve: model-guided evolution; tpe/random: Optuna's samplers; hill, "
                         "steepest: random-mutation hill climbing and steepest descent from "
                         "HEFT (yardsticks)")
-    t.add_argument("--cost-model", choices=("xgb", "analytic", "none"), default="xgb",
-                   help="rank candidates with XGBoost, the analytic estimate, or not at all")
+    t.add_argument("--cost-model", choices=COST_MODELS, default="xgb",
+                   help="rank candidates with the simulator plus a residual learned by "
+                        "XGBoost, the simulator alone, the analytic estimate, or not at all")
     t.add_argument("--candidates", type=positive_int, default=512,
                    help="candidates the cost model ranks per round (evolve)")
     t.add_argument("--descent", type=share, default=0.125, metavar="SHARE",
                    help="share of --trials at the end (at least two rounds) in which the best "
-                        "is first made a one-op local optimum under the simulator; 0: none")
+                        "is first made a one-op local optimum (moves ranked by the simulator, "
+                        "or by the cost model with a measurer other than the simulator); 0: "
+                        "none")
     t.add_argument("--warm-start", nargs="+", default=[], metavar="FILE",
                    help="earlier tuning logs (.jsonl) of this profile, and/or one saved "
                         "cost model (.json/.ubj), to start the cost model from")
@@ -233,8 +237,9 @@ def _report(result, log_path: str, worker: bool = False) -> None:
         print(f"this worker measured {result.measured}; the study's best over every "
               "worker's log: autoplace best LOG [LOG ...]")
     if result.interrupted:
-        print(f"interrupted: {result.measured} candidates of this run are in {log_path}; "
-              "run the same command with --resume to continue")
+        done = "; the best was made a one-op local optimum first" if result.polished else ""
+        print(f"interrupted: {result.measured} candidates of this run are in {log_path}"
+              f"{done}; run the same command with --resume to continue")
     if result.best is None:
         print("no feasible placement found")
         return

@@ -1,21 +1,23 @@
 """Cost models: predict a placement's latency from features, so the search measures less.
 
-Features (:class:`Featurizer`, docs/cost_model.md) are cheap analytic quantities of a
-placement on its graph and profile, computed for a whole batch with numpy (the copies and
-the critical path in compiled kernels): per-unit busy time, DMA engine busy time, copy time
-and bytes by mode, the contention-free critical path, unit switches, scope pressure. Times
-are divided by the graph's critical-path bound and counts by the graph's size, so that one
-model serves every graph of a profile (warm start from other graphs' logs). Column 0,
-``log_estimate``, is the log of the analytic estimate ``max(critical path, busiest unit,
-busiest DMA engine)`` over the bound.
+Features (:class:`Featurizer`, docs/cost_model.md) are cheap quantities of a placement on
+its graph and profile, computed for a whole batch with numpy and compiled kernels: the
+batch simulator's latency, per-unit busy time, DMA engine busy time, copy time and bytes by
+mode, the contention-free critical path, unit switches, scope pressure. Times are divided by
+the graph's critical-path bound and counts by the graph's size, so that one model serves
+every graph of a profile (warm start from other graphs' logs). Column 0, ``log_simulated``,
+is the log of the simulator's latency over the bound (the profile's simulator: calibrated
+when the profile is); column 1, ``log_estimate``, the analytic estimate ``max(critical path,
+busiest unit, busiest DMA engine)`` over the bound.
 
 Targets are ``log(latency / bound)``. :class:`XGBCostModel` boosts trees on the *residual*
-to the analytic estimate (XGBoost's ``base_margin``), so an untrained or barely trained
-model already ranks by the estimate, and training only learns what the estimate misses
-(contention, program-order stalls, memory). :class:`AnalyticCostModel` is the estimate
-alone. Both follow scikit-learn's contract: ``__init__`` stores settings, ``fit`` returns
-``self``, learned state ends in ``_``, ``predict`` before ``fit`` raises
-:class:`NotFittedError`. Models are saved with XGBoost's own JSON/UBJ format.
+to the simulator (XGBoost's ``base_margin``), so an untrained or barely trained model
+already ranks as the simulator does, and training learns only what the simulator misses on
+the measurer (with the simulator as the measurer: nothing). :class:`SimulatorCostModel` is
+the simulator alone, :class:`AnalyticCostModel` the analytic estimate alone. All follow
+scikit-learn's contract: ``__init__`` stores settings, ``fit`` returns ``self``, learned
+state ends in ``_``, ``predict`` before ``fit`` raises :class:`NotFittedError`. Models are
+saved with XGBoost's own JSON/UBJ format.
 """
 
 from __future__ import annotations
@@ -27,17 +29,21 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from autoplace.measure.batch import simulate_batch
 from autoplace.space import ASYNC, SearchSpace
 
 #: Feature names, in column order (docs/cost_model.md explains each).
 FEATURES = (
-    "log_estimate", "log_critical_path", "log_busiest_unit", "log_second_unit",
+    "log_simulated", "log_estimate", "log_critical_path", "log_busiest_unit", "log_second_unit",
     "log_busiest_dma", "log_host", "log_total_busy", "parallelism", "busiest_share",
     "log_sync_copy", "log_async_copy", "sync_bytes", "async_bytes", "crossing_edges",
     "unit_switches", "units_used", "ops_off_default", "log_launch", "scope_pressure",
     "buffer_pressure", "no_route",
 )
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2  # 2: log_simulated, the residual's base, first
+#: the column the learned model's residual is over (the simulator's log latency)
+BASE = FEATURES.index("log_simulated")
+ESTIMATE = FEATURES.index("log_estimate")
 FAIL_PENALTY = 1.0  # a failure's target: its estimate's + this (a factor e in latency)
 _EPS = 1e-3  # floor of time ratios before the log (a term that is 0 stays finite)
 
@@ -84,8 +90,10 @@ class Featurizer:
         est = np.maximum(np.maximum(cp, ranked[:, 0]), dma.max(axis=1, initial=0.0))
         total = busy.sum(axis=1)
         log = self._log
+        simulated = simulate_batch(t, choice, mode).latency
+        simulated = np.where(np.isfinite(simulated), log(simulated), log(est))
         feats = [
-            log(est), log(cp), log(ranked[:, 0]),
+            simulated, log(est), log(cp), log(ranked[:, 0]),
             log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
             log(dma.max(axis=1, initial=0.0)), log(busy[:, t.host]), log(total),
             total / np.maximum(est, 1e-30), ranked[:, 0] / np.maximum(total, 1e-30),
@@ -111,14 +119,14 @@ class Featurizer:
     def targets(self, latency_s: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Training targets ``log(latency / bound)`` of the rows of ``X``.
 
-        A failed candidate (latency NaN) gets its own estimate's target plus
-        :data:`FAIL_PENALTY`: ranked well below where the estimate puts it, while the
+        A failed candidate (latency NaN) gets its simulated target plus
+        :data:`FAIL_PENALTY`: ranked well below where the simulator puts it, while the
         residual the model learns stays bounded.
         """
         lat = np.asarray(latency_s, dtype=np.float64)
         ok = ~np.isnan(lat)
         y = np.log(np.where(ok, lat, 1.0) / self.reference)
-        return np.where(ok, y, np.asarray(X)[:, 0] + FAIL_PENALTY)
+        return np.where(ok, y, np.asarray(X)[:, BASE] + FAIL_PENALTY)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -174,7 +182,8 @@ def _op_sums(unit, scope, dur, out_bytes, capacity, src, dst, default, n_units,
 class CostModel(ABC):
     """Predicts ``log(latency / bound)`` of placements from their features (lower is better).
 
-    ``X`` is a :class:`Featurizer` matrix; column 0 is the analytic log-estimate.
+    ``X`` is a :class:`Featurizer` matrix; column :data:`BASE` is the simulator's log
+    latency, column :data:`ESTIMATE` the analytic one.
     """
 
     @abstractmethod
@@ -186,17 +195,31 @@ class CostModel(ABC):
         """Predicted targets of ``X``'s rows."""
 
 
-class AnalyticCostModel(CostModel):
-    """The analytic estimate alone (feature 0); ``fit`` learns nothing but is required."""
+class _OneColumn(CostModel):
+    """A column of the features as the prediction; ``fit`` learns nothing but is required."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> AnalyticCostModel:
+    column = BASE
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _OneColumn:
         self.n_features_in_ = _check(X, y).shape[1]
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         if not hasattr(self, "n_features_in_"):
-            raise NotFittedError("AnalyticCostModel.predict called before fit")
-        return np.asarray(X, dtype=np.float64)[:, 0]
+            raise NotFittedError(f"{type(self).__name__}.predict called before fit")
+        return np.asarray(X, dtype=np.float64)[:, self.column]
+
+
+class SimulatorCostModel(_OneColumn):
+    """The simulator alone (feature ``log_simulated``)."""
+
+    column = BASE
+
+
+class AnalyticCostModel(_OneColumn):
+    """The analytic estimate alone (feature ``log_estimate``)."""
+
+    column = ESTIMATE
 
 
 def _check(X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
@@ -209,7 +232,7 @@ def _check(X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
 
 
 class XGBCostModel(CostModel):
-    """Gradient-boosted trees (XGBoost) on the residual to the analytic estimate.
+    """Gradient-boosted trees (XGBoost) on the residual to the simulator (column :data:`BASE`).
 
     ``init_model`` (a file written by :meth:`save`) warm-starts every ``fit``: its trees are
     kept and ``n_estimators`` more are boosted on the new data. Training is single-threaded
@@ -237,10 +260,10 @@ class XGBCostModel(CostModel):
             raise CostModelError(f"n_estimators > 0 must hold, got {self.n_estimators}")
         init = _load_booster(self.init_model) if self.init_model is not None else None
         with xgb.config_context(nthread=1):  # threads cost more than they save at this size
-            data = xgb.DMatrix(X, label=np.asarray(y, dtype=np.float64), base_margin=X[:, 0])
+            data = xgb.DMatrix(X, label=np.asarray(y, dtype=np.float64), base_margin=X[:, BASE])
             self.booster_ = xgb.train(self._params(), data,
                                       num_boost_round=self.n_estimators, xgb_model=init)
-        residual = np.asarray(y, dtype=np.float64) - X[:, 0]
+        residual = np.asarray(y, dtype=np.float64) - X[:, BASE]
         self.residual_range_ = (float(residual.min(initial=0.0)),
                                 float(residual.max(initial=0.0)))
         self.n_features_in_ = X.shape[1]
@@ -255,11 +278,11 @@ class XGBCostModel(CostModel):
         import xgboost as xgb
 
         with xgb.config_context(nthread=1):
-            raw = np.asarray(self.booster_.inplace_predict(X, base_margin=X[:, 0]),
+            raw = np.asarray(self.booster_.inplace_predict(X, base_margin=X[:, BASE]),
                              dtype=np.float64)
         # boosted trees can add up to corrections no training row had; don't extrapolate
         low, high = self.residual_range_
-        return X[:, 0] + np.clip(raw - X[:, 0], low, high)
+        return X[:, BASE] + np.clip(raw - X[:, BASE], low, high)
 
     def save(self, path: str | Path) -> None:
         """Write the model in XGBoost's format (``.json`` or ``.ubj``), with the features."""

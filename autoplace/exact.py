@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autoplace.measure.batch import fitting as fits_profile
 from autoplace.measure.batch import simulate_batch
 from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, PlacementError, SearchSpace
@@ -163,8 +164,7 @@ class _Search:
             full = np.concatenate([c, np.repeat(pad, len(c), axis=0)], axis=1)
             out = simulate_batch(self.space, full, m, prefix=k + 1, finish=True)
             self.nodes += len(c)
-            ok = ~out.no_route & ~out.not_contiguous & \
-                (out.peak <= self.t.capacity[None, :]).all(axis=1)
+            ok = fits_profile(self.space, out)
             if k == self.t.n_ops - 1:
                 self._improve(ok, out.latency, c, m)
             bound = (out.finish + self.tail[None, :k + 1]).max(axis=1)
@@ -225,6 +225,4 @@ def _latency(space: SearchSpace, placement: Placement) -> float:
     if space.check(placement):
         return np.inf
     out = simulate_batch(space, choice, mode)
-    fits = (out.peak[0] <= space.capacity).all() and not out.no_route[0] \
-        and not out.not_contiguous[0]
-    return float(out.latency[0]) if fits else np.inf
+    return float(out.latency[0]) if fits_profile(space, out)[0] else np.inf

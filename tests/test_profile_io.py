@@ -332,8 +332,9 @@ def test_bundled_profile_accepts_every_op_kind(name: str) -> None:
 
 def test_host_profile() -> None:
     p = load_profile("host")
-    assert [u.name for u in p.units] == ["cpu"] and [s.name for s in p.scopes] == ["dram"]
+    assert [u.name for u in p.units] == ["cpu", "core"] and [s.name for s in p.scopes] == ["dram"]
     assert dict(p.unit("cpu").target) == {"kind": "llvm", "num-cores": 2}
+    assert dict(p.unit("core").target) == {"kind": "llvm", "num-cores": 1}
     assert p.copies == () and p.host == "cpu"
 
 

@@ -119,6 +119,9 @@ class Measurer(ABC):
 
     #: Short name written to the tuning log ("simulator", "local", "rpc").
     name: str = "measurer"
+    #: measuring costs no more than the simulator's prediction (the simulator itself): the
+    #: search then ranks moves by the simulator, not by a cost model learned from it
+    free: bool = False
 
     @abstractmethod
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:

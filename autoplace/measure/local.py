@@ -20,6 +20,7 @@ from tvm.support.popen_pool import PopenWorker
 
 from autoplace.deploy.pool import Artifact, BuildPool, first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, median, random_inputs
+from autoplace.deploy.schedule import threads_for, use_threads
 from autoplace.deploy.targets import BuildError, unit_target
 from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, Measurer, MeasureResult
@@ -28,8 +29,10 @@ from autoplace.profile import Profile
 from autoplace.space import Placement, SearchSpace
 
 
-def time_library(path: str, settings: dict, seed: int) -> dict:
-    """Load a built library here, time ``main`` on seeded random inputs (runner process)."""
+def time_library(path: str, settings: dict, seed: int, threads: int = 1) -> dict:
+    """Load a built library here, time ``main`` on seeded random inputs (runner process,
+    its thread pool ``threads`` wide)."""
+    use_threads(threads)
     try:
         loaded = Loaded(tvm.runtime.load_module(path))
         args = loaded.inputs(random_inputs(loaded.meta, seed))
@@ -172,8 +175,8 @@ class LocalMeasurer(BuildingMeasurer):
     def _run(self, art: Artifact) -> MeasureResult:
         settings = dataclasses.asdict(self.settings)
         try:
-            self._runner.send(time_library, (art.path, settings, self.seed),
-                              timeout=self.timeout)
+            self._runner.send(time_library, (art.path, settings, self.seed,
+                                             threads_for(self.profile)), timeout=self.timeout)
             res = self._runner.recv()
         except TimeoutError:
             return MeasureResult.failure(ErrorKind.TIMEOUT,

@@ -90,6 +90,7 @@ class Simulator(Measurer):
     """
 
     name = "simulator"
+    free = True
 
     def __init__(self, space: SearchSpace, *, timeline: bool = False):
         self.space, self.timeline = space, timeline

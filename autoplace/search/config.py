@@ -41,7 +41,8 @@ class TuneConfig:
     grace_s: float = 120.0
     #: tpe/random: share of each batch proposed as mutations of the best so far
     mutation_ratio: float = 0.5
-    #: "xgb" (learned), "analytic" (the features' estimate) or "none" (no ranking)
+    #: "xgb" (the simulator plus a learned residual), "simulator", "analytic" (the features'
+    #: estimate) or "none" (no ranking)
     cost_model: str = "xgb"
     #: evolve: candidates the model ranks per round (over three generations)
     candidates: int = 512
@@ -110,6 +111,8 @@ class TuneResult:
     measured: int
     log10_space: float
     interrupted: bool = False
+    #: interrupted, the best was made a one-op local optimum before stopping
+    polished: bool = False
     resumed: int = 0  # records of the job found in the log and the study before this run
     wall_s: float = 0.0  # whole job
     measure_s: float = 0.0  # inside the measurer; the rest is search overhead

@@ -2,8 +2,10 @@
 
 A *move* changes one thing of a genome: one op's choice (unit, scope, weight placement) or
 one copy's mode. From the best measured genome, :class:`Descent` ranks every move with a
-free model, the simulator (on the same profile: exact when the simulator is the measurer,
-the calibrated estimate otherwise), descends in it (steepest move after steepest move) until
+free model: the simulator when it is the measurer, otherwise (a costly measurer: the host,
+boards through RPC) the job's cost model, the simulator plus the residual it learned from
+the measurements (``predict``), so that only what the model predicts faster is measured.
+It descends in that model (steepest move after steepest move) until
 no move is predicted faster, and proposes where that ends, then the best first moves; never
 one the job measured. Measuring them and descending again from the new best ends at a genome
 none of whose moves is predicted faster: under the simulator, a one-op local optimum, found
@@ -20,7 +22,7 @@ every copy flip and a deterministic sample of op moves.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import numpy as np
 
@@ -93,17 +95,20 @@ class Descent:
     """Descends from the best genome in the free model and proposes where it ends
     (module docstring)."""
 
-    def __init__(self, space: SearchSpace, max_steps: int = MAX_STEPS):
+    def __init__(self, space: SearchSpace, max_steps: int = MAX_STEPS,
+                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
         self.space, self.max_steps = space, max_steps
+        #: genomes -> predicted latency (inf where one does not fit); default the simulator
+        self.predict = predict or (lambda choice, mode: predicted(space, choice, mode))
 
     def propose(self, choice: np.ndarray, mode: np.ndarray, n: int,
                 measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``n`` unmeasured genomes predicted faster than ``(choice, mode)``: where
         steepest descent in the simulator from it ends, then its best first moves; none
         when it is a one-op local optimum under the simulator."""
-        here = predicted(self.space, choice[None, :], mode[None, :])[0]
+        here = self.predict(choice[None, :], mode[None, :])[0]
         C, M = moves(self.space, choice, mode)
-        pred = predicted(self.space, C, M)
+        pred = self.predict(C, M)
         fresh = np.array([k not in measured for k in self.space.keys(C, M)], dtype=bool)
         better = np.flatnonzero((pred < here) & fresh)
         first = better[np.argsort(pred[better], kind="stable")]
@@ -124,7 +129,7 @@ class Descent:
         row; the others as they are. Returns the rows and which of them changed."""
         C, M = (x.copy() for x in self.space.canonical(choice, mode))
         changed = np.zeros(len(C), dtype=bool)
-        pred = predicted(self.space, C, M)
+        pred = self.predict(C, M)
         taken = set(self.space.keys(C, M))  # (and ``measured``, not copied)
         for i in np.flatnonzero((pred < bound) & ~fixed):
             c, m = self.descend(C[i], M[i], pred[i])
@@ -136,7 +141,7 @@ class Descent:
 
     def descend(self, choice: np.ndarray, mode: np.ndarray,
                 latency: float) -> tuple[np.ndarray, np.ndarray]:
-        """Steepest descent in the simulator from ``(choice, mode)`` (predicted ``latency``)
+        """Steepest descent in the model from ``(choice, mode)`` (predicted ``latency``)
         until no move is faster, or :attr:`max_steps` moves. After ranking every move, the
         next steps rank only the moves that were faster then (applied to the new genome);
         every move is ranked again when none of those is, and the descent ends only when
@@ -147,7 +152,7 @@ class Descent:
             full = promising is None or not len(promising[0])
             ops, vals = move_list(space, choice, mode) if full else promising
             C, M = apply_moves(space, choice, mode, ops, vals)
-            pred = predicted(space, C, M)
+            pred = self.predict(C, M)
             faster = np.flatnonzero(pred < latency)
             if not len(faster):
                 if full:

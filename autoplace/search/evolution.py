@@ -60,6 +60,9 @@ class ModelGuidedEvolution(SearchStrategy):
         if proposal.predicted is not None and self.rank_stats:
             self._round_stats(proposal.predicted)
 
+    def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
+        return self.proposer.estimate(choice, mode)
+
     def state(self) -> dict:
         return {"proposer": self.proposer.state(), "heft_pending": self._heft_pending}
 

@@ -15,12 +15,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoplace.cost_model import AnalyticCostModel, CostModel, Featurizer, XGBCostModel
+from autoplace.cost_model import (
+    BASE,
+    AnalyticCostModel,
+    CostModel,
+    Featurizer,
+    SimulatorCostModel,
+    XGBCostModel,
+)
 from autoplace.search.checkpoint import pack, unpack
 from autoplace.search.evolve import Genomes, evolve
 from autoplace.space import SearchSpace
 
-COST_MODELS = ("xgb", "analytic", "none")
+#: ``--cost-model`` values: learned (the simulator plus a learned residual), the simulator
+#: alone, the analytic estimate alone, none (random ranking)
+COST_MODELS = ("xgb", "simulator", "analytic", "none")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +46,8 @@ def make_model(kind: str, *, seed: int, init_model: str | None = None) -> CostMo
     """The cost model ``kind`` names (None for ``"none"``)."""
     if kind == "xgb":
         return XGBCostModel(seed=seed, init_model=init_model)
+    if kind == "simulator":
+        return SimulatorCostModel()
     if kind == "analytic":
         return AnalyticCostModel()
     if kind == "none":
@@ -155,9 +166,17 @@ class GuidedProposer:
             return self.rng.random(len(choice)), self.space.keys(choice, mode)
         X = self.featurizer.transform(choice, mode, plan)
         keys = _feature_keys(X)
-        if self._fitted_rows < 0:
-            return X[:, 0], keys
+        if self._fitted_rows < 0:  # as the model ranks untrained: the simulator, or its column
+            return X[:, getattr(self.model, "column", BASE)], keys
         return self.model.predict(X), keys
+
+    def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
+        """Each genome's latency (seconds) as the model, (re)fitted on what was observed
+        (:meth:`fit`), predicts it; None without a model or anything to fit it on."""
+        if self.model is None or self.fit() == 0:
+            return None
+        X = self.featurizer.transform(choice, mode)
+        return np.exp(self.model.predict(X)) * self.featurizer.reference
 
     # -- proposing -----------------------------------------------------------------------
     def parents(self) -> tuple[np.ndarray, np.ndarray]:

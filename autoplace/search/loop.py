@@ -17,7 +17,6 @@ import numpy as np
 import optuna
 
 from autoplace.baselines import baselines
-from autoplace.heft import heft_genome
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.records import Record, TuningLog
 from autoplace.search.checkpoint import (
@@ -27,7 +26,8 @@ from autoplace.search.checkpoint import (
     write_checkpoint,
 )
 from autoplace.search.config import TuneConfig, TuneResult
-from autoplace.search.descent import LABEL, Descent, predicted
+from autoplace.search.descent import predicted
+from autoplace.search.local_search import LocalSearch
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
@@ -37,9 +37,6 @@ from autoplace.space import Placement, SearchSpace
 
 #: rounds in a row whose every candidate was measured before, after which the search ends
 STALLED_ROUNDS = 10
-#: the best measured genomes descent starts from, best first (then HEFT's placement), if
-#: within RESTART_SLACK of the best
-DESCENT_STARTS, RESTART_SLACK = 4, 0.10
 
 
 class Tuner:
@@ -60,9 +57,7 @@ class Tuner:
         self.pending: dict[bytes, tuple[str, Placement, float | None]] = {}
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
-        self.descent = Descent(space)
-        self._optima: set[bytes] = set()  # descent starts found one-op local optima
-        self._heft: bytes | None = None  # the key of HEFT's genome, a descent start
+        self.local = LocalSearch(space, self.predict)  # descent and its restarts
         self.resumed = 0
         self.measure_s = 0.0
 
@@ -235,12 +230,13 @@ class Tuner:
             self._write_checkpoint()
             n = min(self.config.batch_size, remaining)
             late = remaining <= self._descent_budget() or (stalled and self.config.descent)
-            proposal = self._descent(n) if late else None
+            proposal = self.local.propose(n, self.seen) if late else None
             if proposal is None:
                 proposal = self.strategy.propose(n)
-                proposal = self._polished(proposal) if late else proposal
+                proposal = self.local.polish(proposal, self.seen, self.references) if late \
+                    else proposal
             if not len(proposal) and self.config.descent:  # the strategy ran dry: descend
-                proposal = self._descent(n) or proposal
+                proposal = self.local.propose(n, self.seen) or proposal
             if not len(proposal):
                 break
             n = self.run(proposal)
@@ -255,70 +251,38 @@ class Tuner:
                           "placement left to propose", stacklevel=2)
         return measured
 
+    def predict(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+        """The free model descent ranks moves by: the simulator (infinite where a genome does
+        not fit), or, with a costly measurer, the strategy's cost model where it has one (the
+        simulator plus the residual learned from the measurements)."""
+        simulated = predicted(self.space, choice, mode)
+        if self.measurer.free or not len(choice):
+            return simulated
+        learned = self.strategy.estimate(choice, mode)
+        return simulated if learned is None else np.where(np.isinf(simulated), np.inf, learned)
+
+    def finish(self, progress) -> bool:
+        """After an interrupt: descent rounds until the best and every restart is a one-op
+        local optimum under :meth:`predict`, or the budget ends; a second interrupt stops at
+        once. Whether it got there (False with descent off)."""
+        if not self.config.descent:
+            return False
+        try:
+            while (remaining := self._remaining()) > 0:
+                proposal = self.local.propose(min(self.config.batch_size, remaining),
+                                              self.seen)
+                if proposal is None:
+                    return True
+                progress(self.run(proposal))
+        except (KeyboardInterrupt, MeasurementStopped):
+            return False
+        return False
+
     def _descent_budget(self) -> int:
         """Trials at the end of the search in which descent goes first (at least two
         batches, unless descent is off)."""
         c = self.config
         return 0 if c.descent == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
-
-    def _best_genome(self) -> tuple[bytes, np.ndarray, np.ndarray] | None:
-        """The key, choice and mode of the job's best measured genome (None before one)."""
-        done = [(lat, k) for k, lat in self.seen.items() if lat is not None]
-        if not done:
-            return None
-        key = min(done, key=lambda x: x[0])[1]
-        return (key, *self.space.from_key(key))
-
-    def _polished(self, proposal: Proposal) -> Proposal:
-        """``proposal`` with the candidates predicted to beat the best replaced by where
-        descent from them ends (:meth:`Descent.polish`); not those asked as study trials
-        (their parameters are the sampler's), nor reference placements (HEFT's, a baseline
-        the summary compares with)."""
-        best = self._best_genome()
-        if best is None or not len(proposal):
-            return proposal
-        bound = predicted(self.space, best[1][None, :], best[2][None, :])[0]
-        fixed = np.array([proposal.trial(i) is not None or label in self.references
-                          for i, label in enumerate(proposal.labels)], dtype=bool)
-        C, M, changed = self.descent.polish(proposal.choice, proposal.mode, bound, fixed,
-                                            self.seen.keys())
-        if not changed.any():
-            return proposal
-        labels = tuple(LABEL if c else x for c, x in zip(changed, proposal.labels))
-        guess = None if proposal.predicted is None else \
-            np.where(changed, np.nan, proposal.predicted)  # none for the replaced ones
-        return replace(proposal, choice=C, mode=M, labels=labels, predicted=guess)
-
-    def _descent(self, n: int) -> Proposal | None:
-        """Moves predicted to beat a start (see :class:`Descent`): from the job's best
-        measured genome, and once that is a one-op local optimum under them, from the next
-        starts (:meth:`_descent_starts`: restarts in other basins); None once every start
-        is one."""
-        for key, choice, mode in self._descent_starts():
-            if key in self._optima:
-                continue
-            c, m = self.descent.propose(choice, mode, n, self.seen.keys())
-            if len(c):
-                return Proposal(choice=c, mode=m, labels=(LABEL,) * len(c))
-            self._optima.add(key)
-        return None
-
-    def _descent_starts(self):
-        """``(key, choice, mode)`` of the descent starts, in order: the job's best measured
-        genome, HEFT's placement once measured (a basin of its own: steepest descent from
-        it alone beat the tuner in 7 of 36 runs of bench_hill), then the next best measured
-        genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`)."""
-        done = sorted((lat, k) for k, lat in self.seen.items() if lat is not None)
-        if not done:
-            return
-        if self._heft is None:
-            choice, mode = self.space.canonical(*(x[None, :] for x in heft_genome(self.space)))
-            self._heft = self.space.keys(choice, mode)[0]
-        starts = [done[0][1]] + ([self._heft] if self.seen.get(self._heft) is not None else [])
-        starts += [k for lat, k in done[1:DESCENT_STARTS]
-                   if lat <= done[0][0] * (1 + RESTART_SLACK)]
-        for key in dict.fromkeys(starts):
-            yield (key, *self.space.from_key(key))
 
     def _remaining(self) -> int:
         """Search candidates still to measure: of the job, or, for a worker, of the whole
@@ -332,12 +296,14 @@ class Tuner:
 
 def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
          config: TuneConfig) -> TuneResult:
-    """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged."""
+    """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged,
+    after making the best a one-op local optimum (:meth:`Tuner.finish`; Ctrl-C again stops
+    at once)."""
     from tqdm import tqdm
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
-    interrupted = False
+    interrupted = polished = False
     with tqdm(total=config.trials, disable=not config.progress, unit="trial") as bar:
         bar.set_description_str("set-up (study, cost model, log)")
         warm = warm_rows(space, config)
@@ -352,11 +318,14 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
                 tuner.strategy.save_model(config.save_model)
         except KeyboardInterrupt:
             interrupted = True
+            bar.set_description_str("interrupted: descent from the best (Ctrl-C: stop now)")
+            polished = tuner.finish(bar.update)
         finally:
             if tuner.shared is not None:
                 tuner.shared.close()
     result = _result(tuner, interrupted, time.perf_counter() - t0)
-    return replace(result, warm_start=warm.summary() if warm is not None else "")
+    return replace(result, warm_start=warm.summary() if warm is not None else "",
+                   polished=polished)
 
 
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,

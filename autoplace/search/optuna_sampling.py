@@ -95,6 +95,9 @@ class OptunaSampling(SearchStrategy):
                 return params
         return None
 
+    def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
+        return None if self.proposer is None else self.proposer.estimate(choice, mode)
+
     def save_model(self, path: str) -> None:
         if self.proposer is None:
             super().save_model(path)

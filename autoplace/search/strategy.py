@@ -83,6 +83,11 @@ class SearchStrategy(ABC):
         """Measured candidates (``latency`` in seconds, NaN for a failed one). Also called
         with the records of a resumed job and the baselines, which carry no prediction."""
 
+    def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
+        """Each genome's latency (seconds) as the strategy's cost model, fitted on what it
+        observed, predicts it; None without a fitted model."""
+        return None
+
     def state(self) -> dict | None:
         """What the strategy carries between rounds beyond what it observed (random state,
         carried-over candidates...), as strict JSON; None if it cannot say (then a resumed

@@ -125,8 +125,13 @@ QUICK = {"opt-level": 1}
 
 @pytest.fixture(scope="module")
 def quick_soc(soc):
-    units = tuple(dataclasses.replace(u, target={**u.target, **QUICK}) for u in soc.units)
-    return dataclasses.replace(soc, units=units)
+    """``soc`` at -O1, its host unit with two cores (kernels there run their outer loops in
+    parallel: autoplace.deploy.schedule; the outputs must not change)."""
+    def quick(u):
+        cores = {"num-cores": 2} if u.name == soc.host else {}
+        return dataclasses.replace(u, target={**u.target, **QUICK, **cores})
+
+    return dataclasses.replace(soc, units=tuple(quick(u) for u in soc.units))
 
 
 class Reference:

@@ -124,3 +124,86 @@ def test_descent_takes_over_when_the_strategy_runs_dry(tmp_path, monkeypatch, sh
         assert descended > 0 and faster == 0
     else:  # without descent the job just stops after the one round
         assert descended == 0 and len(records) == 3 + 8 and faster > 0
+
+
+class _Interrupts(Simulator):
+    """The simulator, with Ctrl-C pressed during its ``at``-th batches (1-based)."""
+
+    def __init__(self, space, at):
+        super().__init__(space)
+        self.at, self.calls = set(at), 0
+
+    def measure_encoded(self, choice, mode, placements):
+        self.calls += 1
+        if self.calls in self.at:
+            raise KeyboardInterrupt
+        return super().measure_encoded(choice, mode, placements)
+
+
+def _faster_moves(sp, record) -> int:
+    c, m = sp.encode([record.placement])
+    C, M = moves(sp, c[0], m[0])
+    return int((predicted(sp, C, M) < record.result.latency_s).sum())
+
+
+def test_an_interrupted_run_first_makes_its_best_a_local_optimum(tmp_path):
+    sp = SearchSpace(load_graph("inception_v2"), load_profile("biglittle"))
+    log = tmp_path / "t.jsonl"
+    with TuningLog(log) as tl:
+        result = tune(sp, _Interrupts(sp, at=[6]), tl, TuneConfig(trials=1000, seed=1))
+    records = read(log)
+    assert result.interrupted and result.polished and len(records) < 1000
+    assert records[-1].strategy == "descent" and _faster_moves(sp, best(records)) == 0
+    assert len({r.trial for r in records}) == len(records) == result.measured
+
+
+def test_a_second_interrupt_stops_at_once(tmp_path):
+    sp = SearchSpace(load_graph("inception_v2"), load_profile("biglittle"))
+    log = tmp_path / "t.jsonl"
+    with TuningLog(log) as tl:
+        result = tune(sp, _Interrupts(sp, at=[6, 7]), tl, TuneConfig(trials=1000, seed=1))
+    records = read(log)
+    assert result.interrupted and not result.polished
+    assert not any(r.strategy == "descent" for r in records)
+    assert len(records) == 3 + 4 * 8  # baselines, then four rounds before the interrupt
+
+
+class _Costly(Simulator):
+    """A measurer unlike the profile's simulator: the simulator of another profile (the
+    LITTLE cores' convolutions 3x slower), and not free."""
+
+    free = False
+
+    def __init__(self, space):
+        import dataclasses
+
+        profile = space.profile
+        little = profile.unit("little")
+        slow = dataclasses.replace(little, gflops={**little.gflops,
+                                                   "conv2d": little.gflops["conv2d"] / 3})
+        units = tuple(slow if u.name == "little" else u for u in profile.units)
+        super().__init__(SearchSpace(space.graph, dataclasses.replace(profile, units=units)))
+
+
+def test_with_a_costly_measurer_descent_ranks_moves_by_the_learned_model(tmp_path):
+    from autoplace.search import loop
+
+    sp = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
+    measurer = _Costly(sp)
+    tuner = loop._tuner(sp, measurer, TuningLog(tmp_path / "t.jsonl"),
+                        TuneConfig(trials=64, seed=0), None)
+    tuner.run_baselines()
+    tuner.run_search(lambda n: None)
+    c, m = sp.encode([best(tuner.records).placement])
+    C, M = moves(sp, c[0], m[0])
+    simulated, ranked = predicted(sp, C, M), tuner.predict(C, M)
+    truth = predicted(measurer.space, C, M)
+    fits = np.isfinite(simulated)
+    assert np.array_equal(np.isinf(ranked), ~fits)
+    off = fits & (simulated != truth)  # moves the profile's simulator gets wrong
+    err_sim = np.mean(np.abs(np.log(simulated[off] / truth[off])))
+    err_ranked = np.mean(np.abs(np.log(ranked[off] / truth[off])))
+    assert err_ranked < 0.8 * err_sim  # the learned residual: closer to the measurer
+    free = loop._tuner(sp, Simulator(sp), TuningLog(tmp_path / "f.jsonl"),
+                       TuneConfig(trials=64, seed=0), None)
+    assert np.array_equal(free.predict(C, M), simulated)  # the simulator measures: itself

@@ -1,0 +1,89 @@
+"""Where the tuning loop asks for descent: from the job's best and from restarts.
+
+:class:`LocalSearch` turns :class:`~autoplace.search.descent.Descent` into proposals of the
+job: moves predicted to beat the best measured genome; once that is a one-op local optimum,
+moves from restarts in other basins (HEFT's placement, then the next best measured genomes
+within :data:`RESTART_SLACK` of the best); and, in the last rounds, a strategy's candidates
+predicted to beat the best replaced by where descent from them ends. It reads what the job
+measured (``seen``: genome key -> latency, None for a failure) and keeps only which starts it
+found to be local optima, so a resumed job proposes what the uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from autoplace.heft import heft_genome
+from autoplace.search.descent import LABEL, Descent
+from autoplace.search.strategy import Proposal
+from autoplace.space import SearchSpace
+
+#: the best measured genomes descent starts from, best first (then HEFT's placement), if
+#: within RESTART_SLACK of the best
+DESCENT_STARTS, RESTART_SLACK = 4, 0.10
+
+
+class LocalSearch:
+    """Descent proposals of one job (module docstring); ``predict`` ranks the moves."""
+
+    def __init__(self, space: SearchSpace,
+                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        self.space, self.predict = space, predict
+        self.descent = Descent(space, predict=predict)
+        self._optima: set[bytes] = set()  # descent starts found one-op local optima
+        self._heft: bytes | None = None  # the key of HEFT's genome, a descent start
+
+    def propose(self, n: int, seen: Mapping[bytes, float | None]) -> Proposal | None:
+        """Up to ``n`` moves predicted to beat a start: from the job's best measured genome,
+        and once that is a one-op local optimum, from the next starts (:meth:`starts`);
+        None once every start is one."""
+        for key, choice, mode in self.starts(seen):
+            if key in self._optima:
+                continue
+            c, m = self.descent.propose(choice, mode, n, seen.keys())
+            if len(c):
+                return Proposal(choice=c, mode=m, labels=(LABEL,) * len(c))
+            self._optima.add(key)
+        return None
+
+    def starts(self, seen: Mapping[bytes, float | None]):
+        """``(key, choice, mode)`` of the descent starts, in order: the job's best measured
+        genome, HEFT's placement once measured (a basin of its own: steepest descent from
+        it alone beat the tuner in 7 of 36 runs of bench_hill), then the next best measured
+        genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`)."""
+        done = sorted((lat, k) for k, lat in seen.items() if lat is not None)
+        if not done:
+            return
+        if self._heft is None:
+            choice, mode = self.space.canonical(*(x[None, :] for x in heft_genome(self.space)))
+            self._heft = self.space.keys(choice, mode)[0]
+        starts = [done[0][1]] + ([self._heft] if seen.get(self._heft) is not None else [])
+        starts += [k for lat, k in done[1:DESCENT_STARTS]
+                   if lat <= done[0][0] * (1 + RESTART_SLACK)]
+        for key in dict.fromkeys(starts):
+            yield (key, *self.space.from_key(key))
+
+    def polish(self, proposal: Proposal, seen: Mapping[bytes, float | None],
+               references: Collection[str]) -> Proposal:
+        """``proposal`` with the candidates predicted to beat the best replaced by where
+        descent from them ends (:meth:`Descent.polish`); not those asked as study trials
+        (their parameters are the sampler's), nor ``references`` (HEFT's, a baseline the
+        summary compares with)."""
+        done = [(lat, k) for k, lat in seen.items() if lat is not None]
+        if not done or not len(proposal):
+            return proposal
+        choice, mode = self.space.from_key(min(done, key=lambda x: x[0])[1])
+        bound = self.predict(choice[None, :], mode[None, :])[0]
+        fixed = np.array([proposal.trial(i) is not None or label in references
+                          for i, label in enumerate(proposal.labels)], dtype=bool)
+        C, M, changed = self.descent.polish(proposal.choice, proposal.mode, bound, fixed,
+                                            seen.keys())
+        if not changed.any():
+            return proposal
+        labels = tuple(LABEL if c else x for c, x in zip(changed, proposal.labels))
+        guess = None if proposal.predicted is None else \
+            np.where(changed, np.nan, proposal.predicted)  # none for the replaced ones
+        return replace(proposal, choice=C, mode=M, labels=labels, predicted=guess)
