@@ -1,37 +1,63 @@
-"""Search quality: every strategy on the bundled models x profiles, at several budgets and seeds.
+"""Search quality: the default tuner against its yardsticks on the bundled models x profiles
+and the imported latency instances of Tarnawski et al., at 64, 256 and 1,024 measurements.
 
-    python experiments/bench_search.py [--models ...] [--profiles ...] [--seeds 3]
-        [--budgets 32 64 128 256] [--jobs 2] [--long 1000 --long-models ...]
+    python experiments/bench_search.py [--models ...] [--profiles ...] [--instances ...]
+        [--strategies ...] [--budgets 64 256 1024] [--seeds 1] [--proven-seeds 3]
+        [--jobs 1] [--long N --long-models ...] [--out DIR]
 
-Strategies (each run is a tuning job; a budget counts *every* measured candidate, the
-baselines the job measures first included):
+Strategies (each budget of each is its own tuning job: the tuner spends the last eighth of
+its budget on a one-op descent, so a 1,024-measurement job's first 256 records are not a
+256-measurement job; a budget counts *every* measured candidate, the baselines included):
 
-- ``single``, ``greedy``, ``heft``: the named baseline placements (deterministic);
-- ``random``: Optuna's RandomSampler over per-op parameters, no mutations, no model;
-- ``tpe``: plain multivariate Optuna TPE, no mutations, no model;
-- ``evolve-none``, ``evolve-analytic``: the evolutionary search ranked by nothing
-  (ablation) or by the analytic estimate alone;
 - ``evolve-xgb``: the default tuner (evolution ranked by the XGBoost cost model);
-- ``hill``, ``steepest``: random-mutation hill climbing and steepest descent from the same
-  start (``--sampler hill|steepest``, no descent share): yardsticks the tuner must beat at
-  an equal budget.
+- ``hill``, ``steepest``: random-mutation hill climbing and steepest descent from HEFT
+  (``--sampler hill|steepest``, no descent share), at an equal number of measurements (what
+  counts with a costly measurer);
+- ``hill-wall``: hill climbing at the tuner's wall time (what counts with the simulator as
+  the measurer: hill climbing spends ~1 ms per candidate, the tuner 5-50). One hill job per
+  case and seed, stopped (as Ctrl-C stops a job) at its first batch past the wall time of
+  the tuner's largest job of that case and seed; at each budget its best is the best it
+  logged within the wall time of the tuner's job of that budget (hill climbing does not
+  depend on its budget: a prefix of a longer job is a shorter job). It also ends where
+  every neighbour of its best is measured; a job that ended otherwise before the tuner's
+  time is marked "(short)";
+- opt-in: ``random``, ``tpe`` (Optuna, no mutations, no model), ``evolve-none``,
+  ``evolve-analytic`` (the evolution ranked by nothing, or by the analytic estimate).
 
-Each job runs once at the largest budget; a smaller budget's result is the best of its first
-records. For every case the branch-and-bound optimum (seeded with the best found) is tried
-with a row limit, and the lower bound is computed. ``--long N`` also runs plain TPE to N
-measurements on ``--long-models`` (seed 0) to see how soon ``evolve-xgb`` matches it.
+Cases: ``--models`` x ``--profiles`` and ``--instances`` (default: all eight; their profile
+is named ``tarnawski`` here). Per case: HEFT, the lower bound, the branch-and-bound optimum
+(seeded with the best found; proven or not within ``--limit`` rows per level) and, for an
+instance, their own greedy: their program, built from tests/data/tarnawski/greedy.cpp as
+bench_instances.py does (g++ and nlohmann-json3-dev; without them the numbers are read from
+results/bench_instances.md). Per run: the running best, the wall time, the machine load,
+the best placement and how many of its one-op moves the simulator predicts faster (every
+move, unsampled: 0 is a one-op local optimum).
 
-Runs are cached in ``experiments/results/bench_search_runs.jsonl`` (delete it to start
-over); the tables go to ``bench_search.csv`` and ``bench_search.md`` there.
+Work, in order: (1) every case at seeds ``0 .. --seeds - 1``; (2) the case facts, the
+optimum seeded with the best of (1); (3) the cases with a proven optimum at seeds up to
+``--proven-seeds``; (4) ``hill-wall`` for every (case, seed) the tuner ran. The default
+selection, 1 seed per case and 3 where branch and bound proves the optimum, covers every
+goal (the local-optimum, hill-climbing and 256-vs-1,024 goals on all 38 cases, the optimum
+goal at 3 seeds per proven case, the instance goal on all eight) in about 50 minutes on one
+core (timed jobs at load ~2: per seed the 30 model cases take ~20 min, the instances ~13,
+densenet121/mesh and the instances layers-inceptionv3 and ops-bert_l-3 ~1.5 min per
+1,024-measurement tuner job; branch and bound ~6 min; the extra seeds ~10). ``--seeds 3``
+(every case at 3 seeds) takes about 1 h 45 min.
+
+Runs are cached in ``<out>/bench_search_runs.jsonl``, keyed by model / profile / strategy /
+seed / measurements (delete it to start over; an interrupted benchmark resumes); the
+tables go to ``bench_search.csv`` and ``bench_search.md`` there
+(experiments/bench_search_tables.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime as dt
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,59 +66,150 @@ from pathlib import Path
 
 MODELS = ("squeezenet", "resnet50", "densenet121", "inception_v1", "inception_v2",
           "shufflenet", "vgg19", "alexnet", "zfnet512", "seed_te")
-ONNX = MODELS[:-1]
 PROFILES = ("soc", "biglittle", "mesh")
+INSTANCES = "tarnawski"  # the profile column of an imported instance
+TUNER, HILL, WALL = "evolve-xgb", "hill", "hill-wall"
 STRATEGIES = {
     "random": dict(sampler="random", cost_model="none", mutation_ratio=0.0),
     "tpe": dict(sampler="tpe", cost_model="none", mutation_ratio=0.0),
     "evolve-none": dict(sampler="evolve", cost_model="none"),
     "evolve-analytic": dict(sampler="evolve", cost_model="analytic"),
-    "evolve-xgb": dict(sampler="evolve", cost_model="xgb"),
-    "hill": dict(sampler="hill", cost_model="none", descent=0.0),
+    TUNER: dict(sampler="evolve", cost_model="xgb"),
+    HILL: dict(sampler="hill", cost_model="none", descent=0.0),
     "steepest": dict(sampler="steepest", cost_model="none", descent=0.0),
+    WALL: dict(sampler="hill", cost_model="none", descent=0.0),
 }
+DEFAULT_STRATEGIES = (TUNER, HILL, "steepest", WALL)
+WALL_MAX, WALL_SLACK = 10**6, 0.05  # hill-wall: measurements at most; s past the tuner's
+ALL_MOVES = 10**9  # the local-optimum check ranks every move (the tuner samples 20,000)
+FASTER = 1 - 1e-9  # a move is faster when below the best by more than rounding
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _space(model: str, hw: str):
+    from autoplace.frontend.tarnawski import load_instance
     from autoplace.models import load_graph
     from autoplace.profile_io import load_profile
     from autoplace.space import SearchSpace
 
+    if hw == INSTANCES:
+        return SearchSpace(*load_instance(model))
     return SearchSpace(load_graph(model), load_profile(hw))
 
 
-def run_one(model: str, hw: str, strategy: str, seed: int, total: int) -> dict:
-    """One tuning job of ``total`` measurements; its running best after each one."""
-    from autoplace.baselines import baselines
-    from autoplace.measure.simulator import Simulator
-    from autoplace.records import TuningLog, read
+# -- one job (in a subprocess) ------------------------------------------------------------
+def _tune(space, trials: int, seed: int, strategy: str,
+          stop_after: float | None = None) -> tuple[list[dict], object, float]:
+    """Run a tuning job; its log's lines (JSON), its result and its start (epoch s). With
+    ``stop_after``, the job stops, as Ctrl-C stops it, at its first batch after that many
+    seconds."""
+    from autoplace.records import TuningLog
     from autoplace.search import TuneConfig, tune
 
-    space = _space(model, hw)
-    n_base = len(baselines(space))
-    sim = Simulator(space)
-    config = TuneConfig(trials=total - n_base, seed=seed, **STRATEGIES[strategy])
+    config = TuneConfig(trials=trials, seed=seed, **STRATEGIES[strategy])
     with tempfile.TemporaryDirectory() as d:
-        with TuningLog(Path(d) / "log.jsonl") as log:
-            result = tune(space, sim, log, config)
-        records = read(Path(d) / "log.jsonl")
-    best, curve, stamps = math.inf, [], []
-    for r in records:
-        best = min(best, r.result.latency_s if r.result.ok else math.inf)
+        path = Path(d) / "log.jsonl"
+        t0 = time.time()
+        measurer = _simulator(space, None if stop_after is None else
+                              time.perf_counter() + stop_after)
+        with TuningLog(path) as log:
+            result = tune(space, measurer, log, config)
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return lines, result, t0
+
+
+def _simulator(space, deadline: float | None):
+    """The simulator measurer; past ``deadline`` (perf_counter s) it raises
+    KeyboardInterrupt before measuring a batch: ``tune`` stops cleanly, all logged."""
+    from autoplace.measure.simulator import Simulator
+
+    class Timed(Simulator):
+        def measure_encoded(self, choice, mode, placements):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise KeyboardInterrupt
+            return super().measure_encoded(choice, mode, placements)
+
+    return Timed(space)
+
+
+def _curve(lines: list[dict], t0: float) -> tuple[list[float], list[float], dict | None]:
+    """The running best (s) after each record, each record's time since ``t0`` and the
+    best valid record."""
+    from datetime import datetime
+
+    best, top, curve, elapsed = math.inf, None, [], []
+    for d in lines:
+        res = d["result"]
+        if res["error"] is None and res["latency_s"] < best:
+            best, top = res["latency_s"], d
         curve.append(best)
-        stamps.append(dt.datetime.fromisoformat(r.time).timestamp())
+        elapsed.append(datetime.fromisoformat(d["time"]).timestamp() - t0)
+    return curve, elapsed, top
+
+
+def run_one(space, strategy: str, seed: int, total: int) -> tuple[dict, object]:
+    """One tuning job of ``total`` measurements: its running best after each one and wall
+    time (a dict), and its best placement (None if nothing was valid)."""
+    from autoplace.baselines import baselines
+    from autoplace.space import Placement
+
+    n_base = len(baselines(space))
+    lines, result, t0 = _tune(space, total - n_base, seed, strategy)
+    curve, elapsed, top = _curve(lines, t0)
     rhos = [s["spearman"] for s in result.stats if s.get("spearman") is not None]
-    return {"model": model, "profile": hw, "strategy": strategy, "seed": seed,
-            "total": total, "n_baselines": n_base, "curve": curve,
-            "elapsed": [t - stamps[0] for t in stamps], "wall_s": result.wall_s,
-            "overhead_ms": (result.wall_s - result.measure_s) / result.measured * 1e3,
-            "spearman": sum(rhos) / len(rhos) if rhos else None}
+    row = {"n_baselines": n_base, "curve": curve, "elapsed": elapsed,
+           "wall_s": result.wall_s, "load": os.getloadavg()[0],
+           "overhead_ms": (result.wall_s - result.measure_s) / max(result.measured, 1) * 1e3,
+           "spearman": sum(rhos) / len(rhos) if rhos else None,
+           "best_placement": top["placement"] if top else None}
+    return row, Placement.from_dict(top["placement"]) if top else None
+
+
+def local_check(space, placement, latency_s: float) -> dict:
+    """How many of the placement's one-op moves (every one) the simulator predicts faster
+    than ``latency_s``, and how many there are."""
+    from autoplace.search.descent import moves, predicted
+
+    if placement is None:
+        return {"faster_moves": None, "moves": 0}
+    c, m = space.encode([placement])
+    C, M = moves(space, c[0], m[0], limit=ALL_MOVES)
+    faster = predicted(space, C, M) < latency_s * FASTER
+    return {"faster_moves": int(faster.sum()), "moves": len(C)}
+
+
+def one_job(model: str, hw: str, strategy: str, seed: int, total: int) -> dict:
+    """A job of :func:`run_one` and the local-optimum check of its best."""
+    space = _space(model, hw)
+    row, placement = run_one(space, strategy, seed, total)
+    return {"model": model, "profile": hw, "strategy": strategy, "seed": seed, "total": total,
+            **row, **local_check(space, placement, row["curve"][-1])}
+
+
+def wall_job(model: str, hw: str, seed: int, total: int, walls: dict) -> dict:
+    """Hill climbing for the tuner's longest wall time in ``walls`` (s, by budget), then
+    cut at each: per budget its best and measurements within that time; its running best
+    where it improves, as (seconds since the job started, latency s)."""
+    from autoplace.baselines import baselines
+
+    space = _space(model, hw)
+    n_base = len(baselines(space))  # (before the job, as run_one: the same warm start)
+    lines, result, t0 = _tune(space, WALL_MAX, seed, WALL, max(walls.values()) + WALL_SLACK)
+    curve, elapsed, _ = _curve(lines, t0)
+    steps = [(e, c) for i, (e, c) in enumerate(zip(elapsed, curve))
+             if i == 0 or c < curve[i - 1]]
+    at = {b: {"tuner_wall_s": w, "measured": sum(e <= w for e in elapsed),
+              "best_s": min((c for e, c in steps if e <= w), default=math.inf)}
+          for b, w in walls.items()}
+    dry = not result.interrupted and len(lines) < WALL_MAX + n_base  # no neighbour left
+    return {"model": model, "profile": hw, "strategy": WALL, "seed": seed, "total": total,
+            "measured": len(lines), "last_s": elapsed[-1], "ran_dry": dry,
+            "long_enough": dry or elapsed[-1] >= max(walls.values()), "at": at,
+            "steps": steps, "wall_s": result.wall_s, "load": os.getloadavg()[0]}
 
 
 def case_info(model: str, hw: str, incumbent_s: float, limit: int, work: float = 3e7) -> dict:
     """Baselines, HEFT, the lower bound and (if provable within ``limit``) the optimum."""
-
     from autoplace.baselines import greedy, heft, single_units
     from autoplace.exact import lower_bound, optimum
     from autoplace.measure.simulator import Simulator
@@ -108,16 +225,52 @@ def case_info(model: str, hw: str, incumbent_s: float, limit: int, work: float =
             "log10_space": space.log10_size, "single_s": min(singles, default=math.inf),
             "greedy_s": greedy_res.latency_s if greedy_res.ok else math.inf,
             "heft_s": heft_s.latency_s if heft_s.ok else math.inf,
+            "heft_error": None if heft_s.ok else heft_s.error.value,
+            "greedy_error": None if greedy_res.ok else greedy_res.error.value,
             "lower_bound_s": lower_bound(space).latency_s,
             "optimum_s": best.latency_s if best.proven else None,
             "optimum_nodes": best.nodes, "optimum_wall_s": time.perf_counter() - t0}
 
 
+# -- their greedy on the instances ----------------------------------------------------------
+def their_greedy(names: list[str]) -> tuple[dict[str, float], str]:
+    """Their greedy's latency (s) per instance, and where it came from: their program
+    (built as bench_instances.py does) or, without a compiler, bench_instances.md."""
+    if not names:
+        return {}, ""
+    from autoplace.frontend.tarnawski import bundled_instances
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_instances as bi
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            exe = bi.build_greedy(Path(tmp))
+            return ({n: bi.their_greedy(exe, bundled_instances()[n]) / 1e3 for n in names},
+                    "their program, built from tests/data/tarnawski/greedy.cpp")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"cannot build their greedy ({exc}); reading bench_instances.md",
+              file=sys.stderr)
+        return _greedy_from_table(names), "results/bench_instances.md (no compiler)"
+
+
+def _greedy_from_table(names: list[str]) -> dict[str, float]:
+    """Their greedy (s) per instance from bench_instances.md's table (column 5, ms)."""
+    out = {}
+    for line in (RESULTS / "bench_instances.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] in names and re.fullmatch(r"[\d.]+", cells[4]):
+            out[cells[0]] = float(cells[4]) / 1e3
+    return out
+
+
 # -- running, with a cache --------------------------------------------------------------------
 def _subprocess(args: list[str]) -> dict:
     cmd = [sys.executable, __file__, *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _cached(path: Path) -> dict[str, dict]:
@@ -128,7 +281,8 @@ def _cached(path: Path) -> dict[str, dict]:
 
 
 def run_all(jobs: list[tuple[str, list[str]]], cache: Path, workers: int) -> dict[str, dict]:
-    """Run the ``(key, args)`` jobs not in the cache, ``workers`` at a time."""
+    """Run the ``(key, args)`` jobs not in the cache, ``workers`` at a time; every cached
+    row by key."""
     done = _cached(cache)
     todo = [(k, a) for k, a in jobs if k not in done]
     with concurrent.futures.ThreadPoolExecutor(workers) as pool, open(cache, "a") as fh:
@@ -138,268 +292,127 @@ def run_all(jobs: list[tuple[str, list[str]]], cache: Path, workers: int) -> dic
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             done[row["key"]] = row
-            print(f"[{n}/{len(todo)}] {row['key']}", file=sys.stderr, flush=True)
+            print(f"[{n}/{len(todo)}] {row['key']} ({row.get('wall_s', 0):.0f} s)",
+                  file=sys.stderr, flush=True)
     return done
 
 
-# -- tables -------------------------------------------------------------------------------
-def geomean(xs) -> float:
-    """Geometric mean of the finite positive values (NaN if none)."""
-    xs = [x for x in xs if x is not None and math.isfinite(x) and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+# -- the jobs ---------------------------------------------------------------------------------
+def all_cases(args) -> list[tuple[str, str]]:
+    return [(m, hw) for m in args.models for hw in args.profiles] + \
+        [(name, INSTANCES) for name in args.instances]
 
 
-def best_at(run: dict, budget: int) -> float:
-    """The best latency of a run within its first ``budget`` measurements."""
-    curve = run["curve"]
-    return curve[min(budget, len(curve)) - 1]
+def run_key(case: tuple[str, str], strategy: str, seed: int, total: int) -> str:
+    return f"run/{case[0]}/{case[1]}/{strategy}/{seed}/{total}"
 
 
-def csv_rows(runs: list[dict], cases: dict, budgets: list[int]) -> list[dict]:
-    """One row per run and budget: best, its ratios to HEFT, the best single unit and the
-    optimum (or the lower bound where the optimum is not proven), wall time to reach it."""
-    rows = []
-    for r in runs:
-        c = cases[(r["model"], r["profile"])]
-        ref, kind = ((c["optimum_s"], "optimum") if c["optimum_s"] else
-                     (c["lower_bound_s"], "lower_bound"))
-        for b in budgets + ([r["total"]] if r["total"] not in budgets else []):
-            if b > r["total"]:
-                continue
-            best = best_at(r, b)
-            rows.append({"model": r["model"], "profile": r["profile"],
-                         "strategy": r["strategy"], "seed": r["seed"], "budget": b,
-                         "best_ms": best * 1e3, "vs_heft": best / c["heft_s"],
-                         "vs_single": best / c["single_s"], "vs_ref": best / ref,
-                         "ref": kind, "wall_s": r["elapsed"][min(b, len(r["curve"])) - 1]})
-    return rows
+def _run_jobs(args, cases, seeds) -> list[tuple[str, list[str]]]:
+    """Every strategy but hill-wall at every budget, each its own job."""
+    return [(run_key((m, hw), s, seed, b), ["--one", m, hw, s, str(seed), str(b)])
+            for seed in seeds for m, hw in cases for s in args.strategies if s != WALL
+            for b in args.budgets]
+
+
+def _long_jobs(args) -> list[tuple[str, list[str]]]:
+    return [(run_key((m, hw), "tpe", 0, args.long), ["--one", m, hw, "tpe", "0", str(args.long)])
+            for m in args.long_models if m in args.models for hw in args.profiles] \
+        if args.long else []
+
+
+def _wall_jobs(args, done: dict, runs: list[str]) -> list[tuple[str, list[str]]]:
+    """hill-wall for each case and seed the tuner ran at every budget."""
+    if WALL not in args.strategies or TUNER not in args.strategies:
+        return []
+    top, jobs = max(args.budgets), []
+    for key in runs:
+        r = done[key]
+        if r["strategy"] != TUNER or r["total"] != top:
+            continue
+        case = (r["model"], r["profile"])
+        walls = {b: done[run_key(case, TUNER, r["seed"], b)]["wall_s"] for b in args.budgets}
+        jobs.append((run_key(case, WALL, r["seed"], top),
+                     ["--wall", *case, str(r["seed"]), str(top), json.dumps(walls)]))
+    return jobs
+
+
+def _cases(args, done: dict, runs: list[str], cache: Path) -> dict:
+    """Case facts; the optimum's search is seeded with the best any run measured."""
+    incumbents: dict[tuple, float] = {}
+    for key in runs:
+        r = done[key]
+        case = (r["model"], r["profile"])
+        incumbents[case] = min(incumbents.get(case, math.inf), r["curve"][-1])
+    jobs = [(f"case/{m}/{hw}/{args.limit}",
+             ["--case", m, hw, repr(incumbents.get((m, hw), math.inf)), str(args.limit)])
+            for m, hw in all_cases(args)]
+    facts = run_all(jobs, cache, args.jobs)
+    return {(facts[k]["model"], facts[k]["profile"]): facts[k] for k, _ in jobs}
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=list(MODELS))
-    ap.add_argument("--profiles", nargs="+", default=list(PROFILES))
-    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--budgets", nargs="+", type=int, default=[32, 64, 128, 256])
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--profiles", nargs="*", default=list(PROFILES))
+    ap.add_argument("--instances", nargs="*", default=None, help="default: every bundled one")
+    ap.add_argument("--strategies", nargs="+", default=list(DEFAULT_STRATEGIES),
+                    choices=list(STRATEGIES))
+    ap.add_argument("--budgets", nargs="+", type=int, default=[64, 256, 1024])
+    ap.add_argument("--seeds", type=int, default=1, help="seeds of every case")
+    ap.add_argument("--proven-seeds", type=int, default=3,
+                    help="seeds of the cases with a proven optimum")
     ap.add_argument("--long", type=int, default=0, help="plain TPE to this many measurements")
     ap.add_argument("--long-models", nargs="+", default=["squeezenet", "alexnet", "vgg19"])
     ap.add_argument("--limit", type=int, default=1_000_000, help="B&B rows per level")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--one", nargs=5, help=argparse.SUPPRESS)  # model hw strategy seed total
+    ap.add_argument("--wall", nargs=5, help=argparse.SUPPRESS)  # model hw seed total walls
     ap.add_argument("--case", nargs=4, help=argparse.SUPPRESS)  # model hw incumbent limit
     return ap
 
 
-def _jobs(args) -> list[tuple[str, list[str]]]:
-    total = max(args.budgets)
-    jobs = [(f"run/{m}/{hw}/{s}/{seed}/{total}", ["--one", m, hw, s, str(seed), str(total)])
-            for m in args.models for hw in args.profiles for s in args.strategies
-            for seed in range(args.seeds)]
-    if args.long:
-        jobs += [(f"run/{m}/{hw}/tpe/0/{args.long}",
-                  ["--one", m, hw, "tpe", "0", str(args.long)])
-                 for m in args.long_models for hw in args.profiles]
-    return jobs
-
-
-def _cases(args, runs: list[dict], cache: Path) -> dict:
-    """Case facts; the optimum's search is seeded with the best any run measured."""
-    incumbents: dict[tuple, float] = {}
-    for r in runs:
-        key = (r["model"], r["profile"])
-        incumbents[key] = min(incumbents.get(key, math.inf), r["curve"][-1])
-    jobs = [(f"case/{m}/{hw}/{args.limit}",
-             ["--case", m, hw, repr(incumbents[(m, hw)]), str(args.limit)])
-            for m in args.models for hw in args.profiles]
-    done = run_all(jobs, cache, args.jobs)
-    return {(done[k]["model"], done[k]["profile"]): done[k] for k, _ in jobs}
+def _child(args) -> bool:
+    """A subprocess's job (``--one``, ``--wall``, ``--case``): print its row."""
+    if args.one:
+        m, hw, s, seed, total = args.one
+        row = one_job(m, hw, s, int(seed), int(total))
+    elif args.wall:
+        m, hw, seed, total, walls = args.wall
+        row = wall_job(m, hw, int(seed), int(total), json.loads(walls))
+    elif args.case:
+        m, hw, inc, limit = args.case
+        row = case_info(m, hw, float(inc), int(limit))
+    else:
+        return False
+    print(json.dumps(row))
+    return True
 
 
 def main() -> None:
     args = _parser().parse_args()
-    if args.one:
-        m, hw, s, seed, total = args.one
-        print(json.dumps(run_one(m, hw, s, int(seed), int(total))))
+    if _child(args):
         return
-    if args.case:
-        m, hw, inc, limit = args.case
-        print(json.dumps(case_info(m, hw, float(inc), int(limit))))
-        return
+    if args.instances is None:
+        from autoplace.frontend.tarnawski import bundled_instances
+        args.instances = list(bundled_instances())
     args.out.mkdir(parents=True, exist_ok=True)
     cache = args.out / "bench_search_runs.jsonl"
-    jobs = _jobs(args)
+    jobs = _run_jobs(args, all_cases(args), range(args.seeds)) + _long_jobs(args)
     done = run_all(jobs, cache, args.jobs)
-    runs = [done[k] for k, _ in jobs]
-    cases = _cases(args, runs, cache)
-    write_report(runs, cases, args, csv_rows(runs, cases, args.budgets))
+    cases = _cases(args, done, [k for k, _ in jobs], cache)
+    proven = [c for c in all_cases(args) if cases[c]["optimum_s"] is not None]
+    jobs += _run_jobs(args, proven, range(args.seeds, args.proven_seeds))
+    done = run_all(jobs, cache, args.jobs)
+    jobs += _wall_jobs(args, done, [k for k, _ in jobs])
+    done = run_all(jobs, cache, args.jobs)
+    greedy, source = their_greedy(args.instances)
+    for name, s in greedy.items():
+        cases[(name, INSTANCES)]["their_greedy_s"] = s
+    from bench_search_tables import write_report
 
-# -- the report -------------------------------------------------------------------------------
-def write_report(runs: list[dict], cases: dict, args, rows: list[dict]) -> None:
-    """bench_search.csv (one row per run and budget) and bench_search.md (the tables)."""
-    import csv
+    write_report([done[k] for k, _ in jobs], cases, args, source)
 
-    with open(args.out / "bench_search.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    main_runs = [r for r in runs if r["total"] == max(args.budgets)]
-    parts = [f"# Search quality ({_stamp()})\n", _goals(main_runs, cases, args, runs),
-             _budget_table(rows, args, "vs_heft", "HEFT"),
-             _budget_table(rows, args, "vs_single", "the best single unit"),
-             _case_table(main_runs, cases, args), _optimum_table(main_runs, cases, args),
-             _long_table(runs, cases, args), _overhead_table(main_runs, args)]
-    (args.out / "bench_search.md").write_text("\n".join(p for p in parts if p) + "\n")
-    print((args.out / "bench_search.md").read_text())
-
-
-def _stamp() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-
-
-def _pick(rows, **where):
-    return [r for r in rows if all(r[k] == v for k, v in where.items())]
-
-
-def _budget_table(rows: list[dict], args, column: str, name: str) -> str:
-    models = [m for m in args.models if m in ONNX]
-    head = (f"## Geomean of best / {name}, the {len(models)} ONNX models x "
-            f"{len(args.profiles)} profiles x seeds\n\n| strategy | "
-            + " | ".join(f"{b}" for b in args.budgets) + " |\n|---|"
-            + "---|" * len(args.budgets))
-    lines = [head]
-    for s in args.strategies:
-        vals = [geomean(r[column] for r in _pick(rows, strategy=s, budget=b)
-                        if r["model"] in models and r["profile"] in args.profiles)
-                for b in args.budgets]
-        lines.append(f"| {s} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _case_table(runs: list[dict], cases: dict, args) -> str:
-    b = max(args.budgets)
-    head = (f"## Every case at {b} measurements: best / HEFT (geomean over seeds)\n\n"
-            "| model | profile | ops | space | HEFT ms | bound / HEFT | optimum / HEFT | "
-            "single / HEFT | greedy / HEFT | " + " | ".join(args.strategies) + " |\n|"
-            + "---|" * (9 + len(args.strategies)))
-    lines = [head]
-    for m in args.models:
-        for hw in args.profiles:
-            c = cases[(m, hw)]
-            h = c["heft_s"]
-            opt = f"{c['optimum_s'] / h:.3f}" if c["optimum_s"] else "?"
-            cells = [geomean(r["curve"][-1] / h for r in _pick(runs, model=m, profile=hw,
-                                                                 strategy=s))
-                     for s in args.strategies]
-            lines.append(f"| {m} | {hw} | {c['ops']} | 10^{c['log10_space']:.0f} | "
-                         f"{h * 1e3:.3f} | {c['lower_bound_s'] / h:.3f} | {opt} | "
-                         f"{c['single_s'] / h:.2f} | {c['greedy_s'] / h:.3f} | "
-                         + " | ".join(f"{v:.3f}" for v in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _at_optimum(run: dict, budget: int, optimum_s: float) -> bool:
-    return best_at(run, budget) <= optimum_s * (1 + 1e-9)
-
-
-def _optimum_table(runs: list[dict], cases: dict, args) -> str:
-    known = [k for k in cases if cases[k]["optimum_s"]]
-    if not known:
-        return ""
-    lines = ["## Cases with a proven optimum: share of seeds at the optimum within 64 / "
-             f"{max(args.budgets)} measurements (mean gap at {max(args.budgets)})\n",
-             "| model | profile | optimum ms | B&B nodes | "
-             + " | ".join(f"{s} @64 / @{max(args.budgets)}" for s in args.strategies)
-             + " |", "|" + "---|" * (4 + len(args.strategies))]
-    for m, hw in known:
-        c = cases[(m, hw)]
-        cells = []
-        for s in args.strategies:
-            rs = _pick(runs, model=m, profile=hw, strategy=s)
-            hit64 = sum(_at_optimum(r, 64, c["optimum_s"]) for r in rs) / max(len(rs), 1)
-            hit = sum(_at_optimum(r, r["total"], c["optimum_s"]) for r in rs) / max(len(rs), 1)
-            gap = geomean(r["curve"][-1] / c["optimum_s"] for r in rs) - 1
-            cells.append(f"{hit64:.0%} / {hit:.0%} (+{gap:.2%})")
-        lines.append(f"| {m} | {hw} | {c['optimum_s'] * 1e3:.5f} | {c['optimum_nodes']:,} | "
-                     + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _reach(run: dict, target: float) -> int | None:
-    return next((n + 1 for n, v in enumerate(run["curve"]) if v <= target * (1 + 1e-9)), None)
-
-
-def _long_table(runs: list[dict], cases: dict, args) -> str:
-    long = [r for r in runs if r["strategy"] == "tpe" and r["total"] == args.long]
-    if not long:
-        return ""
-    lines = [f"## Plain TPE at {args.long} measurements vs evolve-xgb (seed 0)\n",
-             f"| model | profile | TPE@{args.long} / HEFT | evolve-xgb@100 / HEFT | "
-             "evolve-xgb measurements to match TPE |", "|---|---|---|---|---|"]
-    for r in long:
-        h = cases[(r["model"], r["profile"])]["heft_s"]
-        ev = _pick(runs, model=r["model"], profile=r["profile"], strategy="evolve-xgb", seed=0)
-        n = _reach(ev[0], r["curve"][-1]) if ev else None
-        at100 = best_at(ev[0], 100) / h if ev else float("nan")
-        lines.append(f"| {r['model']} | {r['profile']} | {r['curve'][-1] / h:.3f} | "
-                     f"{at100:.3f} | {n if n else '> ' + str(ev[0]['total'] if ev else '?')} |")
-    return "\n".join(lines) + "\n"
-
-
-def _overhead_table(runs: list[dict], args) -> str:
-    lines = ["## Search overhead (ms per measured candidate, not measuring) and wall time\n",
-             "| strategy | " + " | ".join(f"{hw} ms/trial | {hw} wall s" for hw in args.profiles)
-             + " |", "|---|" + "---|---|" * len(args.profiles)]
-    for s in args.strategies:
-        cells = []
-        for hw in args.profiles:
-            rs = _pick(runs, strategy=s, profile=hw)
-            cells.append(f"{sum(r['overhead_ms'] for r in rs) / max(len(rs), 1):.1f} | "
-                         f"{sum(r['wall_s'] for r in rs) / max(len(rs), 1):.1f}")
-        lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _optimum_hits(runs: list[dict], cases: dict, budget: int, rel: float) -> list[bool]:
-    return [best_at(r, budget) <= cases[(r["model"], r["profile"])]["optimum_s"] * (1 + rel)
-            for r in runs]
-
-
-def _goals(runs: list[dict], cases: dict, args, all_runs: list[dict]) -> str:
-    b = max(args.budgets)
-    ev = [r for r in runs if r["strategy"] == "evolve-xgb"]
-    onnx = [r for r in ev if r["model"] in ONNX]
-    known = [r for r in ev if cases[(r["model"], r["profile"])]["optimum_s"]]
-    small = [r for r in known if r["model"] not in ONNX]
-    large = [r for r in known if r["model"] in ONNX]
-    hit = _optimum_hits(small, cases, 64, 1e-9)
-    near = _optimum_hits(large, cases, 64, 1e-3)
-    heft = geomean(r["curve"][-1] / cases[(r["model"], r["profile"])]["heft_s"] for r in onnx)
-    floor = geomean(c["lower_bound_s"] / c["heft_s"] for (m, _), c in cases.items()
-                    if m in ONNX)
-    single = geomean(r["curve"][-1] / cases[(r["model"], r["profile"])]["single_s"]
-                     for r in onnx)
-    lines = ["## Goals (evolve-xgb, the default tuner)\n", "| goal | target | measured |",
-             "|---|---|---|",
-             f"| small graphs (seed_te): the optimum within 64 measurements | >= 95% of "
-             f"seeds | {sum(hit) / max(len(hit), 1):.0%} of {len(hit)} runs |",
-             f"| (ONNX models with a proven optimum: within 0.1% of it in 64) | - | "
-             f"{sum(near) / max(len(near), 1):.0%} of {len(near)} runs |",
-             f"| ONNX models, geomean best@{b} / HEFT | <= 0.90 | {heft:.3f} (no tuner can "
-             f"go below the lower bound: geomean bound / HEFT = {floor:.3f}) |",
-             f"| ONNX models, geomean best@{b} / best single unit | <= 0.75 | {single:.3f} |"]
-    long = [r for r in all_runs if r["strategy"] == "tpe" and r["total"] == args.long]
-    if long:
-        reached = []
-        for r in long:
-            e = _pick(runs, model=r["model"], profile=r["profile"], strategy="evolve-xgb",
-                      seed=0)
-            n = _reach(e[0], r["curve"][-1]) if e else None
-            reached.append(n is not None and n <= 100)
-        lines.append(f"| evolve-xgb matches plain TPE@{args.long} within 100 | every case | "
-                     f"{sum(reached)} of {len(reached)} cases |")
-    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()
