@@ -90,8 +90,7 @@ class Featurizer:
         est = np.maximum(np.maximum(cp, ranked[:, 0]), dma.max(axis=1, initial=0.0))
         total = busy.sum(axis=1)
         log = self._log
-        simulated = simulate_batch(t, choice, mode).latency
-        simulated = np.where(np.isfinite(simulated), log(simulated), log(est))
+        simulated = self._log_simulated(choice, mode, log(est))
         feats = [
             simulated, log(est), log(cp), log(ranked[:, 0]),
             log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
@@ -108,6 +107,15 @@ class Featurizer:
             (cross & (rid == 0)).any(axis=1).astype(float),
         ]
         return np.column_stack(feats)
+
+    def _log_simulated(self, choice: np.ndarray, mode: np.ndarray,
+                       fallback: np.ndarray) -> np.ndarray:
+        """``log(simulated latency / bound)``, on the targets' scale (no floor: with the
+        simulator as the measurer the residual is exactly zero); ``fallback`` where the
+        simulator gives no finite positive latency (a block unit's ops not contiguous)."""
+        latency = simulate_batch(self.space, choice, mode).latency
+        ok = np.isfinite(latency) & (latency > 0)
+        return np.where(ok, np.log(np.where(ok, latency, 1.0) / self.reference), fallback)
 
     def _log(self, secs: np.ndarray) -> np.ndarray:
         return np.log(np.asarray(secs) / self.reference + _EPS)

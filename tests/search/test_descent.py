@@ -191,7 +191,7 @@ def test_with_a_costly_measurer_descent_ranks_moves_by_the_learned_model(tmp_pat
     sp = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
     measurer = _Costly(sp)
     tuner = loop._tuner(sp, measurer, TuningLog(tmp_path / "t.jsonl"),
-                        TuneConfig(trials=64, seed=0), None)
+                        TuneConfig(trials=128, seed=0), None)
     tuner.run_baselines()
     tuner.run_search(lambda n: None)
     c, m = sp.encode([best(tuner.records).placement])
