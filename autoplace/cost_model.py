@@ -90,7 +90,7 @@ class Featurizer:
         est = np.maximum(np.maximum(cp, ranked[:, 0]), dma.max(axis=1, initial=0.0))
         total = busy.sum(axis=1)
         log = self._log
-        simulated = self._log_simulated(choice, mode, log(est))
+        simulated = self._log_simulated(choice, mode, (cross, used, rid), log(est))
         feats = [
             simulated, log(est), log(cp), log(ranked[:, 0]),
             log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
@@ -108,12 +108,12 @@ class Featurizer:
         ]
         return np.column_stack(feats)
 
-    def _log_simulated(self, choice: np.ndarray, mode: np.ndarray,
+    def _log_simulated(self, choice: np.ndarray, mode: np.ndarray, plan: tuple,
                        fallback: np.ndarray) -> np.ndarray:
         """``log(simulated latency / bound)``, on the targets' scale (no floor: with the
         simulator as the measurer the residual is exactly zero); ``fallback`` where the
         simulator gives no finite positive latency (a block unit's ops not contiguous)."""
-        latency = simulate_batch(self.space, choice, mode).latency
+        latency = simulate_batch(self.space, choice, mode, plan=plan).latency
         ok = np.isfinite(latency) & (latency > 0)
         return np.where(ok, np.log(np.where(ok, latency, 1.0) / self.reference), fallback)
 

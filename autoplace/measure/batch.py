@@ -45,18 +45,20 @@ class BatchOutput:
 
 
 def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
-                   prefix: int | None = None, finish: bool = False) -> BatchOutput:
+                   prefix: int | None = None, finish: bool = False,
+                   plan: tuple | None = None) -> BatchOutput:
     """Simulate ``B`` genomes (``choice[B, ops]``, ``mode[B, edges]``; modes are repaired as
     :meth:`SearchSpace.normalize` does).
 
     ``prefix=k`` simulates only ops ``[0, k)`` and the copies into them; an output read
     only by later ops is then freed at its producer's end (branch and bound's prefixes).
-    ``finish=True`` also returns each op's end time.
+    ``finish=True`` also returns each op's end time. ``plan``: the rows'
+    :meth:`SearchSpace.copy_plan`, if the caller has it already.
     """
     choice = np.ascontiguousarray(choice, dtype=np.int64)
     if choice.ndim != 2 or choice.shape[1] != space.n_ops:
         raise ValueError(f"choice must have shape (B, {space.n_ops}), got {choice.shape}")
-    cross, used, rid = space.copy_plan(choice, mode)
+    cross, used, rid = space.copy_plan(choice, mode) if plan is None else plan
     n = space.n_ops if prefix is None else int(prefix)
     r = space.routes
     if space.profile.blocks:
