@@ -171,9 +171,9 @@ class Store:
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
                      strategy=strategy, trial=number, seed=self.seed, run=self.run,
                      measurer=self.measurer, placement=placement, result=result)
+        self.next_trial = max(self.next_trial, number + 1)  # before the write: an interrupt
+        self.taken.add(number)  # between the two leaves a gap, never a number used twice
         self.log.append(rec)
-        self.next_trial = max(self.next_trial, number + 1)
-        self.taken.add(number)
         if trial is not None:
             self._finish(trial, rec, genome)
         elif self.study is not None:
