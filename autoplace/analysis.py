@@ -136,7 +136,9 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Best candidate against each baseline, per job (graph, profile version, measurer).
 
     One row for the best feasible candidate (``role`` = best) and one per baseline: strategy,
-    trial, latency and energy, ``vs_best`` (latency / best latency), error if infeasible.
+    trial, latency and energy, ``vs_best`` (latency / best latency), ``period_ms`` (a
+    stream's time per inference, where the measurer models one and it fits), error if
+    infeasible.
     """
     rows = []
     for _, g in df.groupby(list(JOB), observed=True, sort=False):
@@ -151,10 +153,11 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
             rows.append({"graph": graph, "profile": profile, "role": role,
                          "strategy": r["strategy"], "trial": r["trial"],
                          "latency_ms": r["latency_s"] * 1e3, "vs_best": r["latency_s"] / best_s,
-                         "energy_mj": r["energy_j"] * 1e3,
+                         "period_ms": r["period_s"] * 1e3, "energy_mj": r["energy_j"] * 1e3,
                          "error": "" if r["ok"] else str(r["error"])})
     return pd.DataFrame(rows, columns=["graph", "profile", "role", "strategy", "trial",
-                                       "latency_ms", "vs_best", "energy_mj", "error"])
+                                       "latency_ms", "vs_best", "period_ms", "energy_mj",
+                                       "error"])
 
 
 def strategy_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="autoplace", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    from autoplace.measure.objective import OBJECTIVES
     from autoplace.search.config import SAMPLERS
     from autoplace.search.guided import COST_MODELS
 
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
     t.add_argument("--trials", type=positive_int, default=200,
                    help="search candidates to measure, after the baselines")
+    t.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
+                   help="minimise one inference's latency, or the period of a stream of "
+                        "inputs (throughput = 1 / period); both are logged (docs/simulator.md)")
     t.add_argument("--log", default=None,
                    help="tuning log, one JSON line per candidate (None: tune-MODEL-HW.jsonl)")
     t.add_argument("--seed", type=seed_arg, default=0,
@@ -121,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(run=cmd_best)
     b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")
     b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
+    b.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
+                   help="the best by latency, or by the period of a stream (throughput)")
     sub.add_parser("profiles", help="bundled hardware profiles and their units").set_defaults(
         run=cmd_profiles)
     g = sub.add_parser("graph", help="ops of a model: kinds, FLOPs, bytes")
@@ -194,6 +200,7 @@ def cmd_tune(args) -> int:
     from autoplace.search import TuneConfig, tune
 
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
+                        objective=args.objective,
                         sampler=args.sampler, storage=args.storage, study_name=args.study,
                         resume=args.resume, append=args.append, worker=args.worker,
                         grace_s=args.grace,
@@ -204,6 +211,9 @@ def cmd_tune(args) -> int:
     for path in args.warm_start:
         if not Path(path).is_file():
             raise CliError(f"--warm-start: no such file: {path}")
+    if args.objective == "throughput" and args.measurer in ("local", "rpc"):
+        raise CliError(f"--objective throughput: the {args.measurer} measurer times one "
+                       "inference, not a stream; use --measurer simulator or rpc-sim")
     graph, profile, space = _load(args.model, args.hw)
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
@@ -221,13 +231,21 @@ def cmd_tune(args) -> int:
             result = tune(space, measurer, log, config)
     finally:
         measurer.close()
-    _report(result, log_path, worker=args.worker)
+    _report(result, log_path, config.goal, worker=args.worker)
     if result.best is not None:
         _next_steps(args, log_path)
     return 130 if result.interrupted else 0
 
 
-def _report(result, log_path: str, worker: bool = False) -> None:
+def _figures(res) -> str:
+    """A result's latency and, where it has one, its stream's period and throughput."""
+    text = f"latency {res.latency_s * 1e3:.4f} ms"
+    if res.period_s is not None:
+        text += f", period {res.period_s * 1e3:.4f} ms ({1 / res.period_s:.1f} inferences/s)"
+    return text
+
+
+def _report(result, log_path: str, objective, worker: bool = False) -> None:
     if result.warm_start:
         print(result.warm_start)
     if result.resumed:
@@ -243,12 +261,14 @@ def _report(result, log_path: str, worker: bool = False) -> None:
     if result.best is None:
         print("no feasible placement found")
         return
-    best = result.best.result.latency_s
-    print(f"best: {best * 1e3:.4f} ms ({result.best.strategy}, trial {result.best.trial})")
+    best = objective.value(result.best.result)
+    print(f"best ({objective.name}): {_figures(result.best.result)} ({result.best.strategy}, "
+          f"trial {result.best.trial})")
     for name, rec in sorted(result.baselines.items()):
-        lat = rec.result.latency_s
-        text = (f"{lat * 1e3:.4f} ms  ({lat / best:.2f}x the best)" if rec.result.ok
-                else f"infeasible: {rec.result.detail}")
+        value = objective.value(rec.result)
+        text = (f"{_figures(rec.result)}  ({value / best:.2f}x the best {objective.name})"
+                if value is not None else f"infeasible: {rec.result.detail}" if not
+                rec.result.ok else f"{_figures(rec.result)}  (its stream does not fit)")
         print(f"  baseline {name:<24} {text}")
     rhos = [s["spearman"] for s in result.stats[-10:] if s.get("spearman") is not None]
     if rhos:
@@ -260,14 +280,16 @@ def _report(result, log_path: str, worker: bool = False) -> None:
 def _next_steps(args, log_path: str) -> None:
     """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
     or an ONNX file, not an op graph JSON, which has no kernels)."""
-    steps = [f"autoplace best {log_path}", f"autoplace report {log_path} --out report/"]
+    by = "" if args.objective == "latency" else f" --objective {args.objective}"
+    steps = [f"autoplace best {log_path}{by}", f"autoplace report {log_path} --out report/"]
     if not str(args.model).lower().endswith(".json"):
-        steps.append(f"autoplace compile {args.model} --hw {args.hw} --log {log_path} "
+        steps.append(f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
                      "-o model.so")
     print("next: " + "  |  ".join(steps))
 
 
 def cmd_best(args) -> int:
+    from autoplace.measure.objective import objective_named
     from autoplace.records import JOB, best, read
 
     records = [r for path in args.log for r in read(path)]
@@ -279,13 +301,13 @@ def cmd_best(args) -> int:
               "measurer); the best of each:")
     found = False
     for job in jobs.values():
-        rec = best(job)
+        rec = best(job, objective=objective_named(args.objective))
         if rec is None:
             continue
         found = True
         runs = len({r.run for r in job})
         print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
-              f"{rec.result.latency_s * 1e3:.4f} ms ({rec.strategy}, trial {rec.trial}, "
+              f"{_figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
               f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''})")
         print(format_placement(rec.placement, _graph_or_none(args.model or rec.graph)))
     if not found:

@@ -27,6 +27,8 @@ def register(sub) -> None:
     c.add_argument("--hw", required=True, help="bundled profile name or .toml path")
     c.add_argument("--log", required=True, help="tuning log (JSON lines)")
     c.add_argument("-o", "--output", required=True, help="library to write (.so)")
+    c.add_argument("--objective", choices=("latency", "throughput"), default="latency",
+                   help="build the best record by latency, or by a stream's period")
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it")
     r.add_argument("target", help="a library from `autoplace compile`, or a model")
@@ -104,7 +106,7 @@ def _module_of(model: str, graph):
     return mod
 
 
-def _best_placed(model: str, hw: str, log: str):
+def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
     from autoplace.deploy import apply, best_record
     from autoplace.models import load_module
     from autoplace.profile_io import load_profile
@@ -113,7 +115,8 @@ def _best_placed(model: str, hw: str, log: str):
     mod, graph = load_module(model)
     profile = load_profile(hw)
     try:
-        rec = best_record(read(log), graph, profile)
+        rec = best_record(read(log), graph, profile,
+                          by="period_s" if objective == "throughput" else "latency_s")
     except ValueError as exc:
         raise ValueError(f"{log}: {exc}") from None
     return apply(mod, rec.placement, profile, graph=graph), rec
@@ -122,7 +125,7 @@ def _best_placed(model: str, hw: str, log: str):
 def cmd_compile(args) -> int:
     from autoplace.deploy import compile_placed
 
-    placed, rec = _best_placed(args.model, args.hw, args.log)
+    placed, rec = _best_placed(args.model, args.hw, args.log, args.objective)
     exe = compile_placed(placed)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     exe.export_library(args.output)

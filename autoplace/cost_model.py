@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from autoplace.measure.batch import simulate_batch
+from autoplace.measure.objective import LATENCY, Objective
 from autoplace.space import ASYNC, SearchSpace
 
 #: Feature names, in column order (docs/cost_model.md explains each).
@@ -61,8 +62,8 @@ class Featurizer:
 
     names = FEATURES
 
-    def __init__(self, space: SearchSpace):
-        self.space = space
+    def __init__(self, space: SearchSpace, objective: Objective = LATENCY):
+        self.space, self.objective = space, objective
         self.reference = max(space.critical_path(space.fastest()), 1e-12)
         self.total_bytes = max(float(space.nbytes.sum()), 1.0)
         self._flat = np.arange(space.n_ops) * space.c_dur.shape[1]  # row offsets
@@ -87,7 +88,9 @@ class Featurizer:
         busy[:, t.host] += per_mode[:, 0]
         cp = self._critical_path(dur, secs)
         ranked = np.sort(busy, axis=1)[:, ::-1]
-        est = np.maximum(np.maximum(cp, ranked[:, 0]), dma.max(axis=1, initial=0.0))
+        est = np.maximum(ranked[:, 0], dma.max(axis=1, initial=0.0))  # the busiest resource
+        if self.objective is LATENCY:  # a stream's period does not wait for the critical path
+            est = np.maximum(est, cp)
         total = busy.sum(axis=1)
         log = self._log
         simulated = self._log_simulated(choice, mode, (cross, used, rid), log(est))
@@ -110,12 +113,12 @@ class Featurizer:
 
     def _log_simulated(self, choice: np.ndarray, mode: np.ndarray, plan: tuple,
                        fallback: np.ndarray) -> np.ndarray:
-        """``log(simulated latency / bound)``, on the targets' scale (no floor: with the
+        """``log(simulated objective / bound)``, on the targets' scale (no floor: with the
         simulator as the measurer the residual is exactly zero); ``fallback`` where the
-        simulator gives no finite positive latency (a block unit's ops not contiguous)."""
-        latency = simulate_batch(self.space, choice, mode, plan=plan).latency
-        ok = np.isfinite(latency) & (latency > 0)
-        return np.where(ok, np.log(np.where(ok, latency, 1.0) / self.reference), fallback)
+        simulator gives no finite positive value (a block unit's ops not contiguous)."""
+        secs = self.objective.simulated(simulate_batch(self.space, choice, mode, plan=plan))
+        ok = np.isfinite(secs) & (secs > 0)
+        return np.where(ok, np.log(np.where(ok, secs, 1.0) / self.reference), fallback)
 
     def _log(self, secs: np.ndarray) -> np.ndarray:
         return np.log(np.asarray(secs) / self.reference + _EPS)
@@ -125,9 +128,10 @@ class Featurizer:
         return self.space.longest_paths(dur, secs)
 
     def targets(self, latency_s: np.ndarray, X: np.ndarray) -> np.ndarray:
-        """Training targets ``log(latency / bound)`` of the rows of ``X``.
+        """Training targets ``log(seconds / bound)`` of the rows of ``X`` (``latency_s``:
+        the objective's measured seconds per inference).
 
-        A failed candidate (latency NaN) gets its simulated target plus
+        A failed candidate (NaN) gets its simulated target plus
         :data:`FAIL_PENALTY`: ranked well below where the simulator puts it, while the
         residual the model learns stays bounded.
         """
@@ -244,15 +248,19 @@ class XGBCostModel(CostModel):
 
     ``init_model`` (a file written by :meth:`save`) warm-starts every ``fit``: its trees are
     kept and ``n_estimators`` more are boosted on the new data. Training is single-threaded
-    and seeded, so the same data gives the same model.
+    and seeded, so the same data gives the same model. ``target`` names the objective whose
+    seconds the targets are (``"latency"``, ``"throughput"``): saved with the model, and a
+    model of another target is refused on loading.
     """
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int = 4,
                  learning_rate: float = 0.3, min_child_weight: float = 2.0,
-                 max_bin: int = 32, seed: int = 0, init_model: str | Path | None = None):
+                 max_bin: int = 32, seed: int = 0, init_model: str | Path | None = None,
+                 target: str = "latency"):
         self.n_estimators, self.max_depth = n_estimators, max_depth
         self.learning_rate, self.min_child_weight = learning_rate, min_child_weight
         self.max_bin, self.seed, self.init_model = max_bin, seed, init_model
+        self.target = target
 
     def _params(self) -> dict:
         return {"max_depth": self.max_depth, "eta": self.learning_rate,
@@ -266,7 +274,8 @@ class XGBCostModel(CostModel):
         X = _check(X, y)
         if self.n_estimators <= 0:
             raise CostModelError(f"n_estimators > 0 must hold, got {self.n_estimators}")
-        init = _load_booster(self.init_model) if self.init_model is not None else None
+        init = _load_booster(self.init_model, self.target) if self.init_model is not None \
+            else None
         with xgb.config_context(nthread=1):  # threads cost more than they save at this size
             data = xgb.DMatrix(X, label=np.asarray(y, dtype=np.float64), base_margin=X[:, BASE])
             self.booster_ = xgb.train(self._params(), data,
@@ -300,7 +309,7 @@ class XGBCostModel(CostModel):
         if path.suffix not in (".json", ".ubj"):
             raise CostModelError(f"{path}: a cost model file ends in .json or .ubj")
         self.booster_.set_attr(
-            autoplace_features=json.dumps({"version": FEATURE_VERSION, "names": list(FEATURES)}),
+            autoplace_features=json.dumps(_features_meta(self.target)),
             autoplace_residual_range=json.dumps(list(self.residual_range_)))
         self.booster_.save_model(str(path))
 
@@ -308,15 +317,23 @@ class XGBCostModel(CostModel):
     def load(cls, path: str | Path, **settings) -> XGBCostModel:
         """A fitted model read from ``path`` (``settings`` apply to later ``fit`` calls)."""
         model = cls(**settings)
-        model.booster_ = _load_booster(path)
+        model.booster_ = _load_booster(path, model.target)
         low, high = json.loads(model.booster_.attr("autoplace_residual_range") or "[0, 0]")
         model.residual_range_ = (float(low), float(high))
         model.n_features_in_ = len(FEATURES)
         return model
 
 
-def _load_booster(path: str | Path):
-    """An XGBoost booster written by :meth:`XGBCostModel.save`, its features checked."""
+def _features_meta(target: str) -> dict:
+    """What a saved model's features are: their version and names, and the target where
+    it is not latency (so latency models saved before targets existed still load)."""
+    meta = {"version": FEATURE_VERSION, "names": list(FEATURES)}
+    return meta if target == "latency" else {**meta, "target": target}
+
+
+def _load_booster(path: str | Path, target: str = "latency"):
+    """An XGBoost booster written by :meth:`XGBCostModel.save`, its features and target
+    checked."""
     import xgboost as xgb
 
     booster = xgb.Booster()
@@ -325,8 +342,11 @@ def _load_booster(path: str | Path):
     except (xgb.core.XGBoostError, OSError):
         raise CostModelError(f"{path}: not an XGBoost model file") from None
     meta = booster.attr("autoplace_features")
-    expected = {"version": FEATURE_VERSION, "names": list(FEATURES)}
-    if meta is None or json.loads(meta) != expected:
+    saved = json.loads(meta) if meta is not None else {}
+    if isinstance(saved, dict) and saved.get("target", "latency") != target:
+        raise CostModelError(f"{path}: a cost model of the {saved.get('target')} objective; "
+                             f"this job's is {target}")
+    if saved != _features_meta(target):
         raise CostModelError(f"{path}: a cost model of other features (autoplace_features="
                              f"{meta}); retrain it with this version")
     return booster

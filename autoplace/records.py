@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.objective import LATENCY, Objective
 from autoplace.space import Placement
 
 #: 2: each record names its run (``run``: the id of the tuning job that measured it; a
@@ -133,6 +134,7 @@ def check_line(d: object) -> None:
         raise ValueError(f"'result' must be an object, got {_kind(result)}")
     _finite(result.get("latency_s"), "latency_s")
     _finite(result.get("energy_j"), "energy_j")
+    _finite(result.get("period_s"), "period_s")
     for name in ("unit_busy_s", "copy_bytes", "peak_bytes"):
         figures = result.get(name, {})
         if not isinstance(figures, dict):
@@ -307,6 +309,7 @@ def _columns(logs: list[tuple[str, list[dict]]]) -> dict[str, list]:
     cols["ok"] = [e is None for e in cols["error"]]
     cols["latency_s"] = [r.get("latency_s") for r in res]
     cols["energy_j"] = [r.get("energy_j") for r in res]
+    cols["period_s"] = [r.get("period_s") for r in res]
     for prefix, key in _METRICS:
         # an empty mapping means "not measured" (a failure); a name left out of a
         # measured one means 0 (the simulator omits scopes that were never used)
@@ -324,7 +327,8 @@ def load(*paths: str | Path, fast: bool = True):
 
     Columns: ``log`` (the file), ``seq`` (position in it), graph, profile, strategy, trial,
     seed, measurer, ``ok``, ``error`` (an :class:`ErrorKind` value or NaN), ``latency_s``,
-    ``energy_j``, ``busy_s.<unit>``, ``copy_bytes.<mode>``, ``peak_bytes.<scope>``
+    ``energy_j``, ``period_s`` (NaN where the measurer models no stream, or the stream does
+    not fit), ``busy_s.<unit>``, ``copy_bytes.<mode>``, ``peak_bytes.<scope>``
     (missing for failures without metrics), ``detail``, ``time`` (UTC) and ``placement``
     (its JSON text: :meth:`Placement.from_json` reads it). Repeated strings are categorical.
     ``fast=False`` uses only the standard library (same frame, slower).
@@ -342,6 +346,7 @@ def load(*paths: str | Path, fast: bool = True):
     df["seed"] = df["seed"].astype("Int64")
     df["latency_s"] = df["latency_s"].astype("float64")
     df["energy_j"] = df["energy_j"].astype("float64")
+    df["period_s"] = df["period_s"].astype("float64")
     for col in df.columns[df.columns.str.startswith(("copy_bytes.", "peak_bytes."))]:
         df[col] = df[col].astype("Int64")
     for col in df.columns[df.columns.str.startswith("busy_s.")]:
@@ -351,12 +356,13 @@ def load(*paths: str | Path, fast: bool = True):
 
 
 def best(records: Iterable[Record], *, graph_fp: str | None = None,
-         profile_hash: str | None = None) -> Record | None:
-    """The valid record with the lowest latency, optionally for one graph and profile."""
+         profile_hash: str | None = None, objective: Objective = LATENCY) -> Record | None:
+    """The record with the lowest seconds per inference of ``objective`` (latency, or a
+    stream's period), optionally for one graph and profile."""
     ok = [
         r for r in records
-        if r.result.ok
+        if objective.value(r.result) is not None
         and (graph_fp is None or r.graph_fp == graph_fp)
         and (profile_hash is None or r.profile_hash == profile_hash)
     ]
-    return min(ok, key=lambda r: (r.result.latency_s, r.trial), default=None)
+    return min(ok, key=lambda r: (objective.value(r.result), r.trial), default=None)

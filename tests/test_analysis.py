@@ -65,10 +65,14 @@ def df():
 
 
 def test_frame_has_one_row_per_candidate_and_flat_columns(df):
-    assert df.shape == (8, 24)
-    assert list(df.columns[:15]) == [
+    assert df.shape == (8, 25)
+    assert list(df.columns[:16]) == [
         "log", "seq", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",
-        "trial", "seed", "measurer", "error", "ok", "latency_s", "energy_j"]
+        "trial", "seed", "measurer", "error", "ok", "latency_s", "energy_j", "period_s"]
+    # one unit does every op: its work per inference; the sram at 2,000 of its 2,500 bytes
+    # cannot hold a second inference's buffers, so those streams have no period
+    assert df["period_s"].tolist()[:3] == pytest.approx([10e-3, 1.004e-3, 1.004e-3])
+    assert df["period_s"][[3, 5]].isna().all() and (df["peak_bytes.sram"][[3, 5]] == 2000).all()
     assert sorted(c for c in df.columns if "." in c) == [
         "busy_s.acc", "busy_s.cpu", "copy_bytes.async", "copy_bytes.sync", "peak_bytes.dram",
         "peak_bytes.sram"]

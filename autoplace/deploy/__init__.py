@@ -49,16 +49,18 @@ def build(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
     return Built(placement=placement, module=placed, executable=compile_placed(placed))
 
 
-def best_record(records: Iterable, graph: OpGraph, profile: Profile):
-    """The valid record with the lowest latency for this graph and profile, else BuildError."""
+def best_record(records: Iterable, graph: OpGraph, profile: Profile, *,
+                by: str = "latency_s"):
+    """The valid record with the lowest ``by`` (a result field: ``latency_s``, or
+    ``period_s`` for throughput) for this graph and profile, else BuildError."""
     records = list(records)
     ok = [r for r in records if r.result.ok and r.graph_fp == graph.fingerprint
-          and r.profile_hash == profile.hash]
+          and r.profile_hash == profile.hash and getattr(r.result, by) is not None]
     if not ok:
         raise BuildError(f"no valid record for graph {graph.name} (fingerprint "
                          f"{graph.fingerprint}) on profile {profile.name} (hash {profile.hash}) "
                          f"among {len(records)} records")
-    return min(ok, key=lambda r: (r.result.latency_s, r.trial))
+    return min(ok, key=lambda r: (getattr(r.result, by), r.trial))
 
 
 def apply_best(mod: tvm.IRModule, records: Iterable, profile: Profile, *,

@@ -52,12 +52,16 @@ class MeasureResult:
     copy_bytes: Mapping[str, int] = field(default_factory=dict)
     peak_bytes: Mapping[str, int] = field(default_factory=dict)
     energy_j: float | None = None
+    #: the steady-state time per inference of a stream of inputs (1 / throughput), where
+    #: the measurer models one and the placement's double-buffered stream fits
+    period_s: float | None = None
     timeline: tuple[Event, ...] = ()
 
     def __post_init__(self) -> None:
         if self.error is None and (self.latency_s is None or not self.latency_s >= 0):
             raise ValueError(f"a valid result needs latency_s >= 0, got {self.latency_s!r}")
         numbers = [("latency_s", self.latency_s), ("energy_j", self.energy_j),
+                   ("period_s", self.period_s),
                    *((f"unit_busy_s[{k}]", v) for k, v in self.unit_busy_s.items())]
         for name, value in numbers:
             if value is not None and not math.isfinite(value):
@@ -81,6 +85,7 @@ class MeasureResult:
             "copy_bytes": dict(self.copy_bytes),
             "peak_bytes": dict(self.peak_bytes),
             "energy_j": self.energy_j,
+            **({} if self.period_s is None else {"period_s": self.period_s}),
         }
 
     @classmethod
@@ -93,6 +98,7 @@ class MeasureResult:
             copy_bytes=d.get("copy_bytes", {}),
             peak_bytes=d.get("peak_bytes", {}),
             energy_j=d.get("energy_j"),
+            period_s=d.get("period_s"),
         )
 
 

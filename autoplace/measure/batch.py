@@ -24,7 +24,8 @@ SHIFTS_PER_ITEM = 8  # insertion sort's budget per item before the run merge tak
 
 @dataclass(frozen=True)
 class BatchOutput:
-    """Per row: ``latency`` (makespan), ``busy[B, units]``, ``copy_bytes[B, modes]``,
+    """Per row: ``latency`` (makespan), ``period`` (steady-state time per inference of a
+    stream, :func:`_period`), ``busy[B, units]``, ``copy_bytes[B, modes]``,
     ``peak[B, scopes]`` (activations at their peak, plus weights and graph inputs and
     outputs, which are held for the whole run), ``weights[B, scopes]`` (the weights among
     them), ``energy``, ``no_route`` (a copy with no route), ``not_contiguous`` (the block
@@ -41,6 +42,7 @@ class BatchOutput:
     energy: np.ndarray
     no_route: np.ndarray
     not_contiguous: np.ndarray
+    period: np.ndarray
     finish: np.ndarray | None = None
 
 
@@ -68,17 +70,33 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
         out = _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid,
                    space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
                    space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
-                   space.n_resources, len(space.units), len(space.scopes), space.host, n,
+                   space.n_resources, len(space.scopes), n,
                    finish, space.c_wscope, space.weight_bytes, space.default_scope,
                    SHIFTS_PER_ITEM, space.transfer_s, r.lat, r.inv, space.parallel)
-    latency, busy, copy_bytes, peak, no_route, ends, weights = out
+    latency, load, copy_bytes, peak, no_route, ends, weights = out
+    if load.shape[1] < space.n_resources:  # the block model: no DMA engine is ever busy
+        load = np.pad(load, ((0, 0), (0, space.n_resources - load.shape[1])))
     io = float(space.io_bytes[:n].sum())
     peak += weights
     peak[:, space.default_scope] += io
+    busy = load[:, :len(space.units)]
     return BatchOutput(latency=latency, busy=busy, copy_bytes=copy_bytes, peak=peak,
                        weights=weights, io=io,
                        energy=(busy * space.power).sum(axis=1), no_route=no_route,
-                       not_contiguous=not_contiguous, finish=ends if finish else None)
+                       not_contiguous=not_contiguous, period=_period(space, choice, load, n),
+                       finish=ends if finish else None)
+
+
+def _period(space: SearchSpace, choice: np.ndarray, load: np.ndarray, n: int) -> np.ndarray:
+    """Per row, the steady-state time per inference of a stream of inputs: the busiest
+    resource's work per inference (a unit's ops and sync copies, a DMA engine's hops), or
+    a ``parallel`` unit's longest op (docs/simulator.md, "Throughput")."""
+    serial = np.where(space.parallel, 0.0, load).max(axis=1, initial=0.0)
+    if not space.parallel.any():
+        return serial
+    ops = np.arange(n)
+    unit, dur = space.c_unit[ops, choice[:, :n]], space.c_dur[ops, choice[:, :n]]
+    return np.maximum(serial, np.where(space.parallel[unit], dur, 0.0).max(axis=1, initial=0.0))
 
 
 def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
@@ -96,10 +114,24 @@ def fitting(space: SearchSpace, out: BatchOutput) -> np.ndarray:
     return ~over.any(axis=1) & ~out.no_route & ~out.not_contiguous
 
 
+def streaming_peak(out: BatchOutput) -> np.ndarray:
+    """Per row and scope, the peak of a stream of inputs: what the scope holds for the
+    whole run (weights) once, every other buffer twice (double-buffered: one inference's
+    activations, inputs and outputs are written while the previous one's are read)."""
+    return 2.0 * out.peak - out.weights
+
+
+def streams(space: SearchSpace, out: BatchOutput) -> np.ndarray:
+    """Per row, whether it fits (:func:`fitting`) with its buffers doubled for a stream
+    (:func:`streaming_peak`): the rows whose ``period`` is a throughput they can reach."""
+    over = np.floor(streaming_peak(out)) > space.capacity
+    return fitting(space, out) & ~over.any(axis=1)
+
+
 @numba.njit(cache=True, nogil=True)
 def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, in_idx,
-         has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res, n_units,
-         n_scopes, host, n, want_finish, c_wscope, weight_bytes, default,
+         has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res,
+         n_scopes, n, want_finish, c_wscope, weight_bytes, default,
          shifts, transfer, r_lat, r_inv, parallel):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
@@ -110,7 +142,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
     B = choice.shape[0]
     m_items = n + len(src) * hop_res.shape[1]
     latency, no_route = np.zeros(B), np.zeros(B, dtype=np.bool_)
-    busy, copy_bytes = np.zeros((B, n_units)), np.zeros((B, 2))
+    busy, copy_bytes = np.zeros((B, n_res)), np.zeros((B, 2))
     peak, ends = np.zeros((B, n_scopes)), np.zeros((B if want_finish else 1, n))
     weights = np.zeros((B, n_scopes))  # held for the whole run, by scope
     free_t, stamp = np.zeros(n_res), np.full(n_res, -1)
@@ -144,8 +176,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                         start = max(arrive, free_t[res] if stamp[res] == b else 0.0)
                         arrive = start + secs
                         free_t[res], stamp[res] = arrive, b
-                        if m == 0:
-                            busy[b, host] += secs
+                        busy[b, res] += secs  # the host unit for a sync copy
                         if h == 0 and arrive > last_use[p]:
                             last_use[p], last_item[p] = arrive, nb
                         if prev >= 0:

@@ -363,7 +363,7 @@ class BlockReference:
         scope = run.p.ops[op.name][1]
         end = start + self.space.seconds_of(i, unit, scope,
                                             run.p.weights.get(op.name, "streamed"))
-        run.busy[unit] = run.busy.get(unit, 0.0) + end - start
+        run.tally(unit, end - start)
         if run.record:
             run.events.append(Event(kind="op", name=op.name, resource=unit, start=start, end=end,
                                     src=scope, dst=scope))
@@ -371,7 +371,7 @@ class BlockReference:
 
     def _transfer(self, run, unit: str, what: str, start: float, secs: float) -> float:
         if secs > 0:
-            run.busy[unit] = run.busy.get(unit, 0.0) + secs
+            run.tally(unit, secs)
             if run.record:
                 run.events.append(Event(kind="copy", name=f"{unit} {what}", resource=unit,
                                         start=start, end=start + secs, mode="sync"))

@@ -27,13 +27,29 @@ from autoplace.space import Placement, PlacementError, SearchSpace
 MIB = 1 << 20
 
 
+def hop_times(space: SearchSpace, k: int, route) -> list[float]:
+    """Each hop's time for edge ``k`` over ``route``: modelled, or scaled to sum to the
+    edge's measured transfer time (spread evenly over a route the model says takes none)."""
+    nbytes = space.graph.edges[k].nbytes
+    modelled = [hop.seconds(nbytes) for hop in route]
+    measured = space.graph.edges[k].transfer_us
+    if measured is None:
+        return modelled
+    total, measured = sum(modelled), measured * 1e-6
+    if total <= 0:
+        return [measured / len(modelled)] * len(modelled)
+    return [s * (measured / total) for s in modelled]
+
+
 class _Run:
     """State of one simulated execution (resources' free times, buffers, timeline)."""
 
     def __init__(self, space: SearchSpace, placement: Placement, record: bool):
         self.space, self.p, self.record = space, placement, record
         self.free: dict[str, float] = {}
-        self.busy: dict[str, float] = {}
+        self.busy: dict[str, float] = {}  # per unit
+        self.load: dict[str, float] = {}  # per resource that runs one thing at a time
+        self.longest = 0.0  # the longest piece of work on a parallel unit
         self.units = set(space.units)
         self.parallel = {u.name for u in space.profile.units if u.execution == "parallel"}
         self.copy_bytes = {"sync": 0, "async": 0}
@@ -46,9 +62,23 @@ class _Run:
         start = ready if resource in self.parallel else max(ready, self.free.get(resource, 0.0))
         end = start + secs
         self.free[resource] = end
+        self.tally(resource, secs)
+        return start, end
+
+    def tally(self, resource: str, secs: float) -> None:
+        """Count ``secs`` of work on ``resource`` (for busy times and the period)."""
         if resource in self.units:
             self.busy[resource] = self.busy.get(resource, 0.0) + secs
-        return start, end
+        if resource in self.parallel:
+            self.longest = max(self.longest, secs)
+        else:
+            self.load[resource] = self.load.get(resource, 0.0) + secs
+
+    @property
+    def period(self) -> float:
+        """The steady-state time per inference of a stream of inputs: the busiest
+        resource's work, or a parallel unit's longest piece of work."""
+        return max(self.longest, max(self.load.values(), default=0.0))
 
     def copy(self, k: int, src: str, dst: str, ready: float) -> tuple[float, list, float]:
         """Schedule the copy of edge ``k``: its arrival time, final buffer, first hop's end."""
@@ -57,7 +87,7 @@ class _Run:
         self.copy_bytes[mode] += nbytes
         prev, t, first_end = None, ready, None
         route = space.route(src, dst, mode)
-        for hop, secs in zip(route, self.hop_times(k, route, nbytes)):
+        for hop, secs in zip(route, hop_times(space, k, route)):
             res = space.profile.host if mode == "sync" else hop.engine
             start, t = self.occupy(res, t, secs)
             first_end = t if first_end is None else first_end
@@ -69,19 +99,6 @@ class _Run:
                 self.events.append(Event(kind="copy", name=name, resource=res, start=start,
                                          end=t, mode=mode, src=hop.src, dst=hop.dst))
         return t, prev, first_end
-
-    def hop_times(self, k: int, route, nbytes: int) -> list[float]:
-        """Each hop's time: modelled, or scaled to sum to the edge's measured transfer
-        time (spread evenly over a route the model says takes none)."""
-        modelled = [hop.seconds(nbytes) for hop in route]
-        measured = self.space.graph.edges[k].transfer_us
-        if measured is None:
-            return modelled
-        total, measured = sum(modelled), measured * 1e-6
-        if total <= 0:
-            return [measured / len(modelled)] * len(modelled)
-        return [s * (measured / total) for s in modelled]
-
 
 class Simulator(Measurer):
     """The default measurer: fast, deterministic, needs no TVM.
@@ -151,7 +168,17 @@ class Simulator(Measurer):
             peak_bytes=peaks, energy_j=float(out.energy[b]),
         )
         weights = {space.scopes[s]: int(out.weights[b, s]) for s in np.flatnonzero(out.weights[b])}
+        result = self._stream_check(result, float(out.period[b]), weights)
         return self._capacity_check(result, peaks, weights, int(out.io))
+
+    def _stream_check(self, result: MeasureResult, period: float,
+                      weights: dict[str, int]) -> MeasureResult:
+        """The result with its period, if every scope holds its buffers twice over (a
+        double-buffered stream: :func:`~autoplace.measure.batch.streaming_peak`)."""
+        for name, peak in result.peak_bytes.items():
+            if 2 * peak - weights.get(name, 0) > self.profile.scope(name).capacity_bytes:
+                return result
+        return dataclasses.replace(result, period_s=period)
 
     def _capacity_check(self, result: MeasureResult, peaks: dict[str, int],
                         weights: dict[str, int], io: int) -> MeasureResult:
@@ -253,6 +280,7 @@ class Simulator(Measurer):
             energy_j=float((busy[None, :] * self.space.power).sum(axis=1)[0]),
             timeline=tuple(sorted(run.events, key=lambda e: (e.start, e.end, e.resource))),
         )
+        result = self._stream_check(result, run.period, weights)
         return self._capacity_check(result, peaks, weights, io)
 
 

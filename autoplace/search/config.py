@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from autoplace.measure.objective import OBJECTIVES, Objective, objective_named
 from autoplace.records import Record
 from autoplace.search.guided import COST_MODELS
 from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
@@ -23,6 +24,9 @@ class TuneConfig:
 
     trials: int = 200
     seed: int = 0
+    #: what the search minimises: ``"latency"`` (one inference) or ``"throughput"`` (the
+    #: period of a stream, docs/simulator.md); both are logged
+    objective: str = "latency"
     batch_size: int = 8
     sampler: str = "evolve"
     storage: str | None = None
@@ -62,6 +66,8 @@ class TuneConfig:
              f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
             (self.trials > 0, f"trials > 0 must hold, got trials={self.trials}"),
             (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
+            (self.objective in OBJECTIVES,
+             f"objective must be one of {tuple(OBJECTIVES)}, got objective={self.objective!r}"),
             (self.sampler in SAMPLERS,
              f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
             (self.cost_model in COST_MODELS,
@@ -81,6 +87,11 @@ class TuneConfig:
             if not ok:
                 raise ValueError(message)
         self._check_model_files()
+
+    @property
+    def goal(self) -> Objective:
+        """The :class:`Objective` that :attr:`objective` names."""
+        return objective_named(self.objective)
 
     @property
     def continues(self) -> bool:

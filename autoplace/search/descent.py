@@ -26,7 +26,8 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from autoplace.measure.batch import fitting, simulate_batch
+from autoplace.measure.batch import simulate_batch
+from autoplace.measure.objective import LATENCY, Objective
 from autoplace.space import SearchSpace
 
 #: moves ranked per step at most (the batch simulator takes ~20k per second on a big graph)
@@ -82,13 +83,14 @@ def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
     return C[keep], M[keep]
 
 
-def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
-    """The simulator's latency of each genome; infinite where it does not fit the profile
-    (a scope over capacity, a copy without a route)."""
+def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+              objective: Objective = LATENCY) -> np.ndarray:
+    """The simulator's seconds per inference (``objective``) of each genome; infinite where
+    it does not fit the profile (a scope over capacity, a copy without a route, a stream
+    that does not fit)."""
     if not len(choice):
         return np.zeros(0)
-    out = simulate_batch(space, choice, mode)
-    return np.where(fitting(space, out), out.latency, np.inf)
+    return objective.batch(space, simulate_batch(space, choice, mode))
 
 
 class Descent:

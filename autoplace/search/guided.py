@@ -23,6 +23,7 @@ from autoplace.cost_model import (
     SimulatorCostModel,
     XGBCostModel,
 )
+from autoplace.measure.objective import LATENCY, Objective
 from autoplace.search.checkpoint import pack, unpack
 from autoplace.search.evolve import Genomes, evolve
 from autoplace.space import SearchSpace
@@ -42,10 +43,11 @@ class Batch:
     strategy: tuple[str, ...]
 
 
-def make_model(kind: str, *, seed: int, init_model: str | None = None) -> CostModel | None:
-    """The cost model ``kind`` names (None for ``"none"``)."""
+def make_model(kind: str, *, seed: int, init_model: str | None = None,
+               target: str = "latency") -> CostModel | None:
+    """The cost model ``kind`` names (None for ``"none"``); ``target``: the objective."""
     if kind == "xgb":
-        return XGBCostModel(seed=seed, init_model=init_model)
+        return XGBCostModel(seed=seed, init_model=init_model, target=target)
     if kind == "simulator":
         return SimulatorCostModel()
     if kind == "analytic":
@@ -68,8 +70,10 @@ class GuidedProposer:
     def __init__(self, space: SearchSpace, *, model: CostModel | None,
                  candidates: int, seed: int, warm: tuple[np.ndarray, np.ndarray] | None = None,
                  explore: float = 0.1, generations: int = 3, keep: int = 64,
-                 feasible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
-        self.space, self.genomes, self.featurizer = space, Genomes(space), Featurizer(space)
+                 feasible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                 objective: Objective = LATENCY):
+        self.space, self.genomes = space, Genomes(space)
+        self.featurizer = Featurizer(space, objective)
         self.model, self.candidates, self.explore = model, candidates, explore
         self.generations, self.keep = generations, keep
         self.rng = np.random.default_rng(seed)

@@ -47,10 +47,12 @@ class Tuner:
                  shared: SharedStudy | None = None):
         self.space, self.measurer, self.store = space, measurer, store
         self.strategy, self.config, self.shared = strategy, config, shared
+        self.objective = config.goal  # what "faster" means: latency or a stream's period
         self.baseline_names = {name for name, _ in baselines(space)}
         self.references = self.baseline_names | {"heft"}  # measured as they are
         self.records: list[Record] = []  # measured by this run
-        self.seen: dict[bytes, float | None] = {}  # genome key -> latency (None: failed)
+        #: genome key -> the objective's seconds (None: failed, or no value for it)
+        self.seen: dict[bytes, float | None] = {}
         self.done: list[str] = []  # strategy of every candidate of the job so far
         #: logged candidates of the round a resumed job stopped in, by genome key: taken
         #: from the log when that round is proposed again (see autoplace.search.checkpoint)
@@ -150,8 +152,8 @@ class Tuner:
                 self._record(proposal, i, keys[i], pl, res, mode[i])
         finally:  # interrupted: asked trials left running are finished as not measured
             self._release_unfinished(proposal, todo)
-        latency = {i: r.latency_s if r.ok else np.nan for i, r in zip(todo, results)
-                   if r is not None}
+        latency = {i: np.nan if (v := self.objective.value(r)) is None else v
+                   for i, r in zip(todo, results) if r is not None}
         for i, (label, _, lat) in logged.items():  # measured before the job was resumed
             latency[i] = np.nan if lat is None else lat
             self.seen[keys[i]] = lat
@@ -204,7 +206,7 @@ class Tuner:
             return
         genome = self.space.format_genome(proposal.choice[i], mode)
         self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
-        self.seen[key] = result.latency_s if result.ok else None
+        self.seen[key] = self.objective.value(result)
         self.done.append(proposal.labels[i])
 
     def _measure(self, choice: np.ndarray, mode: np.ndarray, placements: list[Placement]):
@@ -255,7 +257,7 @@ class Tuner:
         """The free model descent ranks moves by: the simulator (infinite where a genome does
         not fit), or, with a costly measurer, the strategy's cost model where it has one (the
         simulator plus the residual learned from the measurements)."""
-        simulated = predicted(self.space, choice, mode)
+        simulated = predicted(self.space, choice, mode, self.objective)
         if self.measurer.free or not len(choice):
             return simulated
         learned = self.strategy.estimate(choice, mode)
@@ -340,6 +342,7 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
     strategy = make_strategy(space, study, config, warm=warm,
                              stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
+                  objective=config.goal,
                   study_params=strategy.study_params, study_numbers=worker is not None,
                   continues=config.continues, append=config.append)
     shared = None
@@ -357,8 +360,9 @@ def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
     names = tuner.references
     base = {r.strategy: r for r in job if r.strategy in names}
-    best = min((r for r in job if r.result.ok),
-               key=lambda r: (r.result.latency_s, r.trial), default=None)
+    value = tuner.objective.value
+    best = min((r for r in job if value(r.result) is not None),
+               key=lambda r: (value(r.result), r.trial), default=None)
     return TuneResult(best=best, baselines=base, measured=len(tuner.records),
                       log10_space=tuner.space.log10_size, interrupted=interrupted,
                       resumed=tuner.resumed, wall_s=wall_s, measure_s=tuner.measure_s,

@@ -27,6 +27,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.measure.base import MeasureResult
+from autoplace.measure.objective import LATENCY, Objective
 from autoplace.records import Record, TuningLog, read
 from autoplace.search.config import SearchError, TuneConfig
 from autoplace.search.params import distributions, to_params, to_placement
@@ -52,6 +53,7 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
                           "pass --resume to continue it")
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                 direction="minimize", load_if_exists=config.continues)
+    _check_objective(study, config.objective, f"study {name!r} in {shown}")
     profile = study.user_attrs.get("profile_hash")
     if profile is None:
         study.set_user_attr("profile_hash", space.profile.hash)
@@ -62,13 +64,27 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
     return study
 
 
+def _check_objective(study: optuna.Study, objective: str, where: str) -> None:
+    """Mark a new study with the objective its values are; refuse one of another (a study
+    from before objectives existed is of latency)."""
+    if not study.trials and "objective" not in study.user_attrs:
+        study.set_user_attr("objective", objective)
+        return
+    theirs = study.user_attrs.get("objective", "latency")
+    if theirs != objective:
+        raise SearchError(f"{where} minimises {theirs}, not {objective}; use another --study "
+                          f"or --objective {theirs}")
+
+
 class Store:
-    """The job's log and study, and the job's records found in them."""
+    """The job's log and study, and the job's records found in them. The study is told
+    ``objective``'s seconds per inference (a record without any is a failed trial)."""
 
     def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
                  measurer: str, seed: int, study_params: bool, study_numbers: bool = False,
-                 continues: bool = False, append: bool = False):
+                 continues: bool = False, append: bool = False, objective: Objective = LATENCY):
         self.space, self.log, self.study = space, log, study
+        self.value = objective.value
         #: a record's trial number is its study trial's (workers sharing a study)
         self.study_numbers = study_numbers
         self.taken: set[int] = set()  # study trial numbers taken in from other logs
@@ -131,7 +147,7 @@ class Store:
         for r in self.logged:
             if r.trial not in in_study and self.study is not None:
                 self._add_trial(r)
-        done = [(r.strategy, r.placement, r.result.latency_s) for r in self.logged]
+        done = [(r.strategy, r.placement, self.value(r.result)) for r in self.logged]
         self.taken.update(r.trial for r in self.logged)
         self.next_trial = max([self.next_trial, *(n + 1 for n in in_study)])
         return done + self._take_in(in_study)
@@ -185,7 +201,7 @@ class Store:
         meanwhile (it took this one for dead), add the measurement as a trial of its own."""
         try:
             self._set_attrs(trial, rec, genome)
-            self._tell(trial, rec.result.latency_s if rec.result.ok else None)
+            self._tell(trial, self.value(rec.result))
         except RuntimeError:  # "... has already finished": another worker took this for dead
             if not self._measured_in_study(trial.number):  # it finished it as failed
                 self._add_trial(rec, genome, extra=trial.user_attrs)
@@ -198,7 +214,7 @@ class Store:
         if not path or not genome:
             return None
         rec = self._dead_log(path).get((self.run, trial.number))
-        return _attrs(rec, genome) if rec is not None else None
+        return _attrs(rec, genome, self.value(rec.result)) if rec is not None else None
 
     def _dead_log(self, path: str) -> dict[tuple[str, int], Record]:
         """A dead worker's log by (run, trial), read once while the file is unchanged (a
@@ -219,9 +235,8 @@ class Store:
         return any(t.number == number and "strategy" in t.user_attrs
                    for t in self.study.get_trials(deepcopy=False))
 
-    @staticmethod
-    def _set_attrs(trial: optuna.Trial, rec: Record, genome: str) -> None:
-        for k, v in _attrs(rec, genome).items():
+    def _set_attrs(self, trial: optuna.Trial, rec: Record, genome: str) -> None:
+        for k, v in _attrs(rec, genome, self.value(rec.result)).items():
             trial.set_user_attr(k, v)
 
     def release(self, trial: optuna.Trial, latency: float | None = None) -> None:
@@ -248,12 +263,11 @@ class Store:
         genome = genome or self.space.format_genome(*(x[0] for x in
                                                       self.space.encode([rec.placement])))
         params = to_params(self.space, rec.placement) if self.study_params else {}
-        res = rec.result
+        value = self.value(rec.result)
         self.study.add_trial(optuna.trial.create_trial(
             params=params, distributions={k: self.dists[k] for k in params},
-            value=res.latency_s if res.ok else None,
-            state=TrialState.COMPLETE if res.ok else TrialState.FAIL,
-            user_attrs={**(extra or {}), **_attrs(rec, genome)}))
+            value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
+            user_attrs={**(extra or {}), **_attrs(rec, genome, value)}))
 
 
 def shared_run_id(study: optuna.Study) -> str:
@@ -277,12 +291,12 @@ def _jobs(records: list[Record]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _attrs(rec: Record, genome: str) -> dict:
+def _attrs(rec: Record, genome: str, value: float | None) -> dict:
     """A measured trial's attributes; ``strategy`` last: a trial that has it has them all
     (they are set one by one), so a worker that finds it on a dead worker's running trial
-    can finish the trial with ``latency`` (see :meth:`SharedStudy.reclaim`)."""
-    attrs = {"trial": rec.trial, "genome": genome,
-             "latency": rec.result.latency_s if rec.result.ok else None}
+    can finish the trial with ``latency``, the value the study was told (the objective's
+    seconds per inference; see :meth:`SharedStudy.reclaim`)."""
+    attrs = {"trial": rec.trial, "genome": genome, "latency": value}
     if not rec.result.ok:
         attrs["error"] = f"{rec.result.error.value}: {rec.result.detail}"
     return attrs | {"strategy": rec.strategy}

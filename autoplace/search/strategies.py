@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import optuna
 
 from autoplace.cost_model import XGBCostModel
-from autoplace.measure.batch import fits
+from autoplace.measure.batch import simulate_batch
 from autoplace.search.config import SAMPLERS, TuneConfig
 from autoplace.search.evolution import ModelGuidedEvolution
 from autoplace.search.guided import GuidedProposer, make_model
@@ -40,7 +39,7 @@ def study_sampler(config: TuneConfig) -> optuna.samplers.BaseSampler:
 def warm_rows(space: SearchSpace, config: TuneConfig) -> WarmStart | None:
     """Training rows from the logs of ``config.warm_start`` (None without any)."""
     logs, _ = split_paths(config.warm_start)
-    return load_rows(logs, space) if logs else None
+    return load_rows(logs, space, config.goal) if logs else None
 
 
 def make_strategy(space: SearchSpace, study: optuna.Study, config: TuneConfig, *,
@@ -50,7 +49,8 @@ def make_strategy(space: SearchSpace, study: optuna.Study, config: TuneConfig, *
     if config.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
     if config.sampler in ("hill", "steepest"):  # no model: the yardsticks
-        return STRATEGIES[config.sampler](space, seed=config.seed)
+        return STRATEGIES[config.sampler](space, seed=config.seed,
+                                          objective=config.goal)
     proposer = _proposer(space, config, warm)
     if config.sampler == "evolve":
         return ModelGuidedEvolution(proposer, rank_stats=config.cost_model != "none",
@@ -62,10 +62,13 @@ def make_strategy(space: SearchSpace, study: optuna.Study, config: TuneConfig, *
 
 def _proposer(space: SearchSpace, config: TuneConfig, warm: WarmStart | None) -> GuidedProposer:
     _, model_file = split_paths(config.warm_start)
-    if model_file is not None:
-        XGBCostModel.load(model_file)  # a bad file fails now, before any measurement
-    model = make_model(config.cost_model, seed=config.seed, init_model=model_file)
+    objective = config.goal
+    if model_file is not None:  # a bad file fails now, before any measurement
+        XGBCostModel.load(model_file, target=objective.name)
+    model = make_model(config.cost_model, seed=config.seed, init_model=model_file,
+                       target=objective.name)
     rows = (warm.X, warm.y) if warm is not None else None
     return GuidedProposer(space, model=model, candidates=config.candidates, seed=config.seed,
-                          warm=rows, explore=config.explore,
-                          feasible=lambda c, m: np.asarray(fits(space, c, m)))
+                          warm=rows, explore=config.explore, objective=objective,
+                          feasible=lambda c, m: objective.feasible(
+                              space, simulate_batch(space, c, m)))

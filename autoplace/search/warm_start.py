@@ -16,6 +16,7 @@ import numpy as np
 
 from autoplace.cost_model import FEATURES, CostModelError, Featurizer
 from autoplace.graph import GraphError, OpGraph
+from autoplace.measure.objective import LATENCY, Objective
 from autoplace.records import Record, read
 from autoplace.space import PlacementError, SearchSpace
 
@@ -48,8 +49,10 @@ def split_paths(paths: Sequence[str]) -> tuple[list[str], str | None]:
     return [p for p in paths if p not in models], (models[0] if models else None)
 
 
-def load_rows(paths: Sequence[str], space: SearchSpace) -> WarmStart:
-    """Featurised rows of every usable record in the logs ``paths``."""
+def load_rows(paths: Sequence[str], space: SearchSpace,
+              objective: Objective = LATENCY) -> WarmStart:
+    """Featurised rows of every usable record in the logs ``paths``, with the targets of
+    ``objective``."""
     records = [r for p in paths for r in read(p)]
     mine = [r for r in records if r.profile_hash == space.profile.hash]
     groups: dict[str, list[Record]] = {}
@@ -62,7 +65,7 @@ def load_rows(paths: Sequence[str], space: SearchSpace) -> WarmStart:
             unknown += len(recs)
             continue
         rows = _rows(SearchSpace(graph, space.profile) if graph is not space.graph else space,
-                     recs)
+                     recs, objective)
         X.append(rows[0])
         y.append(rows[1])
         names.append(graph.name)
@@ -82,9 +85,10 @@ def _graph(record: Record, mine: OpGraph) -> OpGraph | None:
         return None
 
 
-def _rows(space: SearchSpace, records: list[Record]) -> tuple[np.ndarray, np.ndarray]:
+def _rows(space: SearchSpace, records: list[Record],
+          objective: Objective) -> tuple[np.ndarray, np.ndarray]:
     """Features and targets of one graph's records (placements that do not fit: skipped)."""
-    feat = Featurizer(space)
+    feat = Featurizer(space, objective)
     fits = []
     for r in records:
         try:
@@ -96,5 +100,6 @@ def _rows(space: SearchSpace, records: list[Record]) -> tuple[np.ndarray, np.nda
     choice = np.concatenate([f[0][0] for f in fits])
     mode = np.concatenate([f[0][1] for f in fits])
     X = feat.transform(choice, mode)
-    lat = np.array([res.latency_s if res.ok else np.nan for _, res in fits], dtype=np.float64)
+    lat = np.array([np.nan if (v := objective.value(res)) is None else v for _, res in fits],
+                   dtype=np.float64)
     return X, feat.targets(lat, X)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from autoplace.heft import heft_genome
-from autoplace.search.descent import Descent, apply_moves, move_list
+from autoplace.measure.objective import LATENCY, Objective
+from autoplace.search.descent import Descent, apply_moves, move_list, predicted
 from autoplace.search.strategy import Proposal, SearchStrategy, fastest
 from autoplace.space import SearchSpace
 
@@ -31,9 +32,9 @@ class _FromTheBest(SearchStrategy):
 
     label = ""
 
-    def __init__(self, space: SearchSpace, *, seed: int = 0):
+    def __init__(self, space: SearchSpace, *, seed: int = 0, objective: Objective = LATENCY):
         super().__init__()
-        self.space, self.rng = space, np.random.default_rng(seed)
+        self.space, self.rng, self.objective = space, np.random.default_rng(seed), objective
         self.best: tuple[float, np.ndarray, np.ndarray] | None = None
         self.measured: set[bytes] = set()
         self._heft_genome: tuple[np.ndarray, np.ndarray] | None = None
@@ -100,9 +101,9 @@ class SteepestDescent(_FromTheBest):
 
     label = "steepest"
 
-    def __init__(self, space: SearchSpace, *, seed: int = 0):
-        super().__init__(space, seed=seed)
-        self.descent = Descent(space)
+    def __init__(self, space: SearchSpace, *, seed: int = 0, objective: Objective = LATENCY):
+        super().__init__(space, seed=seed, objective=objective)
+        self.descent = Descent(space, predict=lambda c, m: predicted(space, c, m, objective))
 
     def around(self, choice, mode, n):
         return self.descent.propose(choice, mode, n, self.measured)

@@ -23,7 +23,8 @@ from autoplace.search.evolve import Genomes
 from autoplace.space import SearchSpace
 
 MODELS = ("squeezenet", "inception_v1", "resnet50")
-FIELDS = ("latency_s", "error", "detail", "unit_busy_s", "copy_bytes", "peak_bytes", "energy_j")
+FIELDS = ("latency_s", "error", "detail", "unit_busy_s", "copy_bytes", "peak_bytes", "energy_j",
+          "period_s")
 
 
 def genomes(space: SearchSpace, seed: int) -> tuple[np.ndarray, np.ndarray]:

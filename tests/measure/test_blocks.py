@@ -69,6 +69,8 @@ def _agree(space: SearchSpace, n: int, seed: int) -> None:
         assert out.latency[b] == pytest.approx(ref.latency_s, rel=1e-12, abs=1e-15)
         busy = {space.units[u]: v for u, v in enumerate(out.busy[b]) if v}
         assert busy == pytest.approx(ref.unit_busy_s, rel=1e-12)
+        if ref.period_s is not None:  # the slowest block, or the slowest parallel op
+            assert out.period[b] == pytest.approx(ref.period_s, rel=1e-12)
         assert dict(zip(("sync", "async"), out.copy_bytes[b])) == ref.copy_bytes
         peaks = {space.scopes[s]: int(v) for s, v in enumerate(out.peak[b]) if v}
         assert peaks == ref.peak_bytes

@@ -1,0 +1,83 @@
+"""What a tuning job minimises: one inference's latency, or the period of a stream.
+
+Both are seconds per inference and both are in every simulated record (``latency_s``,
+``period_s``); the objective says which one the search ranks by, which one the study is
+told and which record is the best. ``throughput`` minimises the period (docs/simulator.md,
+"Throughput"): inferences per second in steady state are ``1 / period_s``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from autoplace.measure.base import MeasureResult
+from autoplace.measure.batch import BatchOutput, fitting, streams
+from autoplace.space import SearchSpace
+
+
+class Objective(ABC):
+    """Seconds per inference to minimise, from a result or a batch of simulated rows."""
+
+    #: the ``--objective`` name
+    name: str
+    #: the result field it reads
+    field: str
+
+    def value(self, result: MeasureResult) -> float | None:
+        """The result's seconds per inference; None where it failed or has none."""
+        return getattr(result, self.field) if result.ok else None
+
+    @abstractmethod
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        """Per row, the simulator's seconds per inference, whether or not the row fits."""
+
+    @abstractmethod
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        """Per row, whether the value is one the placement can reach (it fits)."""
+
+    def batch(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        """Per row, the simulator's seconds per inference; infinite where infeasible."""
+        return np.where(self.feasible(space, out), self.simulated(out), np.inf)
+
+    def __repr__(self) -> str:
+        return f"Objective({self.name!r})"
+
+
+class Latency(Objective):
+    """One inference's latency (the makespan)."""
+
+    name, field = "latency", "latency_s"
+
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        return out.latency
+
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        return fitting(space, out)
+
+
+class Throughput(Objective):
+    """The period of a stream of inputs (1 / inferences per second); a placement whose
+    double-buffered stream does not fit has none."""
+
+    name, field = "throughput", "period_s"
+
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        return out.period
+
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        return streams(space, out)
+
+
+LATENCY, THROUGHPUT = Latency(), Throughput()
+#: the objectives by ``--objective`` name
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (LATENCY, THROUGHPUT)}
+
+
+def objective_named(name: str) -> Objective:
+    """The objective called ``name``; ValueError naming the choices otherwise."""
+    try:
+        return OBJECTIVES[name]
+    except KeyError:
+        raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {name!r}") from None
