@@ -32,9 +32,10 @@ def _extensions() -> list:
     """Modules adding subcommands: ``register(subparsers)`` adds parsers with
     ``set_defaults(run=handler)``; a handler takes the parsed args and returns the exit code.
     They import TVM only inside their handlers."""
-    from autoplace import cli_analysis, cli_import, cli_real
+    from autoplace import cli_analysis, cli_import, cli_pipeline, cli_real
 
-    return [cli_real.register, cli_analysis.register, cli_import.register]
+    return [cli_real.register, cli_analysis.register, cli_import.register,
+            cli_pipeline.register]
 
 
 class CliError(Exception):

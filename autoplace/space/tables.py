@@ -21,6 +21,16 @@ def _throughput(profile: Profile) -> np.ndarray:
                      for u in profile.units])
 
 
+def roofline_seconds(flops, internal, inputs, weights, throughput, bw_scope, bw_default,
+                     bw_weights, launch):
+    """An op's roofline time (docs/simulator.md, "Op time"): ``launch + max(flops /
+    throughput, internal / bw_scope + inputs / bw_default + weights / bw_weights)``, where
+    ``internal`` bytes are its reads from other ops plus its output, ``inputs`` its graph
+    inputs and ``weights`` its weights, read where they are held. Works on arrays."""
+    memory = internal / bw_scope + inputs / bw_default + weights / bw_weights
+    return launch + np.maximum(flops / throughput, memory)
+
+
 def _group_choices(profile: Profile, kind: str, weighty: bool,
                    barred: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """Unit, scope and weight placement (1: resident) of each choice of an op of ``kind``
@@ -154,12 +164,11 @@ class ChoiceTables:
         calibrated table knows (``unit.kernel_s[op.kernel_key]``) takes its measured time
         instead, whatever the scope (docs/simulator.md).
         """
-        compute = op.flops / thr[units, OP_KINDS.index(op.kind)]
         internal = op.bytes_read - op.external_bytes + op.output_bytes
         weight_bw = np.where(resident > 0, bw[scopes], bw[self.default_scope])
-        memory = (internal / bw[scopes] + op.input_bytes / bw[self.default_scope]
-                  + op.weight_bytes / weight_bw)
-        dur = self.launch[units] + np.maximum(compute, memory)
+        dur = roofline_seconds(op.flops, internal, op.input_bytes, op.weight_bytes,
+                               thr[units, OP_KINDS.index(op.kind)], bw[scopes],
+                               bw[self.default_scope], weight_bw, self.launch[units])
         for u in np.unique(units):
             known = profile.units[u].kernel_s.get(op.kernel_key)
             if known is not None:

@@ -1,0 +1,156 @@
+"""The optimum of the stage model: a dynamic program over contiguous splits x PE counts.
+
+PEs are counted, never labelled (Tarnawski et al., NeurIPS 2020; Piper, NeurIPS 2021). For a
+period ``tau``, :func:`_fewest` finds the fewest PEs of a pipeline whose every stage has
+period <= tau (every stage's least ``k``: its compute falls and its communication grows with
+``k``, so the least ``k`` whose compute is within ``tau`` and whose PEs hold the stage is the
+only one to try). :func:`least_period` bisects ``tau`` for a PE budget: exact to a relative
+:data:`TOLERANCE`. :func:`best_pipeline` maximises throughput over replication: each budget
+``m`` gives ``P // m`` copies of the pipeline, and budgets whose upper bound cannot beat the
+best found are skipped (the bound: :func:`work_bound`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
+
+#: relative gap between the period found and the least possible at which bisection stops
+TOLERANCE = 1e-9
+_NONE = np.iinfo(np.int64).max // 4
+
+
+def fewest_pes(costs: StageCosts, tau: float) -> PipelinePlan | None:
+    """The pipeline with the fewest PEs whose every stage has period <= ``tau``; None if
+    there is none (an op too slow, or too big for ``K`` PEs' memory)."""
+    m = costs.machine
+    f, back_i, back_k = _fewest(tau, costs.S_secs, costs.S_rotation, costs.S_weights, costs.cut,
+                                costs.S_io, costs.working, float(m.memory_bytes), m.link_bps,
+                                m.link_s, m.uplink_bps, m.uplink_s)
+    if f[-1] >= _NONE:
+        return None
+    stages, j = [], costs.n
+    while j > 0:
+        stages.append(Stage(int(back_i[j]), j, int(back_k[j])))
+        j = int(back_i[j])
+    return PipelinePlan(stages=tuple(reversed(stages)))
+
+
+def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0
+                 ) -> PipelinePlan | None:
+    """The pipeline of at most ``budget`` PEs with the least period (to :data:`TOLERANCE`);
+    None if no pipeline fits in that many. ``at_least``: a period known not to be beaten
+    (that of a larger budget), where the search starts."""
+    fewest = fewest_pes(costs, math.inf)
+    if fewest is None or fewest.pes > budget:
+        return None
+    # the slowest op, split all it can be, bounds every period from below
+    lo = max(float(costs.secs[-1].max()), at_least) * (1 - 1e-12)
+    hi = lo
+    while (best := fewest_pes(costs, hi)) is None or best.pes > budget:
+        hi *= 2  # ends: with no bound on the period, the fewest PEs fit the budget
+        if hi > evaluate(fewest, costs).period_s:
+            best = fewest
+            break
+    hi = evaluate(best, costs).period_s
+    while hi > lo * (1 + TOLERANCE):
+        mid = math.sqrt(lo * hi)
+        plan = fewest_pes(costs, mid)
+        if plan is not None and plan.pes <= budget:
+            best, hi = plan, evaluate(plan, costs).period_s
+        else:
+            lo = mid
+    return best
+
+
+def work_bound(costs: StageCosts) -> float:
+    """PE-seconds per inference at least: every op's least total time over its slices
+    (``k`` slices take ``k`` times a slice's time)."""
+    d = np.arange(1, costs.K + 1)[:, None]
+    return float((costs.secs * d).min(axis=0).sum())
+
+
+def throughput_bound(costs: StageCosts, pes: int) -> float:
+    """Inferences per second no plan on ``pes`` PEs beats: all of them busy with useful
+    work (:func:`work_bound`), and no pipeline faster than its slowest op split fully."""
+    per_pe = pes / work_bound(costs)
+    return min(per_pe, pes / float(costs.secs[-1].max()))
+
+
+def best_pipeline(costs: StageCosts, pes: int | None = None) -> PipelinePlan | None:
+    """The plan of the most throughput on ``pes`` PEs (default: the whole mesh): a pipeline
+    of the least period for each budget ``m``, replicated ``pes // m`` times; budgets that
+    cannot beat the best so far (``pes // m`` over the bound on a pipeline's period) are not
+    solved. None if no pipeline fits."""
+    pes = costs.machine.size if pes is None else pes
+    fewest = fewest_pes(costs, math.inf)
+    if fewest is None or fewest.pes > pes:
+        return None
+    work, slowest = work_bound(costs), float(costs.secs[-1].max())
+    best, best_thr, floor = None, 0.0, 0.0  # floor: the least period of a larger budget
+    for m in sorted({pes // r for r in range(1, pes // fewest.pes + 1)}, reverse=True):
+        if (pes // m) / max(work / m, slowest, floor) <= best_thr * (1 + TOLERANCE):
+            continue  # cannot beat the best: a smaller budget's period is no less
+        plan = least_period(costs, m, at_least=floor)
+        floor = evaluate(plan, costs).period_s
+        if (pes // m) / floor > best_thr:
+            best, best_thr = PipelinePlan(stages=plan.stages, replicas=pes // m), \
+                (pes // m) / floor
+    return best
+
+
+@numba.njit(cache=True, nogil=True)
+def _fewest(tau, S_secs, S_rotation, S_weights, cut, S_io, working, capacity, link_bps,
+            link_s, up_bps, up_s):  # pragma: no cover - compiled
+    """``f[j]``: the fewest PEs of a pipeline over ops ``[0, j)`` whose stages all have
+    period <= ``tau`` (``_NONE``: none); the last stage's start and PEs per ``j``."""
+    K, n1 = S_secs.shape
+    f = np.full(n1, _NONE, dtype=np.int64)
+    back_i, back_k = np.full(n1, -1, dtype=np.int64), np.zeros(n1, dtype=np.int64)
+    f[0] = 0
+    for j in range(1, n1):
+        largest = 0.0
+        for i in range(j - 1, -1, -1):
+            largest = max(largest, working[i])
+            if S_secs[K - 1, j] - S_secs[K - 1, i] > tau:
+                break  # a longer stage computes longer still
+            if f[i] >= _NONE:
+                continue
+            r = _first(S_secs, i, j, 0, tau)  # fewest PEs (k = r + 1) computing in time
+            held = S_weights[j] - S_weights[i] + 2.0 * (cut[i] + cut[j] + S_io[j] - S_io[i]) \
+                + largest
+            r = max(r, int(np.ceil(held / capacity)) - 1)  # ... and holding the stage
+            if r >= K:
+                continue
+            comm = (S_rotation[r, j] - S_rotation[r, i] + _move(cut[i], link_bps, link_s)
+                    + _move(cut[j], link_bps, link_s) + _move(S_io[j] - S_io[i], up_bps, up_s))
+            if comm <= tau and f[i] + r + 1 < f[j]:
+                f[j], back_i[j], back_k[j] = f[i] + r + 1, i, r + 1
+    return f, back_i, back_k
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _first(S, i, j, lo, limit):  # pragma: no cover - compiled
+    """The least row ``r >= lo`` with ``S[r, j] - S[r, i] <= limit`` (rows nonincreasing),
+    or ``K`` if none."""
+    K = S.shape[0]
+    if S[K - 1, j] - S[K - 1, i] > limit:
+        return K
+    hi = K - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if S[mid, j] - S[mid, i] <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _move(nbytes, bps, latency):  # pragma: no cover - compiled
+    return nbytes / bps + latency if nbytes > 0 else 0.0

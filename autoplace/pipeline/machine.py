@@ -1,0 +1,90 @@
+"""A mesh profile's processing element, as the pipeline planner sees it.
+
+The planner never names a PE per op (docs/pipeline.md): it needs one PE's units, its local
+memory and the mesh link between neighbours, which a ``[mesh]`` profile describes once as
+templates (``autoplace/profile_mesh.py`` expands them into ``pe<k>.*``; PE 0's are read back
+here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from autoplace.profile import Profile, ProfileError, Unit
+
+#: how many ways a conv2d or matmul may be split along its output channels at most (an op
+#: graph carries no channel count yet; the model-zoo networks' layers have 64 or more)
+MAX_SPLIT = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeshMachine:
+    """The PEs of a mesh: ``rows x cols``, each with ``units`` (named by their suffix: ``arm``,
+    ``npu``), a local scope of ``memory_bytes`` at ``memory_bps``, and links to its four
+    neighbours at ``link_bps`` with ``link_s`` latency per copy; ``uplink_bps`` and
+    ``uplink_s``: a PE's path to the shared memory that holds the graph's inputs and outputs."""
+
+    name: str
+    rows: int
+    cols: int
+    units: tuple[Unit, ...]
+    memory_bytes: int
+    memory_bps: float
+    link_bps: float
+    link_s: float
+    uplink_bps: float
+    uplink_s: float
+    max_split: int = MAX_SPLIT
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.cols < 1 or not self.units:
+            raise ValueError(f"mesh {self.name}: needs rows, cols >= 1 and a unit per PE")
+        if self.max_split < 1:
+            raise ValueError(f"max_split >= 1 must hold, got {self.max_split}")
+
+    @property
+    def size(self) -> int:
+        """The number of PEs."""
+        return self.rows * self.cols
+
+    @classmethod
+    def of(cls, profile: Profile, *, max_split: int = MAX_SPLIT) -> MeshMachine:
+        """The mesh of ``profile`` (its ``[mesh]`` table); ProfileError without one."""
+        grid = profile.mesh
+        if grid is None:
+            raise ProfileError(f"profile {profile.name} ({profile.source}) has no [mesh]: a "
+                               "pipeline needs a mesh of processing elements")
+        suffix = grid.link_scopes[0] if grid.link_scopes else grid.scopes[0] if grid.scopes \
+            else None
+        if suffix is None:
+            raise ProfileError(f"profile {profile.name}: [mesh] has no local scope")
+        local = profile.scope(f"pe0.{suffix}")
+        link_bps, link_s = _path(profile, f"pe0.{suffix}", _neighbour(grid, suffix))
+        uplink_bps, uplink_s = (_path(profile, f"pe0.{suffix}", grid.uplink_to)
+                                if grid.uplink_to else (link_bps, link_s))
+        units = tuple(dataclasses.replace(u, name=u.name.split(".", 1)[1])
+                      for u in profile.units if u.name.startswith("pe0."))
+        return cls(name=profile.name, rows=grid.rows, cols=grid.cols, units=units,
+                   memory_bytes=local.capacity_bytes, memory_bps=local.bandwidth_bps,
+                   link_bps=link_bps, link_s=link_s, uplink_bps=uplink_bps,
+                   uplink_s=uplink_s, max_split=max_split)
+
+
+def _neighbour(grid, suffix: str) -> str | None:
+    """PE 0's neighbour's local scope (None on a one-PE mesh)."""
+    if grid.size == 1:
+        return None
+    return f"pe{1 if grid.cols > 1 else grid.cols}.{suffix}"
+
+
+def _path(profile: Profile, src: str, dst: str | None) -> tuple[float, float]:
+    """(bytes per second, latency) of the copy path ``src -> dst``: infinite and 0 without
+    a destination; ProfileError if the profile has no such path."""
+    if dst is None:
+        return float("inf"), 0.0
+    path = profile.copy_index.get((src, dst))
+    if path is None:
+        raise ProfileError(f"profile {profile.name}: no copy path {src} -> {dst}: a pipeline "
+                           "needs [mesh.link] (and [mesh.uplink] for the graph's inputs)")
+    return path.bandwidth_bps, path.latency_s

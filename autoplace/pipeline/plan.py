@@ -1,0 +1,82 @@
+"""A pipelined placement: stages of contiguous ops, PEs per stage, whole pipelines replicated.
+
+:class:`PipelinePlan` is pure data (validated); :func:`evaluate` gives its figures under the
+stage model of :mod:`autoplace.pipeline.costs`: the period (the slowest stage: its compute
+or its communication), throughput (replicas / period), one inference's latency, each stage's
+memory per PE and whether it fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoplace.pipeline.costs import StageCosts
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Ops ``[start, end)`` on ``pes`` PEs."""
+
+    start: int
+    end: int
+    pes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelinePlan:
+    """Stages covering the ops in order, and how many copies of the whole pipeline run."""
+
+    stages: tuple[Stage, ...]
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.stages or self.stages[0].start != 0:
+            raise ValueError("a pipeline's first stage starts at op 0")
+        for a, b in zip(self.stages, self.stages[1:]):
+            if a.end != b.start:
+                raise ValueError(f"stages [{a.start}, {a.end}) and [{b.start}, {b.end}) "
+                                 "are not contiguous")
+        for s in self.stages:
+            if s.end <= s.start or s.pes < 1:
+                raise ValueError(f"stage [{s.start}, {s.end}) on {s.pes} PEs is empty")
+        if self.replicas < 1:
+            raise ValueError(f"replicas >= 1 must hold, got {self.replicas}")
+
+    @property
+    def pes(self) -> int:
+        """PEs of one pipeline."""
+        return sum(s.pes for s in self.stages)
+
+    @property
+    def cuts(self) -> tuple[int, ...]:
+        """Where stages start after the first (op indices)."""
+        return tuple(s.start for s in self.stages[1:])
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanFigures:
+    """What a plan achieves under the stage model."""
+
+    period_s: float
+    latency_s: float
+    throughput: float  # inferences per second over all replicas
+    stage_period_s: tuple[float, ...]
+    stage_memory: tuple[float, ...]  # bytes per PE
+    fits: bool
+    pes_used: int
+
+
+def evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
+    """The plan's figures; ValueError if it does not cover the graph or a stage has more
+    PEs than the costs were tabulated for."""
+    if plan.stages[-1].end != costs.n:
+        raise ValueError(f"the plan covers ops [0, {plan.stages[-1].end}), the graph has "
+                         f"{costs.n}")
+    figures = [costs.stage(s.start, s.end, s.pes) for s in plan.stages]
+    period = max(f["period"] for f in figures)
+    return PlanFigures(period_s=period, latency_s=sum(f["latency"] for f in figures),
+                       throughput=plan.replicas / period if period > 0 else float("inf"),
+                       stage_period_s=tuple(f["period"] for f in figures),
+                       stage_memory=tuple(f["memory"] for f in figures),
+                       fits=all(f["fits"] for f in figures),
+                       pes_used=plan.pes * plan.replicas)
