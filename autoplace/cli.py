@@ -399,7 +399,11 @@ def _run(args) -> int:
     except (CliError, *USER_ERRORS) as exc:
         print(f"autoplace: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as exc:
+        from autoplace.search.loop import from_ctrl_c
+
+        if not from_ctrl_c(exc):  # a SystemError of its own: a bug, with its traceback
+            raise
         print("autoplace: interrupted", file=sys.stderr)
         return 130
 

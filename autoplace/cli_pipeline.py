@@ -19,6 +19,11 @@ def register(sub) -> None:
                    help="PEs to use (default: the whole mesh)")
     p.add_argument("--max-split", type=positive_int, default=None,
                    help="ways an op may be split at most (default 64)")
+    p.add_argument("--manifest", default=None, metavar="FILE",
+                   help="write the plan as a JSON manifest for a runtime (docs/pipeline.md)")
+    p.add_argument("--plot", default=None, metavar="DIR",
+                   help="draw the plan on the grid (grid.png) and one period of its stream "
+                        "(period.png) in DIR")
     p.set_defaults(run=cmd_pipeline)
 
 
@@ -49,7 +54,31 @@ def cmd_pipeline(args) -> int:
     if naive is not None:
         _print_naive(naive, costs)
     print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
+    if args.manifest:
+        from autoplace.pipeline.manifest import write_manifest
+
+        write_manifest(args.manifest, plan, costs, profile_hash=profile.hash)
+        print(f"manifest: {args.manifest}")
+    if args.plot:
+        _plot(plan, costs, args.plot)
     return 0
+
+
+def _plot(plan, costs, out: str) -> None:
+    """grid.png and period.png in ``out``."""
+    from pathlib import Path
+
+    from autoplace import plots
+    from autoplace.pipeline.layout import grid_maps
+    from autoplace.pipeline.stream import steady_window
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    title = f"{costs.graph.name} on {costs.machine.name}"
+    plots.save(plots.pipeline_grid(*grid_maps(plan, costs), title=title), Path(out) / "grid.png")
+    start, period, work = steady_window(plan, costs)
+    plots.save(plots.pipeline_period(work, start, period, len(plan.stages)),
+               Path(out) / "period.png")
+    print(f"pictures: {Path(out) / 'grid.png'}, {Path(out) / 'period.png'}")
 
 
 def _no_fit(costs, pes: int, what: str) -> str:

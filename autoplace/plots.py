@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
@@ -250,9 +251,59 @@ def occupancy(occ: pd.DataFrame, *, capacities: Mapping[str, int] | None = None,
     return fig
 
 
+def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Figure:
+    """A pipelined plan on the mesh (:func:`autoplace.pipeline.layout.grid_maps`): each PE's
+    stage (-1: unused, blank) and the share of each period its cores compute."""
+    rows, cols = stage.shape
+    width = min(16.0, 2.5 + 0.12 * cols * 2)
+    fig = Figure(figsize=(width, 1.5 + width * rows / (2.2 * cols)), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    n = int(stage.max()) + 1
+    cmap = colormaps["tab20"].resampled(max(n, 1))
+    im = left.imshow(np.ma.masked_less(stage, 0), cmap=cmap, vmin=-0.5, vmax=n - 0.5,
+                     interpolation="nearest")
+    left.set_title("stage of each PE")
+    fig.colorbar(im, ax=left, label="stage", ticks=range(n), fraction=0.04)
+    im = right.imshow(np.ma.masked_less(busy, 0), cmap="Blues", vmin=0.0, vmax=1.0,
+                      interpolation="nearest")
+    right.set_title("busy share of a period (compute)")
+    fig.colorbar(im, ax=right, label="busy", fraction=0.04)
+    for ax in (left, right):
+        ax.set_xlabel("column")
+        ax.set_ylabel("row")
+    fig.suptitle(title or "the plan on the grid")
+    return fig
+
+
+def pipeline_period(work: Sequence[tuple], start: float, period: float, stages: int, *,
+                    title: str = "") -> Figure:
+    """One period of a pipeline's stream in steady state (``work`` of
+    :func:`autoplace.pipeline.stream.steady_window`): per stage, its PEs and its DMA
+    engines, each piece of work coloured by the inference it belongs to."""
+    lanes_ = [f"stage{s}.{what}" for s in range(stages) for what in ("pes", "dma")]
+    row = {name: i for i, name in enumerate(lanes_)}
+    fig = Figure(figsize=(11, 1.4 + 0.32 * len(lanes_)), layout="constrained")
+    ax = fig.add_subplot()
+    colours = colormaps["tab10"].colors
+    for res, a, b, inference, _ in work:
+        ax.barh(row[res], (b - a) * 1e3, left=(a - start) * 1e3, height=BAR,
+                color=colours[inference % len(colours)], edgecolor="white", linewidth=0.5,
+                hatch=ASYNC_HATCH if res.endswith(".dma") else None)
+        if (b - a) > 0.08 * period:
+            ax.text((a + b - 2 * start) / 2 * 1e3, row[res], str(inference), ha="center",
+                    va="center", fontsize="x-small", color="white")
+    ax.set_yticks(range(len(lanes_)), lanes_)
+    ax.invert_yaxis()
+    ax.set_xlim(0, period * 1e3)
+    ax.set_xlabel("time within one period (ms); bars: which inference (number)")
+    ax.set_title(title or f"one period in steady state: {period * 1e3:.4f} ms")
+    return fig
+
+
 def save(fig: Figure, path, *, dpi: int = 110) -> None:
     """Write ``fig`` as a PNG (Agg)."""
     fig.savefig(path, dpi=dpi)
 
 
-__all__ = ["gantt", "convergence", "utilisation", "occupancy", "save", "KIND_COLOURS"]
+__all__ = ["gantt", "convergence", "utilisation", "occupancy", "pipeline_grid",
+           "pipeline_period", "save", "KIND_COLOURS"]

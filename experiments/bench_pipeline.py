@@ -126,7 +126,10 @@ def main() -> None:
     for model, (rows, cols) in CASES:
         results.append((model, (rows, cols), run(model, rows, cols)))
         print(f"{model} {rows}x{cols}: {results[-1][2]}", file=sys.stderr, flush=True)
-    text = table(results)
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    text = (f"`python experiments/bench_pipeline.py` at {rev}, {time.strftime('%Y-%m-%d')}, "
+            "each case in a subprocess on core 0 (load: last column)\n\n" + table(results))
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

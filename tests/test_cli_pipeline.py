@@ -9,11 +9,13 @@ from test_cli import assert_one_line_error, cli
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.baselines import equal_flops
+from autoplace.pipeline.manifest import read_manifest
 from autoplace.profile_io import load_profile
 
 
-def test_the_plan_printed_is_the_dynamic_programs():
-    p = cli("pipeline", "squeezenet", "--hw", "mesh")
+def test_the_plan_printed_is_the_dynamic_programs(tmp_path):
+    p = cli("pipeline", "squeezenet", "--hw", "mesh", "--manifest", tmp_path / "plan.json",
+            "--plot", tmp_path / "pics")
     assert p.returncode == 0, p.stderr
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     plan = best_pipeline(costs)
@@ -26,6 +28,9 @@ def test_the_plan_printed_is_the_dynamic_programs():
     naive = evaluate(equal_flops(costs), costs).throughput
     assert f"equal-FLOP stages: {naive:,.1f} inferences/s" in p.stdout
     assert naive < f.throughput
+    assert read_manifest(tmp_path / "plan.json", costs) == plan
+    assert all((tmp_path / "pics" / f"{name}.png").stat().st_size > 10_000
+               for name in ("grid", "period"))
 
 
 def test_what_does_not_fit_is_one_line():

@@ -149,3 +149,35 @@ def test_figures_render_to_png(tmp_path):
     path = tmp_path / "g.png"
     plots.save(plots.gantt(g, res.timeline), path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
+    import dataclasses
+
+    import numpy as np
+
+    from autoplace.models import load_graph
+    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
+    from autoplace.pipeline.layout import grid_maps
+    from autoplace.pipeline.stream import steady_window
+    from autoplace.profile_io import load_profile
+
+    mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
+    costs = StageCosts(load_graph("squeezenet"), mesh)
+    plan = best_pipeline(costs)
+    stage, busy = grid_maps(plan, costs)
+    fig = plots.pipeline_grid(stage, busy)
+    left, right = fig.axes[:2]  # the two maps, then their colour bars
+    assert np.ma.getdata(left.images[0].get_array()).shape == (8, 8)
+    assert right.images[0].get_array().max() <= 1.0
+    start, period, work = steady_window(plan, costs)
+    fig = plots.pipeline_period(work, start, period, len(plan.stages))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f"stage{s}.{w}" for s in range(len(plan.stages)) for w in ("pes", "dma")]
+    assert len(ax.patches) == len(work) and ax.get_xlim() == (0, period * 1e3)
+    # within the period, and one piece of work at a time on each lane
+    assert all(start <= a < b <= start + period for _, a, b, _, _ in work)
+    for lane in labels:
+        spans = sorted((a, b) for r, a, b, _, _ in work if r == lane)
+        assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:]))

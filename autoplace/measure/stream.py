@@ -62,7 +62,7 @@ def work_items(space: SearchSpace, placement: Placement) -> list[Work]:
         weights = p.weights.get(op.name, "streamed")
         items.append(Work(unit, space.seconds_of(i, unit, scope, weights), tuple(after)))
         op_item.append(len(items) - 1)
-    return _in_program_order(items)
+    return items
 
 
 def _in_program_order(items: list[Work]) -> list[Work]:
@@ -83,8 +83,9 @@ class _Stream:
     for; per resource, its ready items (by inference, then program order) and whether it
     is running one."""
 
-    def __init__(self, items: list[Work], parallel: set[str], inferences: int):
-        self.items, self.parallel = items, parallel
+    def __init__(self, items: list[Work], parallel: set[str], inferences: int,
+                 record: list | None = None):
+        self.items, self.parallel, self.record = items, parallel, record
         self.users: list[list[int]] = [[] for _ in items]
         for j, item in enumerate(items):
             for d in item.after:
@@ -110,6 +111,8 @@ class _Stream:
             while queue and (res in self.parallel or res not in self.running):
                 inference, j = heapq.heappop(queue)
                 heapq.heappush(self.events, (t + self.items[j].seconds, inference, j))
+                if self.record is not None:
+                    self.record.append((res, t, t + self.items[j].seconds, inference, j))
                 if res not in self.parallel:
                     self.running.add(res)
 
@@ -130,12 +133,22 @@ class _Stream:
 
 def stream_finishes(space: SearchSpace, placement: Placement, inferences: int,
                     window: int | None = None) -> np.ndarray:
-    """When each of ``inferences`` inferences of a stream ends; at most ``window`` are in
-    flight (None: all start at once), the next one starting as one ends."""
+    """When each of ``inferences`` inferences of a placement's stream ends; at most
+    ``window`` are in flight (None: all start at once), the next one starting as one ends."""
+    parallel = {u.name for u in space.profile.units if u.execution == "parallel"}
+    return run_stream(work_items(space, placement), inferences, window, parallel)
+
+
+def run_stream(items: list[Work], inferences: int, window: int | None = None,
+               parallel: frozenset[str] | set[str] = frozenset(),
+               record: list | None = None) -> np.ndarray:
+    """When each of ``inferences`` inferences, each the work ``items`` (in program order:
+    each after the previous item of its resource), ends; at most ``window`` in flight.
+    Resources in ``parallel`` run any number of items at once. ``record``: a list to append
+    ``(resource, start, end, inference, item)`` to for every item run."""
     if inferences < 1 or (window is not None and window < 1):
         raise ValueError(f"inferences and window must be >= 1, got {inferences}, {window}")
-    parallel = {u.name for u in space.profile.units if u.execution == "parallel"}
-    run = _Stream(work_items(space, placement), parallel, inferences)
+    run = _Stream(_in_program_order(items), set(parallel), inferences, record)
     admitted = min(inferences, window or inferences)
     for inference in range(admitted):
         run.admit(inference)
@@ -158,6 +171,12 @@ def stream_period(space: SearchSpace, placement: Placement, inferences: int = 64
     half (past the start, before the last ones run with the resources to themselves)."""
     if inferences < 4:
         raise ValueError(f"inferences must be >= 4 to measure a period, got {inferences}")
-    finish = np.sort(stream_finishes(space, placement, inferences, window))
-    first, last = inferences // 4, 3 * inferences // 4
+    return middle_period(stream_finishes(space, placement, inferences, window))
+
+
+def middle_period(finish: np.ndarray) -> float:
+    """Time per inference between the ends of the first and the third quarter of a
+    stream's inferences."""
+    finish = np.sort(finish)
+    first, last = len(finish) // 4, 3 * len(finish) // 4
     return float((finish[last] - finish[first]) / (last - first))

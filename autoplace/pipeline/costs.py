@@ -104,19 +104,21 @@ class StageCosts:
 
     def stage(self, i: int, j: int, k: int) -> dict[str, float]:
         """The figures of stage ``[i, j)`` on ``k`` PEs (``1 <= k <= K``): ``compute``,
-        ``comm``, ``period`` (their max), ``memory`` (bytes per PE), ``fits``, ``latency``
-        (one inference through it: compute + communication, nothing overlapped)."""
+        ``comm`` (of which ``incoming``: the tensors crossing the cut before it), ``period``
+        (their max), ``memory`` (bytes per PE), ``fits``, ``latency`` (one inference through
+        it: compute + communication, nothing overlapped)."""
         if not (0 <= i < j <= self.n and 1 <= k <= self.K):
             raise ValueError(f"stage [{i}, {j}) on {k} PEs is out of range "
                              f"(n={self.n}, K={self.K})")
         r, m = k - 1, self.machine
         compute = float(self.S_secs[r, j] - self.S_secs[r, i])
-        comm = float(self.S_rotation[r, j] - self.S_rotation[r, i]
-                     + _move(self.cut[i], m.link_bps, m.link_s)
+        incoming = _move(self.cut[i], m.link_bps, m.link_s)
+        comm = float(self.S_rotation[r, j] - self.S_rotation[r, i] + incoming
                      + _move(self.cut[j], m.link_bps, m.link_s)
                      + _move(self.S_io[j] - self.S_io[i], m.uplink_bps, m.uplink_s))
         memory = self.memory(i, j, k)
-        return {"compute": compute, "comm": comm, "period": max(compute, comm),
+        return {"compute": compute, "comm": comm, "incoming": float(incoming),
+                "period": max(compute, comm),
                 "memory": memory, "fits": memory <= m.memory_bytes,
                 "latency": compute + comm}
 

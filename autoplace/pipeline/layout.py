@@ -4,7 +4,10 @@ replicas of the pipeline follow one another along the same order."""
 
 from __future__ import annotations
 
-from autoplace.pipeline.plan import PipelinePlan
+import numpy as np
+
+from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.plan import PipelinePlan, evaluate
 
 
 def snake(rows: int, cols: int) -> list[tuple[int, int]]:
@@ -28,3 +31,18 @@ def layout(plan: PipelinePlan, rows: int, cols: int) -> list[list[list[tuple[int
             at += stage.pes
         out.append(stages)
     return out
+
+
+def grid_maps(plan: PipelinePlan, costs: StageCosts) -> tuple[np.ndarray, np.ndarray]:
+    """``(stage, busy)``, each ``[rows, cols]``: the stage index of every PE (-1: unused)
+    and the share of a period its cores compute (-1: unused)."""
+    m = costs.machine
+    figures = evaluate(plan, costs)
+    stage, busy = np.full((m.rows, m.cols), -1), np.full((m.rows, m.cols), -1.0)
+    for replica in layout(plan, m.rows, m.cols):
+        for s, pes in enumerate(replica):
+            st = plan.stages[s]
+            share = costs.stage(st.start, st.end, st.pes)["compute"] / figures.period_s
+            for r, c in pes:
+                stage[r, c], busy[r, c] = s, share
+    return stage, busy

@@ -278,6 +278,10 @@ class Tuner:
                 progress(self.run(proposal))
         except (KeyboardInterrupt, MeasurementStopped):
             return False
+        except SystemError as exc:
+            if not from_ctrl_c(exc):
+                raise
+            return False
         return False
 
     def _descent_budget(self) -> int:
@@ -318,7 +322,9 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
             tuner.run_search(bar.update)
             if config.save_model:
                 tuner.strategy.save_model(config.save_model)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemError) as exc:
+            if not from_ctrl_c(exc):
+                raise
             interrupted = True
             bar.set_description_str("interrupted: descent from the best (Ctrl-C: stop now)")
             polished = tuner.finish(bar.update)
@@ -328,6 +334,18 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
     result = _result(tuner, interrupted, time.perf_counter() - t0)
     return replace(result, warm_start=warm.summary() if warm is not None else "",
                    polished=polished)
+
+
+def from_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt raised while a numba
+    kernel called back into Python comes out of the kernel as a SystemError caused by it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,

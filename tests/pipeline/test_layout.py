@@ -44,3 +44,21 @@ def test_the_mesh_profile_as_the_planner_sees_it():
     assert (m.uplink_bps, m.uplink_s) == (2e9, 2e-6)
     with pytest.raises(ProfileError, match="has no \\[mesh\\]"):
         MeshMachine.of(load_profile("soc"))
+
+
+def test_the_grid_maps_say_each_pes_stage_and_busy_share():
+    import dataclasses
+
+    from test_dp import chain, machine
+
+    from autoplace.pipeline import StageCosts, evaluate
+    from autoplace.pipeline.layout import grid_maps
+
+    costs = StageCosts(chain([1, 3, 2, 2]), dataclasses.replace(machine(rows=2, cols=4)))
+    plan = PipelinePlan(stages=(Stage(0, 2, 1), Stage(2, 4, 2)), replicas=2)
+    stage, busy = grid_maps(plan, costs)
+    # snake: row 0 left to right (copy 0: stage 0, 1, 1; copy 1 starts), row 1 back
+    assert stage.tolist() == [[0, 1, 1, 0], [-1, -1, 1, 1]]
+    period = evaluate(plan, costs).period_s  # stage 0's 4 ms; stage 1 computes 2 of them
+    assert busy[0, 0] == pytest.approx(costs.stage(0, 2, 1)["compute"] / period)
+    assert busy[0, 1] == pytest.approx(0.5, rel=1e-3) and busy[1, 0] == -1

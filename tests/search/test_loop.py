@@ -264,3 +264,18 @@ def test_best_says_when_logs_hold_several_jobs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "holds 2 jobs (graph, profile version, measurer)" in proc.stdout
     assert "fork on tiny (simulator)" in proc.stdout and "chain on tiny (simulator)" in proc.stdout
+
+
+def test_a_ctrl_c_that_numba_wrapped_is_still_a_ctrl_c():
+    from autoplace.search.loop import from_ctrl_c
+
+    # how it comes out of a numba kernel that was calling back into Python at the time
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as inner:
+            raise SystemError("returned a result with an exception set") from inner
+    except SystemError as exc:
+        assert from_ctrl_c(exc)
+    assert not from_ctrl_c(SystemError("a bug of its own"))
+    assert from_ctrl_c(KeyboardInterrupt())

@@ -1,0 +1,112 @@
+"""The plan a custom runtime loads: one versioned JSON manifest (docs/pipeline.md, "Manifest").
+
+It says, in order of stages: which ops each stage runs and on which PE unit, how many PEs and
+where they are on the grid (per replica), the buffers each PE holds in its local scope, and
+the copies (between stages over a link, within a stage the rotations of a split op's input,
+graph inputs and outputs over the uplink) with their modes. :func:`read_manifest` reads it
+back into the plan it came from, checking it against the graph and the mesh.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from autoplace.pipeline.costs import CHANNELWISE, StageCosts
+from autoplace.pipeline.layout import layout
+from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
+
+FORMAT, VERSION = "autoplace-pipeline", 1
+
+
+class ManifestError(ValueError):
+    """A manifest file is malformed, of another version, or not of this graph and mesh."""
+
+
+def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "") -> dict:
+    """The manifest of ``plan`` (JSON-ready; :func:`write_manifest` writes it)."""
+    m, g = costs.machine, costs.graph
+    figures = evaluate(plan, costs)
+    grid = layout(plan, m.rows, m.cols)
+    return {
+        "format": FORMAT, "version": VERSION,
+        "graph": {"name": g.name, "fingerprint": g.fingerprint, "ops": len(g.ops)},
+        "mesh": {"profile": m.name, "profile_hash": profile_hash, "rows": m.rows,
+                 "cols": m.cols, "memory_bytes": m.memory_bytes},
+        "figures": {"period_s": figures.period_s, "latency_s": figures.latency_s,
+                    "throughput": figures.throughput, "pes_used": figures.pes_used},
+        "stages": [_stage(costs, s, n) for n, s in enumerate(plan.stages)],
+        "replicas": [[[list(pe) for pe in stage] for stage in rep] for rep in grid],
+    }
+
+
+def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
+    g, m, r = costs.graph, costs.machine, stage.pes - 1
+    ops = range(stage.start, stage.end)
+    f = costs.stage(stage.start, stage.end, stage.pes)
+    rotating = [g.ops[i].name for i in ops if costs.rotation[r, i] > 0]
+    return {
+        "index": index, "pes": stage.pes, "split": stage.pes,
+        "ops": [{"name": g.ops[i].name, "kind": g.ops[i].kind,
+                 "unit": m.units[costs.unit[r, i]].name} for i in ops],
+        "period_s": f["period"], "compute_s": f["compute"], "comm_s": f["comm"],
+        "buffers": {"scope": "local", "bytes_per_pe": f["memory"],
+                    "input_bytes": float(costs.cut[stage.start]),
+                    "output_bytes": float(costs.cut[stage.end]), "double_buffered": True},
+        "copies": [
+            *([{"kind": "from_previous_stage", "bytes": float(costs.cut[stage.start]),
+                "path": "link", "mode": "async"}] if costs.cut[stage.start] else []),
+            *({"kind": "rotate_input", "op": name, "path": "link", "mode": "async"}
+              for name in rotating),
+            *([{"kind": "graph_io", "bytes": float(costs.S_io[stage.end]
+                                                   - costs.S_io[stage.start]),
+                "path": "uplink", "mode": "async"}]
+              if costs.S_io[stage.end] > costs.S_io[stage.start] else []),
+        ],
+        "channelwise_ops": [g.ops[i].name for i in ops if g.ops[i].kind in CHANNELWISE],
+    }
+
+
+def write_manifest(path: str | Path, plan: PipelinePlan, costs: StageCosts, *,
+                   profile_hash: str = "") -> None:
+    """Write the manifest as indented, strict JSON."""
+    text = json.dumps(manifest(plan, costs, profile_hash=profile_hash), indent=1,
+                      allow_nan=False)
+    Path(path).write_text(text + "\n")
+
+
+def read_manifest(path: str | Path, costs: StageCosts) -> PipelinePlan:
+    """The plan of a manifest written for this graph and mesh; ManifestError naming the
+    file and what is wrong otherwise."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read manifest: {exc}") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ManifestError(f"{path}: not an {FORMAT} manifest")
+    if d.get("version") != VERSION:
+        raise ManifestError(f"{path}: manifest version {d.get('version')!r}, this autoplace "
+                            f"reads {VERSION}")
+    g, m = costs.graph, costs.machine
+    if d.get("graph", {}).get("fingerprint") != g.fingerprint:
+        raise ManifestError(f"{path}: written for another graph than {g.name} "
+                            f"({g.fingerprint})")
+    if [d.get("mesh", {}).get(k) for k in ("rows", "cols")] != [m.rows, m.cols]:
+        raise ManifestError(f"{path}: written for another mesh than {m.rows}x{m.cols}")
+    try:
+        stages = tuple(_read_stage(s, costs) for s in d["stages"])
+        plan = PipelinePlan(stages=stages, replicas=len(d["replicas"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ManifestError(f"{path}: malformed stages: {exc}") from None
+    if layout(plan, m.rows, m.cols) != [[[tuple(pe) for pe in st] for st in rep]
+                                        for rep in d["replicas"]]:
+        raise ManifestError(f"{path}: PE coordinates are not the plan's snake layout")
+    return plan
+
+
+def _read_stage(s: dict, costs: StageCosts) -> Stage:
+    names = [op["name"] for op in s["ops"]]
+    start = costs.graph.index(names[0])
+    if names != [op.name for op in costs.graph.ops[start:start + len(names)]]:
+        raise ValueError(f"stage {s['index']}: ops are not consecutive in the graph")
+    return Stage(start, start + len(names), int(s["pes"]))
