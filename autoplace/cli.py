@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from autoplace import cli_summary as summary
 from autoplace.cli_args import positive_int, positive_seconds, seed_arg, share
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.base import MeasurementStopped
@@ -232,61 +233,10 @@ def cmd_tune(args) -> int:
             result = tune(space, measurer, log, config)
     finally:
         measurer.close()
-    _report(result, log_path, config.goal, worker=args.worker)
+    summary.report(result, log_path, config.goal, worker=args.worker)
     if result.best is not None:
-        _next_steps(args, log_path)
+        summary.next_steps(args, log_path)
     return 130 if result.interrupted else 0
-
-
-def _figures(res) -> str:
-    """A result's latency and, where it has one, its stream's period and throughput."""
-    text = f"latency {res.latency_s * 1e3:.4f} ms"
-    if res.period_s is not None:
-        text += f", period {res.period_s * 1e3:.4f} ms ({1 / res.period_s:.1f} inferences/s)"
-    return text
-
-
-def _report(result, log_path: str, objective, worker: bool = False) -> None:
-    if result.warm_start:
-        print(result.warm_start)
-    if result.resumed:
-        print(f"{'joined the study' if worker else 'resumed'}: {result.resumed} candidates "
-              "measured before, none measured again")
-    if worker:
-        print(f"this worker measured {result.measured}; the study's best over every "
-              "worker's log: autoplace best LOG [LOG ...]")
-    if result.interrupted:
-        done = "; the best was made a one-op local optimum first" if result.polished else ""
-        print(f"interrupted: {result.measured} candidates of this run are in {log_path}"
-              f"{done}; run the same command with --resume to continue")
-    if result.best is None:
-        print("no feasible placement found")
-        return
-    best = objective.value(result.best.result)
-    print(f"best ({objective.name}): {_figures(result.best.result)} ({result.best.strategy}, "
-          f"trial {result.best.trial})")
-    for name, rec in sorted(result.baselines.items()):
-        value = objective.value(rec.result)
-        text = (f"{_figures(rec.result)}  ({value / best:.2f}x the best {objective.name})"
-                if value is not None else f"infeasible: {rec.result.detail}" if not
-                rec.result.ok else f"{_figures(rec.result)}  (its stream does not fit)")
-        print(f"  baseline {name:<24} {text}")
-    rhos = [s["spearman"] for s in result.stats[-10:] if s.get("spearman") is not None]
-    if rhos:
-        side = Path(log_path).with_name(Path(log_path).stem + ".model.jsonl")
-        print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
-              f"{len(rhos)} batches (per round in {side})")
-
-
-def _next_steps(args, log_path: str) -> None:
-    """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
-    or an ONNX file, not an op graph JSON, which has no kernels)."""
-    by = "" if args.objective == "latency" else f" --objective {args.objective}"
-    steps = [f"autoplace best {log_path}{by}", f"autoplace report {log_path} --out report/"]
-    if not str(args.model).lower().endswith(".json"):
-        steps.append(f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
-                     "-o model.so")
-    print("next: " + "  |  ".join(steps))
 
 
 def cmd_best(args) -> int:
@@ -308,7 +258,7 @@ def cmd_best(args) -> int:
         found = True
         runs = len({r.run for r in job})
         print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
-              f"{_figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
+              f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
               f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''})")
         print(format_placement(rec.placement, _graph_or_none(args.model or rec.graph)))
     if not found:

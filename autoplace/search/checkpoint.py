@@ -9,9 +9,9 @@ it observes that many records, restores the state, proposes that round again, an
 round's candidates already logged from the log instead of measuring them.
 
 The file is replaced atomically (written beside, then renamed). A missing, unreadable or
-foreign checkpoint (another run, seed, sampler or batch size) is ignored: the resume is then
-safe but not exact. Strategies that cannot give their state (Optuna's samplers) and workers
-sharing a study (whose rounds interleave) write none.
+foreign checkpoint (another run, seed, sampler, batch size or objective) is ignored: the
+resume is then safe but not exact. Strategies that cannot give their state (Optuna's
+samplers) and workers sharing a study (whose rounds interleave) write none.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Checkpoint:
     batch_size: int
     records: int  # the job's records the strategy had observed (in log order)
     strategy: dict
+    objective: str = "latency"  # what its observations were (checkpoints before: latency)
 
 
 def write_checkpoint(path: Path, cp: Checkpoint) -> None:
@@ -72,8 +73,8 @@ def unpack(d: dict) -> np.ndarray:
 
 
 def read_checkpoint(path: Path, **job) -> Checkpoint | None:
-    """The checkpoint at ``path`` if it belongs to ``job`` (run, sampler, seed, batch_size
-    as :class:`Checkpoint` names them), else None."""
+    """The checkpoint at ``path`` if it belongs to ``job`` (run, sampler, seed, batch_size,
+    objective as :class:`Checkpoint` names them), else None."""
     try:
         d = msgspec.json.decode(path.read_bytes())
         if d.pop("version") != VERSION:

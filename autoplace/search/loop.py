@@ -92,7 +92,7 @@ class Tuner:
             return None
         c = self.config
         cp = read_checkpoint(self.checkpoint, run=self.store.run, sampler=c.sampler,
-                             seed=c.seed, batch_size=c.batch_size)
+                             seed=c.seed, batch_size=c.batch_size, objective=c.objective)
         return cp if cp is not None and 0 <= cp.records <= n_done else None
 
     def _write_checkpoint(self) -> None:
@@ -100,7 +100,7 @@ class Tuner:
             c = self.config
             write_checkpoint(self.checkpoint, Checkpoint(
                 run=self.store.run, sampler=c.sampler, seed=c.seed, batch_size=c.batch_size,
-                records=len(self.done), strategy=self.strategy.state()))
+                records=len(self.done), strategy=self.strategy.state(), objective=c.objective))
 
     def _take_in(self, done: list[tuple[str, Placement, float | None]]) -> None:
         """Measured candidates of the job from elsewhere (log, study): remembered as

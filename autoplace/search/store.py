@@ -67,10 +67,11 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
 def _check_objective(study: optuna.Study, objective: str, where: str) -> None:
     """Mark a new study with the objective its values are; refuse one of another (a study
     from before objectives existed is of latency)."""
-    if not study.trials and "objective" not in study.user_attrs:
+    attrs = study.user_attrs
+    if "objective" not in attrs and "profile_hash" not in attrs:  # a new study
         study.set_user_attr("objective", objective)
         return
-    theirs = study.user_attrs.get("objective", "latency")
+    theirs = attrs.get("objective", "latency")
     if theirs != objective:
         raise SearchError(f"{where} minimises {theirs}, not {objective}; use another --study "
                           f"or --objective {theirs}")

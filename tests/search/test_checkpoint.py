@@ -15,7 +15,7 @@ from autoplace.search.checkpoint import (
     write_checkpoint,
 )
 
-JOB = dict(run="r1", sampler="evolve", seed=5, batch_size=8)
+JOB = dict(run="r1", sampler="evolve", seed=5, batch_size=8, objective="latency")
 
 
 @pytest.mark.parametrize("top,dtype", [(0, "u1"), (255, "u1"), (256, "u2"), (70_000, "u4")])
@@ -37,7 +37,8 @@ def test_a_checkpoint_is_read_back_only_for_its_own_job(tmp_path):
     cp = Checkpoint(**JOB, records=12, strategy={"rng": {"state": 2**100 + 7}})
     write_checkpoint(path, cp)
     assert read_checkpoint(path, **JOB) == cp  # big integers survive
-    for key, other in [("run", "r2"), ("sampler", "tpe"), ("seed", 6), ("batch_size", 4)]:
+    for key, other in [("run", "r2"), ("sampler", "tpe"), ("seed", 6), ("batch_size", 4),
+                       ("objective", "throughput")]:
         assert read_checkpoint(path, **{**JOB, key: other}) is None
     assert not path.with_name(path.name + ".tmp").exists()  # replaced, not left beside
 
