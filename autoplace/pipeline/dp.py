@@ -51,15 +51,15 @@ def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0
         return None
     # the slowest op, split all it can be, bounds every period from below
     lo = max(float(costs.secs[-1].max()), at_least) * (1 - 1e-12)
-    hi = lo
+    top, hi = evaluate(fewest, costs).period_s, lo  # the fewest PEs' period: enough
     while (best := fewest_pes(costs, hi)) is None or best.pes > budget:
-        hi *= 2  # ends: with no bound on the period, the fewest PEs fit the budget
-        if hi > evaluate(fewest, costs).period_s:
+        if hi >= top:
             best = fewest
             break
+        hi = min(max(2 * hi, top * 1e-9), top)
     hi = evaluate(best, costs).period_s
     while hi > lo * (1 + TOLERANCE):
-        mid = math.sqrt(lo * hi)
+        mid = math.sqrt(lo * hi) if lo > 0 else hi / 2
         plan = fewest_pes(costs, mid)
         if plan is not None and plan.pes <= budget:
             best, hi = plan, evaluate(plan, costs).period_s

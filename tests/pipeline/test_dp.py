@@ -156,3 +156,13 @@ def test_stage_counts_and_plans_are_validated():
     with pytest.raises(ValueError, match="covers ops"):
         evaluate(PipelinePlan(stages=(Stage(0, 2, 1),)), StageCosts(chain([1, 1, 1]),
                                                                      machine()))
+
+
+def test_ops_that_take_no_time_still_plan():
+    # no FLOPs, no launch overhead, memory at 1e15 B/s: every op's slice takes 0 s, so the
+    # slowest op bounds nothing; only the graph's output over the uplink costs (1 us)
+    costs = StageCosts(chain([0, 0, 0]), machine(launch=0.0, link_bps=1e9))
+    plan = least_period(costs, 3)
+    assert evaluate(plan, costs).period_s == pytest.approx(1e-6, rel=1e-6)
+    best = best_pipeline(costs)
+    assert (best.pes, best.replicas) == (1, 4)  # one PE each: four copies
