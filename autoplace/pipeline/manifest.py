@@ -88,20 +88,26 @@ def read_manifest(path: str | Path, costs: StageCosts) -> PipelinePlan:
         raise ManifestError(f"{path}: manifest version {d.get('version')!r}, this autoplace "
                             f"reads {VERSION}")
     g, m = costs.graph, costs.machine
-    if d.get("graph", {}).get("fingerprint") != g.fingerprint:
+    if _section(d, "graph").get("fingerprint") != g.fingerprint:
         raise ManifestError(f"{path}: written for another graph than {g.name} "
                             f"({g.fingerprint})")
-    if [d.get("mesh", {}).get(k) for k in ("rows", "cols")] != [m.rows, m.cols]:
+    if [_section(d, "mesh").get(k) for k in ("rows", "cols")] != [m.rows, m.cols]:
         raise ManifestError(f"{path}: written for another mesh than {m.rows}x{m.cols}")
     try:
         stages = tuple(_read_stage(s, costs) for s in d["stages"])
         plan = PipelinePlan(stages=stages, replicas=len(d["replicas"]))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ManifestError(f"{path}: malformed stages: {exc}") from None
     if layout(plan, m.rows, m.cols) != [[[tuple(pe) for pe in st] for st in rep]
                                         for rep in d["replicas"]]:
         raise ManifestError(f"{path}: PE coordinates are not the plan's snake layout")
     return plan
+
+
+def _section(d: dict, name: str) -> dict:
+    """``d[name]`` if it is an object, else an empty one (the checks then fail by name)."""
+    value = d.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def _read_stage(s: dict, costs: StageCosts) -> Stage:

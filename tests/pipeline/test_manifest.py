@@ -61,3 +61,11 @@ def test_a_manifest_of_another_graph_or_version_is_refused(tmp_path, planned):
     path.write_text("{")
     with pytest.raises(ManifestError, match="cannot read manifest"):
         read_manifest(path, costs)
+    for bad, message in (({**d, "graph": "squeezenet"}, "another graph"),
+                         ({**d, "stages": [{"index": 0, "ops": [], "pes": 1}]},
+                          "malformed stages"),
+                         ({**d, "stages": [{"ops": [{"name": "nope"}], "pes": 1}]},
+                          "malformed stages")):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ManifestError, match=message):
+            read_manifest(path, costs)
