@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from autoplace.cli_args import seed_arg
+from autoplace.measure.objective import OBJECTIVES
 
 
 def _timing_args(p: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def register(sub) -> None:
     c.add_argument("--hw", required=True, help="bundled profile name or .toml path")
     c.add_argument("--log", required=True, help="tuning log (JSON lines)")
     c.add_argument("-o", "--output", required=True, help="library to write (.so)")
-    c.add_argument("--objective", choices=("latency", "throughput"), default="latency",
+    c.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
                    help="build the best record by latency, or by a stream's period")
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it")
@@ -108,6 +109,7 @@ def _module_of(model: str, graph):
 
 def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
     from autoplace.deploy import apply, best_record
+    from autoplace.measure.objective import objective_named
     from autoplace.models import load_module
     from autoplace.profile_io import load_profile
     from autoplace.records import read
@@ -115,8 +117,7 @@ def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
     mod, graph = load_module(model)
     profile = load_profile(hw)
     try:
-        rec = best_record(read(log), graph, profile,
-                          by="period_s" if objective == "throughput" else "latency_s")
+        rec = best_record(read(log), graph, profile, by=objective_named(objective).field)
     except ValueError as exc:
         raise ValueError(f"{log}: {exc}") from None
     return apply(mod, rec.placement, profile, graph=graph), rec

@@ -41,12 +41,13 @@ def fewest_pes(costs: StageCosts, tau: float) -> PipelinePlan | None:
     return PipelinePlan(stages=tuple(reversed(stages)))
 
 
-def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0
-                 ) -> PipelinePlan | None:
+def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0,
+                 fewest: PipelinePlan | None = None) -> PipelinePlan | None:
     """The pipeline of at most ``budget`` PEs with the least period (to :data:`TOLERANCE`);
     None if no pipeline fits in that many. ``at_least``: a period known not to be beaten
-    (that of a larger budget), where the search starts."""
-    fewest = fewest_pes(costs, math.inf)
+    (that of a larger budget), where the search starts; ``fewest``: the pipeline of the
+    fewest PEs (``fewest_pes(costs, inf)``), if the caller has it."""
+    fewest = fewest_pes(costs, math.inf) if fewest is None else fewest
     if fewest is None or fewest.pes > budget:
         return None
     # the slowest op, split all it can be, bounds every period from below
@@ -96,7 +97,7 @@ def best_pipeline(costs: StageCosts, pes: int | None = None) -> PipelinePlan | N
     for m in sorted({pes // r for r in range(1, pes // fewest.pes + 1)}, reverse=True):
         if (pes // m) / max(work / m, slowest, floor) <= best_thr * (1 + TOLERANCE):
             continue  # cannot beat the best: a smaller budget's period is no less
-        plan = least_period(costs, m, at_least=floor)
+        plan = least_period(costs, m, at_least=floor, fewest=fewest)
         floor = evaluate(plan, costs).period_s
         if (pes // m) / floor > best_thr:
             best, best_thr = PipelinePlan(stages=plan.stages, replicas=pes // m), \
