@@ -1,4 +1,5 @@
-"""Subcommand ``pipeline``: the best pipelined plan of a model on a mesh (docs/pipeline.md)."""
+"""Mesh pipelines on the command line: ``pipeline`` plans one; ``compile --objective throughput``
+builds its stage libraries; ``run DIR`` streams inferences through them (docs/pipeline.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import time
 
 def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
-    from autoplace.cli_args import positive_int
+    from autoplace.cli_args import positive_int, seed_arg
+
 
     p = sub.add_parser("pipeline",
                        help="plan a stream of inferences over a mesh: stages over groups of "
@@ -15,10 +17,13 @@ def register(sub) -> None:
                             "stage model's exact dynamic program)")
     p.add_argument("model", help="bundled model name, .onnx or graph .json")
     p.add_argument("--hw", required=True, help="a profile with a [mesh] (bundled: mesh)")
-    p.add_argument("--pes", type=positive_int, default=None,
-                   help="PEs to use (default: the whole mesh)")
-    p.add_argument("--max-split", type=positive_int, default=None,
-                   help="ways an op may be split at most (default 64)")
+    plan_args(p)
+    p.add_argument("--trials", type=positive_int, default=1,
+                   help="candidates measured by their streams, the DP's plan first (default 1: "
+                        "the DP's plan only); the best is printed, written and drawn")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the search")
+    p.add_argument("--log", default=None, metavar="FILE",
+                   help="append every trial to FILE (JSON lines; compile --log reads its best)")
     p.add_argument("--manifest", default=None, metavar="FILE",
                    help="write the plan as a JSON manifest for a runtime (docs/pipeline.md)")
     p.add_argument("--plot", default=None, metavar="DIR",
@@ -27,11 +32,24 @@ def register(sub) -> None:
     p.set_defaults(run=cmd_pipeline)
 
 
-def cmd_pipeline(args) -> int:
-    """Print the DP's plan beside the equal-FLOP baseline and the bound."""
+def plan_args(p) -> None:
+    """The options that say how a mesh pipeline is planned (``pipeline`` and ``compile``)."""
+    from autoplace.cli_args import positive_int
+
+    p.add_argument("--pes", type=positive_int, default=None,
+                   help="PEs to use (default: the whole mesh)")
+    p.add_argument("--max-split", type=positive_int, default=None,
+                   help="ways an op may be split at most (default 64)")
+    p.add_argument("--plan", default=None, metavar="MANIFEST",
+                   help="the plan of a manifest (from `autoplace pipeline --manifest`) "
+                        "instead of planning again")
+
+
+def _planned(args, log: str | None = None):
+    """(graph, profile, costs, plan, pes, seconds) of ``args``: the DP's plan, --plan's, or
+    the best of the pipeline log ``log``."""
     from autoplace.models import load_graph
-    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, throughput_bound
-    from autoplace.pipeline.baselines import equal_flops
+    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
     from autoplace.pipeline.machine import MAX_SPLIT
     from autoplace.profile_io import load_profile
 
@@ -42,11 +60,29 @@ def cmd_pipeline(args) -> int:
         raise ValueError(f"--pes {pes}: the mesh of {args.hw} has {machine.size} PEs")
     t0 = time.perf_counter()
     costs = StageCosts(graph, machine)
-    plan = best_pipeline(costs, pes)
-    secs = time.perf_counter() - t0
+    if args.plan:
+        from autoplace.pipeline.manifest import read_manifest
+
+        plan = read_manifest(args.plan, costs)
+    elif log:
+        from autoplace.pipeline.log import best_plan
+
+        plan, _ = best_plan(log, costs, profile.hash)
+    else:
+        plan = best_pipeline(costs, pes)
     if plan is None:
         raise ValueError(_no_fit(costs, pes, f"{graph.name} does not fit {pes} PEs of "
                                            f"{profile.name}"))
+    return graph, profile, costs, plan, pes, time.perf_counter() - t0
+
+
+def cmd_pipeline(args) -> int:
+    """Print the DP's plan beside the equal-FLOP baseline and the bound."""
+    from autoplace.pipeline import throughput_bound
+    from autoplace.pipeline.baselines import equal_flops
+
+    graph, profile, costs, plan, pes, secs = _planned(args)
+    machine = costs.machine
     print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "
           f"({machine.rows}x{machine.cols}), planned in {secs:.2f} s")
     _print_plan(plan, costs)
@@ -54,14 +90,44 @@ def cmd_pipeline(args) -> int:
     if naive is not None:
         _print_naive(naive, costs)
     print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
+    if args.trials > 1 or args.log:
+        plan = _search(args, costs, profile, plan, pes)
     if args.manifest:
         from autoplace.pipeline.manifest import write_manifest
 
-        write_manifest(args.manifest, plan, costs, profile_hash=profile.hash)
+        write_manifest(args.manifest, plan, costs, profile_hash=profile.hash, model=args.model)
         print(f"manifest: {args.manifest}")
     if args.plot:
         _plot(plan, costs, args.plot)
     return 0
+
+
+def _search(args, costs, profile, start, pes: int):
+    """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
+    from autoplace.pipeline.log import TrialLog
+    from autoplace.pipeline.search import PipelineSearch
+
+    log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed) \
+        if args.log else None
+    t0 = time.perf_counter()
+    try:
+        search = PipelineSearch(costs, pes, seed=args.seed, on_trial=log)
+        best = search.run(start, args.trials)
+    finally:
+        if log is not None:
+            log.close()
+    dp = search.seen[start]
+    print(f"search: {len(search.seen)} trials in {time.perf_counter() - t0:.1f} s, each "
+          "measured by its stream (two inferences in flight per stage)")
+    if dp.throughput is None or best.throughput is None:
+        return start
+    print(f"  the DP's plan streams {dp.throughput:,.1f} inferences/s; the best, trial "
+          f"{best.number} ({best.move}), {best.throughput:,.1f} "
+          f"({best.throughput / dp.throughput:.3f}x)")
+    if best.plan != start:
+        print("tuned plan:")
+        _print_plan(best.plan, costs)
+    return best.plan
 
 
 def _plot(plan, costs, out: str) -> None:
@@ -115,3 +181,132 @@ def _print_naive(plan, costs) -> None:
     f = evaluate(plan, costs)
     print(f"equal-FLOP stages: {f.throughput:,.1f} inferences/s ({plan.replicas} copies of "
           f"{len(plan.stages)} stages on {plan.pes} PEs)")
+
+
+# -- compile and run -------------------------------------------------------------------
+MANIFEST = "manifest.json"
+
+
+def is_pipeline_compile(args) -> bool:
+    """``compile --objective throughput`` of a mesh profile builds a pipeline."""
+    from autoplace.profile_io import load_profile
+
+    return args.objective == "throughput" and load_profile(args.hw).mesh is not None
+
+
+def compile_pipeline(args) -> int:
+    """Plan (or read --plan), slice the model into stages, write their libraries and the
+    manifest into the directory ``-o``."""
+    from pathlib import Path
+
+    from autoplace.deploy.stages import export_stages, slice_stages
+    from autoplace.models import load_module_for
+    from autoplace.pipeline.manifest import write_manifest
+
+    graph, profile, costs, plan, _, _ = _planned(args, args.log)
+    mod = load_module_for(args.model, graph)
+    t0 = time.perf_counter()
+    stages = slice_stages(mod, [op.name for op in graph.ops],
+                          [(s.start, s.end) for s in plan.stages])
+    libraries = export_stages(stages, args.output)
+    path = Path(args.output) / MANIFEST
+    write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
+                   libraries=libraries)
+    _print_plan(plan, costs)
+    print(f"{len(stages)} stage libraries compiled in {time.perf_counter() - t0:.1f} s -> "
+          f"{path}")
+    return 0
+
+
+def run_args(p) -> None:
+    """``run``'s options for a compiled pipeline."""
+    from autoplace.cli_args import positive_int
+
+    p.add_argument("--inferences", type=positive_int, default=16,
+                   help="pipeline: inferences streamed (default 16)")
+    p.add_argument("--check", action="store_true",
+                   help="pipeline: compare every output with the unplaced model's")
+    p.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
+                   help="pipeline: time each stage library on a board of the tracker")
+    p.add_argument("--rpc-key", default=None,
+                   help="pipeline: the key of those boards (default: each stage's unit's key)")
+
+
+def is_pipeline_dir(target: str) -> bool:
+    """Whether ``target`` is a compiled pipeline: its directory, or its manifest."""
+    from pathlib import Path
+
+    path = Path(target)
+    return (path / MANIFEST).is_file() or path.name == MANIFEST
+
+
+def run_pipeline(args) -> int:
+    """Stream inferences through the stage libraries: pipelined, then one at a time."""
+    from pathlib import Path
+
+    from autoplace.deploy.run import random_inputs
+    from autoplace.deploy.runner import PipelineRunner, load_stage_libraries
+
+    path = Path(args.target)
+    path = path / MANIFEST if path.is_dir() else path
+    manifest, libs = load_stage_libraries(path)
+    runner = PipelineRunner(libs)
+    feeds = [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()},
+                                                   args.seed + i)))
+             for i in range(args.inferences)]
+    runner.run_sequential(feeds[:1])  # warm-up
+    piped, alone = runner.run(feeds), runner.run_sequential(feeds)
+    print(f"{path}: {manifest['graph']['name']} in {len(libs)} stages on this host; "
+          f"{len(feeds)} inferences: {piped.throughput:,.2f} inferences/s pipelined, "
+          f"{alone.throughput:,.2f} one at a time ({piped.throughput / alone.throughput:.2f}x)")
+    if args.check:
+        _check(manifest, feeds, piped.outputs)
+    if args.rpc_tracker:
+        _time_on_boards(args, manifest, path.parent)
+    return 0
+
+
+def _check(manifest: dict, feeds: list, outputs: list) -> None:
+    """Every output against the unplaced model's; ValueError naming the first that differs."""
+    import numpy as np
+
+    from autoplace.deploy import Loaded, compile_unplaced
+    from autoplace.models import load_module
+
+    model = manifest["graph"].get("model")
+    if model is None:
+        raise ValueError("--check: the manifest does not say which model it was built from")
+    mod, graph = load_module(model)
+    if graph.fingerprint != manifest["graph"]["fingerprint"]:
+        raise ValueError(f"--check: {model} is not the model the pipeline was built from")
+    loaded, worst = Loaded(compile_unplaced(mod)), 0.0
+    for n, (feed, out) in enumerate(zip(feeds, outputs)):
+        want = loaded.run(loaded.inputs([feed[i["name"]] for i in loaded.meta["inputs"]]))
+        for a, b in zip(out, want):
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-5, atol=1e-6):
+                raise ValueError(f"--check: inference {n}: the pipeline's output differs "
+                                 f"from the unplaced model's")
+            worst = max(worst, float(np.max(np.abs(a - b))) if a.size else 0.0)
+    print(f"check: all {len(outputs)} outputs equal the unplaced {model}'s "
+          f"(max abs difference {worst:.3g})")
+
+
+def _time_on_boards(args, manifest: dict, where) -> None:
+    """Each stage library timed on a board through RPC; the period composed from them."""
+    from autoplace.deploy.run import TimeSettings
+    from autoplace.measure.rpc_stages import time_stages_rpc
+
+    stages = manifest["stages"]
+    keys = [args.rpc_key or s.get("rpc_key") for s in stages]
+    if None in keys:
+        raise ValueError(f"--rpc-tracker: stage {keys.index(None)}'s unit has no rpc_key in "
+                         "the profile; give --rpc-key KEY")
+    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
+    times = time_stages_rpc([where / s["library"]["file"] for s in stages], keys,
+                            args.rpc_tracker, settings=settings, seed=args.seed)
+    for s, secs in zip(stages, times):
+        print(f"  stage {s['index']} on {keys[s['index']]}: {secs * 1e3:.4f} ms "
+              f"(planned {s['period_s'] * 1e3:.4f} ms)")
+    slowest = max(range(len(times)), key=times.__getitem__)
+    print(f"rpc: period {times[slowest] * 1e3:.4f} ms (stage {slowest}, the slowest), "
+          f"{1 / times[slowest]:,.1f} inferences/s per pipeline")

@@ -23,19 +23,32 @@ def _timing_args(p: argparse.ArgumentParser) -> None:
 
 def register(sub) -> None:
     """Add the real-side subcommands to the ``autoplace`` parser."""
-    c = sub.add_parser("compile", help="build the best placement of a log into a library")
+    c = sub.add_parser("compile", help="build the best placement of a log into a library, "
+                                       "or a mesh's pipeline into stage libraries")
     c.add_argument("model", help="bundled model name or .onnx path")
     c.add_argument("--hw", required=True, help="bundled profile name or .toml path")
-    c.add_argument("--log", required=True, help="tuning log (JSON lines)")
-    c.add_argument("-o", "--output", required=True, help="library to write (.so)")
+    c.add_argument("--log", default=None,
+                   help="tuning log (JSON lines); not needed for a mesh pipeline")
+    c.add_argument("-o", "--output", required=True,
+                   help="library to write (.so); for a mesh pipeline, the directory of its "
+                        "stage libraries and manifest.json")
     c.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
-                   help="build the best record by latency, or by a stream's period")
+                   help="build the best record by latency, or by a stream's period; "
+                        "throughput on a mesh profile builds a pipeline (docs/pipeline.md)")
+    from autoplace.cli_pipeline import plan_args
+
+    plan_args(c)
     c.set_defaults(run=cmd_compile)
-    r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it")
-    r.add_argument("target", help="a library from `autoplace compile`, or a model")
+    r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it; "
+                                   "or stream inferences through a compiled pipeline")
+    r.add_argument("target", help="a library from `autoplace compile`, a model, or a "
+                                  "pipeline's directory (or its manifest.json)")
     r.add_argument("--hw", default=None, help="profile (with a model and --log)")
     r.add_argument("--log", default=None, help="tuning log (with a model and --hw)")
     _timing_args(r)
+    from autoplace.cli_pipeline import run_args
+
+    run_args(r)
     r.set_defaults(run=cmd_run)
     s = sub.add_parser("serve", help="a TVM RPC server that also simulates a profile")
     s.add_argument("--hw", required=True, help="the profile the server simulates")
@@ -74,7 +87,9 @@ def real_measurer(args, graph, profile, space):
         _need_rpc(args)
         return RPCMeasurer(None, graph, profile, space=space, tracker=args.rpc_tracker,
                            key=args.rpc_key, mode="simulate", timeout=args.timeout)
-    mod = _module_of(args.model, graph)
+    from autoplace.models import load_module_for
+
+    mod = load_module_for(args.model, graph)
     if args.measurer == "local":
         from autoplace.measure.local import LocalMeasurer
 
@@ -95,18 +110,6 @@ def _need_rpc(args) -> None:
                          "--rpc-key KEY")
 
 
-def _module_of(model: str, graph):
-    """The fused module of ``model``; its graph must be the one being tuned."""
-    from autoplace.models import load_module
-
-    mod, fresh = load_module(model)
-    if fresh.fingerprint != graph.fingerprint:
-        raise ValueError(f"{model}: the module's op graph (fingerprint {fresh.fingerprint}) "
-                         f"differs from the graph being tuned ({graph.fingerprint}); "
-                         "regenerate the shipped graphs (python -m autoplace.models --regenerate)")
-    return mod
-
-
 def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
     from autoplace.deploy import apply, best_record
     from autoplace.measure.objective import objective_named
@@ -124,7 +127,14 @@ def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
 
 
 def cmd_compile(args) -> int:
+    from autoplace.cli_pipeline import compile_pipeline, is_pipeline_compile
     from autoplace.deploy import compile_placed
+
+    if is_pipeline_compile(args):
+        return compile_pipeline(args)
+    if not args.log:
+        raise ValueError(f"compile {args.model}: --log LOG is needed (the placement to build "
+                         "is its best record)")
 
     placed, rec = _best_placed(args.model, args.hw, args.log, args.objective)
     exe = compile_placed(placed)
@@ -138,7 +148,11 @@ def cmd_compile(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from autoplace.cli_pipeline import is_pipeline_dir, run_pipeline
     from autoplace.deploy.run import Loaded, TimeSettings, median, random_inputs
+
+    if is_pipeline_dir(args.target):
+        return run_pipeline(args)
 
     settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
     loaded = Loaded(_load_target(args))

@@ -86,6 +86,16 @@ def load_module(spec: str | Path) -> tuple[tvm.IRModule, OpGraph]:
     return from_onnx(path, path.stem)
 
 
+def load_module_for(spec: str | Path, graph: OpGraph) -> tvm.IRModule:
+    """The fused module of ``spec``, whose op graph must be ``graph`` (by fingerprint)."""
+    mod, fresh = load_module(spec)
+    if fresh.fingerprint != graph.fingerprint:
+        raise GraphError(f"{spec}: the module's op graph (fingerprint {fresh.fingerprint}) "
+                         f"differs from the graph planned ({graph.fingerprint}); regenerate "
+                         "the shipped graphs (python -m autoplace.models --regenerate)")
+    return mod
+
+
 def load_graph(spec: str | Path) -> OpGraph:
     """The op graph of ``spec``: a bundled name, an ``.onnx`` path or an ``OpGraph.save`` JSON.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from test_cli import assert_one_line_error, cli
@@ -9,6 +10,7 @@ from test_cli import assert_one_line_error, cli
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.baselines import equal_flops
+from autoplace.pipeline.log import best_plan, read_lines
 from autoplace.pipeline.manifest import read_manifest
 from autoplace.profile_io import load_profile
 
@@ -39,3 +41,58 @@ def test_what_does_not_fit_is_one_line():
     assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "soc"), "has no [mesh]")
     assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--pes", 17),
                           "--pes 17", "has 16 PEs")
+
+
+def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
+    """``pipeline --trials --log`` logs a search; ``compile --objective throughput --log`` on
+    a mesh writes a library per stage of the log's best plan and the manifest; ``run DIR``
+    streams inferences through them, checks every output against the unplaced model (random
+    weights), and times each stage on an RPC server."""
+    from references import randomized_onnx
+
+    from autoplace.measure.server import LocalCluster
+
+    model = randomized_onnx("squeezenet", tmp_path / "squeezenet.onnx")
+    out, log = tmp_path / "piped", tmp_path / "pipeline.jsonl"
+    t = cli("pipeline", model, "--hw", "mesh", "--trials", 40, "--log", log, timeout=600)
+    assert t.returncode == 0, t.stderr
+    assert re.search(r"search: 40 trials in [\d.]+ s", t.stdout)
+    p = cli("compile", model, "--hw", "mesh", "--objective", "throughput", "--log", log,
+            "-o", out, timeout=600)
+    assert p.returncode == 0, p.stderr
+    costs = StageCosts(load_graph(model), MeshMachine.of(load_profile("mesh")))
+    plan, _ = best_plan(log, costs, load_profile("mesh").hash)
+    assert evaluate(plan, costs).fits and len(read_lines(log)) == 40
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert read_manifest(out / "manifest.json", costs) == plan
+    assert [s["library"]["file"] for s in manifest["stages"]] == \
+        [f"stage{i}.so" for i in range(len(plan.stages))]
+    r = cli("run", out, "--inferences", 3, "--check", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert f"in {len(plan.stages)} stages on this host; 3 inferences" in r.stdout
+    assert "check: all 3 outputs equal the unplaced" in r.stdout
+    with LocalCluster(load_profile("mesh"), "mesh-stages") as cluster:
+        b = cli("run", out / "manifest.json", "--inferences", 1, "--repeat", 2, "--rpc-tracker",
+                cluster.tracker, "--rpc-key", "mesh-stages", timeout=600)
+        dead = cli("run", out, "--inferences", 1, "--rpc-tracker", cluster.tracker,
+                   "--rpc-key", "nobody-here")
+    assert_one_line_error(dead, "rpc: no server under key 'nobody-here'")
+    assert b.returncode == 0, b.stderr
+    times = [float(t) for t in re.findall(r"stage \d+ on mesh-stages: ([\d.]+) ms", b.stdout)]
+    assert len(times) == len(plan.stages) and min(times) > 0
+    assert f"rpc: period {max(times):.4f} ms" in b.stdout
+    (out / "stage1.so").unlink()
+    assert_one_line_error(cli("run", out), "stage1.so: cannot load stage library")
+
+
+def test_compile_needs_a_log_unless_it_builds_a_pipeline():
+    assert_one_line_error(cli("compile", "squeezenet", "--hw", "soc", "-o", "x.so"),
+                          "--log LOG is needed")
+
+
+def test_a_malformed_pipeline_log_is_one_line(tmp_path):
+    log = tmp_path / "bad.jsonl"
+    log.write_text('{"kind": "pipeline-trial"}\n')
+    assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 5,
+                              "--log", log), "bad.jsonl:1:")
+    assert log.read_text() == '{"kind": "pipeline-trial"}\n'

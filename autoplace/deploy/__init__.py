@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import tvm
 
-from autoplace.deploy.pipeline import compile_placed, compile_unplaced, metadata
+from autoplace.deploy.compiler import compile_placed, compile_unplaced, metadata
 from autoplace.deploy.place import apply, check_placement
 from autoplace.deploy.run import Loaded, TimeSettings, random_inputs
 from autoplace.deploy.targets import BuildError

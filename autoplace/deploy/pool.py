@@ -18,7 +18,7 @@ import tvm
 from tvm.support.popen_pool import PopenPoolExecutor
 
 from autoplace.deploy import portable
-from autoplace.deploy.pipeline import compile_placed
+from autoplace.deploy.compiler import compile_placed
 from autoplace.deploy.place import apply
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile

@@ -11,7 +11,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from autoplace.deploy.pipeline import META_FUNC
+from autoplace.deploy.compiler import META_FUNC
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -122,6 +122,32 @@ class StageCosts:
                 "memory": memory, "fits": memory <= m.memory_bytes,
                 "latency": compute + comm}
 
+    def of(self, stage) -> dict[str, float]:
+        """:meth:`stage` of a :class:`~autoplace.pipeline.plan.Stage`, whose ops may be split
+        fewer ways than it has PEs (its ``splits``)."""
+        if stage.splits is None:
+            return self.stage(stage.start, stage.end, stage.pes)
+        f = self.stage(stage.start, stage.end, stage.pes)
+        ops = np.arange(stage.start, stage.end)
+        rows = np.asarray(stage.splits) - 1
+        compute = float(self.secs[rows, ops].sum())
+        comm = f["comm"] - float(self.S_rotation[stage.pes - 1, stage.end]
+                                 - self.S_rotation[stage.pes - 1, stage.start]) \
+            + float(self.rotation[rows, ops].sum())
+        memory = self.mixed_memory(stage.start, stage.end, stage.pes, rows + 1)
+        return {**f, "compute": compute, "comm": comm, "period": max(compute, comm),
+                "memory": memory, "fits": memory <= self.machine.memory_bytes,
+                "latency": compute + comm}
+
+    def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray) -> float:
+        """Bytes the fullest PE holds when op ``o`` of stage ``[i, j)`` is split ``ways[o]``
+        ways: every op's slice may sit on the same PE (the first ``ways`` PEs hold an op),
+        the stage's buffers spread over all ``k``."""
+        buffers = self.cut[i] + self.cut[j] + self.S_io[j] - self.S_io[i]
+        weights = np.array([op.weight_bytes for op in self.graph.ops[i:j]], dtype=np.float64)
+        return float((weights / ways).sum() + 2 * buffers / k
+                     + (self.working[i:j] / ways).max())
+
     def memory(self, i: int, j: int, k: int) -> float:
         """Bytes a PE of stage ``[i, j)`` on ``k`` PEs holds: its slice of the weights, of
         the stage's inputs and outputs double-buffered, and of its largest op's working set."""

@@ -42,7 +42,7 @@ def grid_maps(plan: PipelinePlan, costs: StageCosts) -> tuple[np.ndarray, np.nda
     for replica in layout(plan, m.rows, m.cols):
         for s, pes in enumerate(replica):
             st = plan.stages[s]
-            share = costs.stage(st.start, st.end, st.pes)["compute"] / figures.period_s
+            share = costs.of(st)["compute"] / figures.period_s
             for r, c in pes:
                 stage[r, c], busy[r, c] = s, share
     return stage, busy

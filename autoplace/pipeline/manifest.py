@@ -23,32 +23,42 @@ class ManifestError(ValueError):
     """A manifest file is malformed, of another version, or not of this graph and mesh."""
 
 
-def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "") -> dict:
-    """The manifest of ``plan`` (JSON-ready; :func:`write_manifest` writes it)."""
+def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "",
+             model: str | None = None, libraries: list[dict] | None = None) -> dict:
+    """The manifest of ``plan`` (JSON-ready; :func:`write_manifest` writes it). ``model``:
+    how the model was named (to rebuild it); ``libraries``: per stage, its compiled library
+    (``autoplace.deploy.stages.export_stages``)."""
     m, g = costs.machine, costs.graph
     figures = evaluate(plan, costs)
     grid = layout(plan, m.rows, m.cols)
+    stages = [_stage(costs, s, n) for n, s in enumerate(plan.stages)]
+    for stage, library in zip(stages, libraries or ()):
+        stage["library"] = library
     return {
         "format": FORMAT, "version": VERSION,
-        "graph": {"name": g.name, "fingerprint": g.fingerprint, "ops": len(g.ops)},
+        "graph": {"name": g.name, "fingerprint": g.fingerprint, "ops": len(g.ops),
+                  **({"model": model} if model else {})},
         "mesh": {"profile": m.name, "profile_hash": profile_hash, "rows": m.rows,
                  "cols": m.cols, "memory_bytes": m.memory_bytes},
         "figures": {"period_s": figures.period_s, "latency_s": figures.latency_s,
                     "throughput": figures.throughput, "pes_used": figures.pes_used},
-        "stages": [_stage(costs, s, n) for n, s in enumerate(plan.stages)],
+        "stages": stages,
         "replicas": [[[list(pe) for pe in stage] for stage in rep] for rep in grid],
     }
 
 
 def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
-    g, m, r = costs.graph, costs.machine, stage.pes - 1
+    g, m = costs.graph, costs.machine
     ops = range(stage.start, stage.end)
-    f = costs.stage(stage.start, stage.end, stage.pes)
-    rotating = [g.ops[i].name for i in ops if costs.rotation[r, i] > 0]
+    row = dict(zip(ops, (w - 1 for w in stage.ways())))  # op -> its row in the tables
+    f = costs.of(stage)
+    rotating = [g.ops[i].name for i in ops if costs.rotation[row[i], i] > 0]
+    busiest = max(ops, key=lambda i: costs.secs[row[i], i])  # the op that takes longest
     return {
-        "index": index, "pes": stage.pes, "split": stage.pes,
-        "ops": [{"name": g.ops[i].name, "kind": g.ops[i].kind,
-                 "unit": m.units[costs.unit[r, i]].name} for i in ops],
+        "index": index, "pes": stage.pes, "split": max(stage.ways()),
+        "rpc_key": m.units[costs.unit[row[busiest], busiest]].rpc_key,
+        "ops": [{"name": g.ops[i].name, "kind": g.ops[i].kind, "split": row[i] + 1,
+                 "unit": m.units[costs.unit[row[i], i]].name} for i in ops],
         "period_s": f["period"], "compute_s": f["compute"], "comm_s": f["comm"],
         "buffers": {"scope": "local", "bytes_per_pe": f["memory"],
                     "input_bytes": float(costs.cut[stage.start]),
@@ -67,11 +77,10 @@ def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
     }
 
 
-def write_manifest(path: str | Path, plan: PipelinePlan, costs: StageCosts, *,
-                   profile_hash: str = "") -> None:
-    """Write the manifest as indented, strict JSON."""
-    text = json.dumps(manifest(plan, costs, profile_hash=profile_hash), indent=1,
-                      allow_nan=False)
+def write_manifest(path: str | Path, plan: PipelinePlan, costs: StageCosts,
+                   **kwargs) -> None:
+    """Write the manifest (:func:`manifest` takes the keywords) as indented, strict JSON."""
+    text = json.dumps(manifest(plan, costs, **kwargs), indent=1, allow_nan=False)
     Path(path).write_text(text + "\n")
 
 
@@ -115,4 +124,6 @@ def _read_stage(s: dict, costs: StageCosts) -> Stage:
     start = costs.graph.index(names[0])
     if names != [op.name for op in costs.graph.ops[start:start + len(names)]]:
         raise ValueError(f"stage {s['index']}: ops are not consecutive in the graph")
-    return Stage(start, start + len(names), int(s["pes"]))
+    pes = int(s["pes"])
+    ways = tuple(int(op.get("split", pes)) for op in s["ops"])
+    return Stage(start, start + len(names), pes, None if set(ways) == {pes} else ways)

@@ -15,11 +15,25 @@ from autoplace.pipeline.costs import StageCosts
 
 @dataclass(frozen=True)
 class Stage:
-    """Ops ``[start, end)`` on ``pes`` PEs."""
+    """Ops ``[start, end)`` on ``pes`` PEs; ``splits``: the ways each op is split (1 to
+    ``pes``), or None: every op over all ``pes``."""
 
     start: int
     end: int
     pes: int
+    splits: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.splits is None:
+            return
+        if len(self.splits) != self.end - self.start or not all(
+                1 <= w <= self.pes for w in self.splits):
+            raise ValueError(f"stage [{self.start}, {self.end}) on {self.pes} PEs: splits "
+                             f"{self.splits} must give 1 to {self.pes} ways per op")
+
+    def ways(self) -> tuple[int, ...]:
+        """The ways each op of the stage is split."""
+        return self.splits if self.splits is not None else (self.pes,) * (self.end - self.start)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,7 +86,7 @@ def evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
     if plan.stages[-1].end != costs.n:
         raise ValueError(f"the plan covers ops [0, {plan.stages[-1].end}), the graph has "
                          f"{costs.n}")
-    figures = [costs.stage(s.start, s.end, s.pes) for s in plan.stages]
+    figures = [costs.of(s) for s in plan.stages]
     period = max(f["period"] for f in figures)
     return PlanFigures(period_s=period, latency_s=sum(f["latency"] for f in figures),
                        throughput=plan.replicas / period if period > 0 else float("inf"),

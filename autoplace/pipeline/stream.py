@@ -25,7 +25,7 @@ def pipeline_items(plan: PipelinePlan, costs: StageCosts) -> list[Work]:
     communication, each after the one before."""
     items: list[Work] = []
     for n, s in enumerate(plan.stages):
-        f = costs.stage(s.start, s.end, s.pes)
+        f = costs.of(s)
         after = (len(items) - 1,) if items else ()
         items.append(Work(f"stage{n}.dma", f["incoming"], after))
         items.append(Work(f"stage{n}.pes", f["compute"], (len(items) - 1,)))

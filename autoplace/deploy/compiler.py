@@ -79,7 +79,11 @@ def metadata(mod: tvm.IRModule) -> dict:
 
 def with_metadata(mod: tvm.IRModule, extra: dict | None = None) -> tvm.IRModule:
     """``mod`` plus a Relax function :data:`META_FUNC` returning its metadata as JSON."""
-    meta = {**metadata(mod), **(extra or {})}
+    return attach_meta(mod, {**metadata(mod), **(extra or {})})
+
+
+def attach_meta(mod: tvm.IRModule, meta: dict) -> tvm.IRModule:
+    """``mod`` plus a Relax function :data:`META_FUNC` returning ``meta`` as JSON."""
     bb = relax.BlockBuilder()
     with bb.function(META_FUNC, []):
         bb.emit_func_output(tvm.ir.expr.StringImm(json.dumps(meta, sort_keys=True)))

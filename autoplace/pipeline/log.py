@@ -1,0 +1,103 @@
+"""The pipeline search's log: one strict JSON line per trial, appended and flushed.
+
+A line names the graph (fingerprint) and mesh profile (hash) it was measured on, the move
+that made it and the plan (stages as ``[start, end, pes, splits]``, ``splits`` null when
+every op uses all the stage's PEs; replicas), with its stream period, analytic period and
+throughput (null when the plan does not fit). :func:`best_plan` reads back the best plan
+for a graph and mesh, which ``autoplace compile --objective throughput --log`` builds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.plan import PipelinePlan, Stage
+from autoplace.pipeline.search import Trial
+
+KIND = "pipeline-trial"
+
+
+class TrialLogError(ValueError):
+    """A pipeline log line is malformed, or the log has no trial of this graph and mesh."""
+
+
+def trial_line(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: int) -> dict:
+    """The log line of ``trial`` (JSON-ready)."""
+    def finite(x):
+        return x if x is not None and math.isfinite(x) else None
+
+    return {"kind": KIND, "graph": costs.graph.name, "graph_fp": costs.graph.fingerprint,
+            "profile": costs.machine.name, "profile_hash": profile_hash, "seed": seed,
+            "trial": trial.number, "move": trial.move,
+            "stages": [[s.start, s.end, s.pes, list(s.splits) if s.splits else None]
+                       for s in trial.plan.stages],
+            "replicas": trial.plan.replicas, "period_s": finite(trial.period_s),
+            "analytic_period_s": finite(trial.analytic_period_s),
+            "throughput": finite(trial.throughput)}
+
+
+class TrialLog:
+    """Appends trial lines to ``path``, one flushed line each."""
+
+    def __init__(self, path: str | Path, costs: StageCosts, *, profile_hash: str, seed: int):
+        self.path, self.costs = Path(path), costs
+        self.profile_hash, self.seed = profile_hash, seed
+        if self.path.exists():
+            read_lines(self.path)  # refuse to append to a malformed log
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def __call__(self, trial: Trial) -> None:
+        line = trial_line(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed)
+        self._file.write(json.dumps(line, allow_nan=False, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_lines(path: str | Path) -> list[dict]:
+    """Every line of a pipeline log; TrialLogError naming the file and line if one is not
+    a pipeline trial."""
+    out = []
+    with Path(path).open(encoding="utf-8") as f:
+        for n, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                line = json.loads(text, parse_constant=_no_constant)
+                if not isinstance(line, dict) or line.get("kind") != KIND:
+                    raise ValueError(f"not a {KIND} line")
+                _plan(line)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise TrialLogError(f"{path}:{n}: {exc}") from None
+            out.append(line)
+    return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def _plan(line: dict) -> PipelinePlan:
+    stages = tuple(Stage(int(a), int(b), int(k), tuple(map(int, w)) if w else None)
+                   for a, b, k, w in line["stages"])
+    return PipelinePlan(stages=stages, replicas=int(line["replicas"]))
+
+
+def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[PipelinePlan,
+                                                                                dict]:
+    """The plan of the highest-throughput line for this graph and mesh, with its line."""
+    lines = [x for x in read_lines(path) if x["graph_fp"] == costs.graph.fingerprint
+             and x["profile_hash"] == profile_hash and x["throughput"] is not None]
+    if not lines:
+        raise TrialLogError(f"{path}: no fitting pipeline trial of graph {costs.graph.name} "
+                            f"({costs.graph.fingerprint}) on this mesh (hash {profile_hash})")
+    best = max(lines, key=lambda x: (x["throughput"], -x["trial"]))
+    plan = _plan(best)
+    if plan.stages[-1].end != costs.n:
+        raise TrialLogError(f"{path}: trial {best['trial']} does not cover the graph's "
+                            f"{costs.n} ops")
+    return plan, best

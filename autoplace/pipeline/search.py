@@ -1,0 +1,194 @@
+"""A search over pipelines, measured by their stream (docs/pipeline.md, "Search").
+
+The dynamic program is exact for the stage model's analytic period with every op of a stage
+split over all its PEs. What it does not see: a stream with two inferences in flight per stage
+(double buffers) runs a tightly balanced plan slower than its analytic period, and an op whose
+input rotation costs more than its split saves runs better on fewer PEs. The search measures
+each candidate by simulating its stream (:func:`autoplace.pipeline.stream.pipeline_period`),
+starts from the DP's plan (trial 0) and moves from the best plan so far:
+
+- ``cut``: a stage boundary moves by up to three ops;
+- ``pe``: a PE moves from one stage to another;
+- ``grow`` / ``shrink``: a stage gains or loses a PE (fewer or more replicas may then fit);
+- ``split``: one op of a stage runs on fewer of its PEs, or on all again;
+- ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one.
+
+Moves favour the slowest stage. Every candidate measured once (a memo by plan); each trial
+is reported to ``on_trial`` (the log). Deterministic with a seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
+from autoplace.pipeline.stream import pipeline_period
+
+MOVES = ("cut", "pe", "grow", "shrink", "split", "divide", "merge")
+#: inferences of the stream that measures a candidate
+STREAM_INFERENCES = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trial:
+    """One measured candidate: its plan, stream period and throughput (None: no fit)."""
+
+    number: int
+    move: str  # "dp" for the start, else one of MOVES
+    plan: PipelinePlan
+    period_s: float | None  # of one copy's stream
+    analytic_period_s: float
+    throughput: float | None  # inferences/s over all replicas
+
+
+def measure(plan: PipelinePlan, costs: StageCosts) -> tuple[float | None, float, float | None]:
+    """``(stream period, analytic period, throughput)``; the first and last None if a stage
+    does not fit its PEs' memory."""
+    f = evaluate(plan, costs)
+    if not f.fits:
+        return None, f.period_s, None
+    period = pipeline_period(plan, costs, inferences=STREAM_INFERENCES)
+    return period, f.period_s, plan.replicas / period if period > 0 else math.inf
+
+
+class PipelineSearch:
+    """Local search from a start plan over at most ``pes`` PEs (module docstring)."""
+
+    def __init__(self, costs: StageCosts, pes: int, *, seed: int = 0,
+                 on_trial: Callable[[Trial], None] | None = None):
+        if not 1 <= pes:
+            raise ValueError(f"pes >= 1 must hold, got {pes}")
+        self.costs, self.pes, self.on_trial = costs, pes, on_trial
+        self.rng = np.random.default_rng(seed)
+        self.seen: dict[PipelinePlan, Trial] = {}
+        self.best: Trial | None = None
+
+    def run(self, start: PipelinePlan, trials: int) -> Trial:
+        """Measure ``start`` then up to ``trials - 1`` new candidates; the best trial."""
+        if trials < 1:
+            raise ValueError(f"trials >= 1 must hold, got {trials}")
+        self._measure(start, "dp")
+        attempts = 0
+        while len(self.seen) < trials and attempts < 50 * trials:
+            attempts += 1
+            move = MOVES[int(self.rng.integers(len(MOVES)))]
+            plan = self._propose(self.best.plan, move)
+            if plan is not None and plan not in self.seen:
+                self._measure(plan, move)
+        return self.best
+
+    def _measure(self, plan: PipelinePlan, move: str) -> Trial:
+        period, analytic, throughput = measure(plan, self.costs)
+        trial = Trial(number=len(self.seen), move=move, plan=plan, period_s=period,
+                      analytic_period_s=analytic, throughput=throughput)
+        self.seen[plan] = trial
+        if self.on_trial is not None:
+            self.on_trial(trial)
+        if throughput is not None and (self.best is None or self.best.throughput is None
+                                       or throughput > self.best.throughput):
+            self.best = trial
+        elif self.best is None:
+            self.best = trial
+        return trial
+
+    # -- moves ---------------------------------------------------------------------------
+    def _stage_index(self, plan: PipelinePlan) -> int:
+        """The slowest stage (analytic) two times in three, else any."""
+        if self.rng.random() < 2 / 3:
+            f = evaluate(plan, self.costs)
+            return int(np.argmax(f.stage_period_s))
+        return int(self.rng.integers(len(plan.stages)))
+
+    def _propose(self, plan: PipelinePlan, move: str) -> PipelinePlan | None:
+        stages = list(plan.stages)
+        s = self._stage_index(plan)
+        stages = getattr(self, f"_{move}")(stages, s)
+        if stages is None:
+            return None
+        return self._replicated(stages)
+
+    def _replicated(self, stages: list[Stage]) -> PipelinePlan | None:
+        """The plan with as many copies as the PEs hold; None if one copy does not fit or
+        a stage has more PEs than the costs were tabulated for."""
+        pes = sum(st.pes for st in stages)
+        if pes > self.pes or any(st.pes > self.costs.K for st in stages):
+            return None
+        try:
+            return PipelinePlan(stages=tuple(stages), replicas=self.pes // pes)
+        except ValueError:
+            return None
+
+    def _cut(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        if len(stages) < 2:
+            return None
+        b = s if s > 0 and (s == len(stages) - 1 or self.rng.random() < 0.5) else s + 1
+        delta = int(self.rng.choice([-3, -2, -1, 1, 2, 3]))
+        left, right = stages[b - 1], stages[b]
+        at = right.start + delta
+        if not left.start < at < right.end:
+            return None
+        stages[b - 1] = Stage(left.start, at, left.pes)
+        stages[b] = Stage(at, right.end, right.pes)
+        return stages
+
+    def _pe(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        donors = [d for d in range(len(stages)) if d != s and stages[d].pes > 1]
+        if not donors:
+            return None
+        d = donors[int(self.rng.integers(len(donors)))]
+        stages[d] = _with_pes(stages[d], stages[d].pes - 1)
+        stages[s] = _with_pes(stages[s], stages[s].pes + 1)
+        return stages
+
+    def _grow(self, stages: list[Stage], s: int) -> list[Stage]:
+        stages[s] = _with_pes(stages[s], stages[s].pes + 1)
+        return stages
+
+    def _shrink(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        if stages[s].pes == 1:
+            return None
+        stages[s] = _with_pes(stages[s], stages[s].pes - 1)
+        return stages
+
+    def _split(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        st = stages[s]
+        if st.pes == 1:
+            return None
+        ways = list(st.ways())
+        o = int(self.rng.integers(len(ways)))
+        ways[o] = st.pes if ways[o] < st.pes else int(self.rng.integers(1, st.pes))
+        stages[s] = dataclasses.replace(st, splits=None if min(ways) == st.pes
+                                        else tuple(ways))
+        return stages
+
+    def _divide(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        st = stages[s]
+        if st.end - st.start < 2:
+            return None
+        at = int(self.rng.integers(st.start + 1, st.end))
+        left = max(1, st.pes // 2)
+        right = max(1, st.pes - left)
+        stages[s:s + 1] = [Stage(st.start, at, left), Stage(at, st.end, right)]
+        return stages
+
+    def _merge(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        if len(stages) < 2:
+            return None
+        a = s if s < len(stages) - 1 else s - 1
+        left, right = stages[a], stages[a + 1]
+        stages[a:a + 2] = [Stage(left.start, right.end, left.pes + right.pes)]
+        return stages
+
+
+def _with_pes(stage: Stage, pes: int) -> Stage:
+    """``stage`` on ``pes`` PEs: an op keeps its ways if it can, else uses all ``pes``."""
+    if stage.splits is None:
+        return Stage(stage.start, stage.end, pes)
+    ways = tuple(min(w, pes) for w in stage.splits)
+    return Stage(stage.start, stage.end, pes, None if min(ways) == pes else ways)

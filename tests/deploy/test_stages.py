@@ -1,0 +1,125 @@
+"""A pipeline's stages as TVM libraries, run by the host pipeline runner (real compiles, real
+Relax VM runs, a thread per stage): outputs equal the unplaced model's, in order."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+from references import Reference
+
+from autoplace.deploy import BuildError, compile_unplaced, random_inputs
+from autoplace.deploy.runner import PipelineRunner, carried, load_stage_libraries, stage_meta
+from autoplace.deploy.stages import OUTPUT, export_stages, slice_stages
+
+
+def singles_then_rest(n_ops: int, singles: int, parts: int) -> list[tuple[int, int]]:
+    """The first ``singles`` ops a stage each (cuts through branches), the rest in ``parts``."""
+    bounds = [(i, i + 1) for i in range(singles)]
+    edges = np.linspace(singles, n_ops, parts + 1).astype(int)
+    return bounds + [(int(a), int(b)) for a, b in zip(edges, edges[1:]) if b > a]
+
+
+@pytest.fixture(scope="module", params=["squeezenet", "alexnet", "shufflenet"])
+def piped(request, tmp_path_factory):
+    """A bundled model with random weights, cut into stages, compiled, in a runner."""
+    ref = Reference(request.param, tmp_path_factory.mktemp(request.param))
+    names = [op.name for op in ref.graph.ops]
+    bounds = singles_then_rest(len(names), 6, 3)
+    stages = slice_stages(ref.mod, names, bounds)
+    return ref, bounds, stages, PipelineRunner([s.compile() for s in stages])
+
+
+def stream(ref: Reference, runner: PipelineRunner, n: int) -> list[dict]:
+    return [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()}, seed)))
+            for seed in range(n)]
+
+
+def test_pipelined_outputs_equal_the_unplaced_models_in_order(piped):
+    ref, _, _, runner = piped
+    feeds = stream(ref, runner, 3)
+    run = runner.run(feeds)
+    assert len(run.outputs) == 3 and run.throughput > 0
+    for feed, got in zip(feeds, run.outputs):
+        want = ref.run([feed[name] for name in runner.inputs])
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # distinct inputs give distinct outputs, so the order above is really checked
+    assert not np.allclose(run.outputs[0][0], run.outputs[1][0])
+    seq = runner.run_sequential(feeds[:2])
+    for a, b in zip(run.outputs, seq.outputs):
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_each_stage_holds_only_its_ops_kernels(piped):
+    ref, bounds, stages, _ = piped
+    assert len(stages) == len(bounds) == 9
+    for (start, end), stage in zip(bounds, stages):
+        kernels = {gv.name_hint for gv, f in stage.module.functions_items()
+                   if isinstance(f, tvm.tirx.PrimFunc)}
+        assert kernels == {op.func for op in ref.graph.ops[start:end]}
+    assert stages[0].inputs == tuple(i["name"] for i in ref.unplaced.meta["inputs"])
+    assert stages[1].inputs == (ref.graph.ops[0].name,)
+    assert stages[-1].outputs == (OUTPUT,)
+
+
+def test_a_value_read_two_stages_later_is_forwarded(piped):
+    """Between stages, the item holds every value a later stage reads (skip connections)."""
+    _, _, stages, runner = piped
+    metas = runner.metas
+    carry = carried(metas)
+    for s in range(len(metas) - 1):
+        later = {i["name"] for m in metas[s + 1:] for i in m["inputs"]}
+        made = {o for m in metas[:s + 1] for o in m["outputs"]} | set(runner.inputs)
+        assert set(carry[s]) == later & made
+    forwarded = [(s, v) for s in range(1, len(metas) - 1) for v in carry[s]
+                 if v not in stages[s].outputs]
+    assert forwarded, "each model has a branch (fire, LRN, shuffle) that the cuts go through"
+
+
+def test_bad_stage_bounds_are_refused(piped):
+    ref, _, _, _ = piped
+    names = [op.name for op in ref.graph.ops]
+    with pytest.raises(BuildError, match="do not cover"):
+        slice_stages(ref.mod, names, [(0, 3), (4, len(names))])
+    with pytest.raises(BuildError, match="kernels"):
+        slice_stages(ref.mod, names[:-1], [(0, len(names) - 1)])
+
+
+def test_a_failing_stage_stops_the_stream_with_its_index(piped):
+    ref, _, _, runner = piped
+    feeds = stream(ref, runner, 3)
+    name = runner.inputs[0]
+    feeds[1] = {name: np.zeros((1, 2, 3), dtype="float32")}
+    with pytest.raises(BuildError, match="stage 0 failed"):
+        runner.run(feeds)
+    with pytest.raises(ValueError, match="missing"):
+        runner.run([{}])
+
+
+def test_libraries_written_and_loaded_back(tmp_path):
+    ref = Reference("squeezenet", tmp_path)
+    names = [op.name for op in ref.graph.ops]
+    stages = slice_stages(ref.mod, names, [(0, 20), (20, len(names))])
+    entries = export_stages(stages, tmp_path / "out")
+    assert [e["file"] for e in entries] == ["stage0.so", "stage1.so"]
+    manifest = {"stages": [{"library": e} for e in entries]}
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
+    _, libs = load_stage_libraries(tmp_path / "out" / "manifest.json")
+    assert [stage_meta(lib)["outputs"] for lib in libs] == [e["outputs"] for e in entries]
+    runner = PipelineRunner(libs)
+    out = runner.run([dict(zip(runner.inputs, ref.inputs))])
+    np.testing.assert_allclose(out.outputs[0][0], ref.outputs[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(BuildError, match="not a stage library"):
+        PipelineRunner([compile_unplaced(ref.mod)])
+    bad = tmp_path / "bad"  # not the loaded file: overwriting a loaded library crashes
+    bad.mkdir()
+    (bad / "stage0.so").write_text("garbage")
+    (bad / "manifest.json").write_text(json.dumps({"stages": [{"library": entries[0]}]}))
+    with pytest.raises(BuildError, match="stage0.so: cannot load stage library"):
+        load_stage_libraries(bad / "manifest.json")
+    with pytest.raises(BuildError, match="not a compiled pipeline"):
+        load_stage_libraries(tmp_path / "out" / "stage0.so")
