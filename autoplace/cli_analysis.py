@@ -9,7 +9,8 @@ from autoplace.cli_args import positive_int
 
 def register(sub) -> None:
     """Add the analysis subcommands to the ``autoplace`` parser."""
-    r = sub.add_parser("report", help="an HTML report of a tuning log: tables and pictures")
+    r = sub.add_parser("report", help="an HTML report of a tuning log, or of a pipeline "
+                                      "search's log: tables and pictures")
     r.add_argument("log", help="tuning log (JSON lines)")
     r.add_argument("--out", default=None, help="output directory (default LOG-report/)")
     r.add_argument("--model", default=None,
@@ -25,9 +26,14 @@ def register(sub) -> None:
 def cmd_report(args) -> int:
     """Write the report and print where it is."""
     from autoplace.report import write_report
+    from autoplace.report_pipeline import is_pipeline_log, write_pipeline_report
 
     log = Path(args.log)
     out = Path(args.out) if args.out else log.with_name(f"{log.stem}-report")
+    if is_pipeline_log(log):
+        page = write_pipeline_report(log, out, model=args.model, hw=args.hw)
+        print(f"report: {page} (pictures beside it)")
+        return 0
     page, note = write_report(log, out, model=args.model, hw=args.hw, job=args.job)
     if note:
         print(f"note: {note}")

@@ -24,6 +24,11 @@ def register(sub) -> None:
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the search")
     p.add_argument("--log", default=None, metavar="FILE",
                    help="append every trial to FILE (JSON lines; compile --log reads its best)")
+    p.add_argument("--storage", default=None, metavar="URL",
+                   help="also keep the trials in an Optuna study (journal:PATH, "
+                        "sqlite:///PATH, postgresql://...); a search run again skips them")
+    p.add_argument("--study", default=None, help="the study's name (default: one per graph "
+                                                  "and mesh)")
     p.add_argument("--manifest", default=None, metavar="FILE",
                    help="write the plan as a JSON manifest for a runtime (docs/pipeline.md)")
     p.add_argument("--plot", default=None, metavar="DIR",
@@ -90,7 +95,7 @@ def cmd_pipeline(args) -> int:
     if naive is not None:
         _print_naive(naive, costs)
     print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
-    if args.trials > 1 or args.log:
+    if args.trials > 1 or args.log or args.storage:
         plan = _search(args, costs, profile, plan, pes)
     if args.manifest:
         from autoplace.pipeline.manifest import write_manifest
@@ -104,21 +109,39 @@ def cmd_pipeline(args) -> int:
 
 def _search(args, costs, profile, start, pes: int):
     """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
-    from autoplace.pipeline.log import TrialLog
+    from autoplace.pipeline.log import TrialLog, known_trials
     from autoplace.pipeline.search import PipelineSearch
 
-    log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed) \
-        if args.log else None
+    known, record = [], []
+    if args.storage:  # opened first: a bad URL appends nothing to the log
+        from autoplace.search.pipeline_study import (
+            StudyRecorder,
+            known_in_study,
+            open_pipeline_study,
+        )
+
+        study = open_pipeline_study(args.storage, costs, profile.hash, args.study)
+        known += known_in_study(study)
+        record.append(StudyRecorder(study, costs, profile_hash=profile.hash, seed=args.seed))
+    log = None
+    if args.log:
+        known += known_trials(args.log, costs, profile.hash)
+        log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed)
+        record.insert(0, log)  # the log first, the source of truth
     t0 = time.perf_counter()
     try:
-        search = PipelineSearch(costs, pes, seed=args.seed, on_trial=log)
+        search = PipelineSearch(costs, pes, seed=args.seed, known=known,
+                                on_trial=lambda trial: [r(trial) for r in record])
         best = search.run(start, args.trials)
     finally:
         if log is not None:
             log.close()
     dp = search.seen[start]
+    again = sum(1 for plan in search.seen if plan in search.known)
     print(f"search: {len(search.seen)} trials in {time.perf_counter() - t0:.1f} s, each "
-          "measured by its stream (two inferences in flight per stage)")
+          "measured by its stream (two inferences in flight per stage)"
+          + (f"; {again} of them known from the log or study, not measured again"
+             if again else ""))
     if dp.throughput is None or best.throughput is None:
         return start
     print(f"  the DP's plan streams {dp.throughput:,.1f} inferences/s; the best, trial "

@@ -300,10 +300,32 @@ def pipeline_period(work: Sequence[tuple], start: float, period: float, stages: 
     return fig
 
 
+def pipeline_search(trials: pd.DataFrame, *, bound: float | None = None,
+                    title: str = "") -> Figure:
+    """A pipeline search: each trial's streamed throughput (dots; ``trial``, ``throughput``,
+    NaN for plans that do not fit), the best so far (line), the DP's plan (trial 0) and
+    ``bound`` as dashed lines."""
+    fig = Figure(figsize=(9, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.scatter(trials["trial"], trials["throughput"], s=7, alpha=0.35, linewidths=0)
+    ax.step(trials["trial"], trials["throughput"].cummax().ffill(), where="post", linewidth=2,
+            label="best so far")
+    ax.axhline(trials["throughput"].iloc[0], linestyle="--", color="grey",
+               label="the DP's plan (trial 0)")
+    if bound:
+        ax.axhline(bound, linestyle=":", color="black", label="bound")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("inferences/s (streamed, all replicas)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    ax.set_title(title or "pipeline search")
+    return fig
+
+
 def save(fig: Figure, path, *, dpi: int = 110) -> None:
     """Write ``fig`` as a PNG (Agg)."""
     fig.savefig(path, dpi=dpi)
 
 
 __all__ = ["gantt", "convergence", "utilisation", "occupancy", "pipeline_grid",
-           "pipeline_period", "save", "KIND_COLOURS"]
+           "pipeline_period", "pipeline_search", "save", "KIND_COLOURS"]

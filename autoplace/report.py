@@ -114,17 +114,19 @@ def _curve_names(df: pd.DataFrame) -> pd.Series:
     return pd.Series("search", index=df.index)
 
 
-def _table(df: pd.DataFrame) -> str:
+def html_table(df: pd.DataFrame) -> str:
+    """``df`` as an HTML table of the report's style."""
     return df.to_html(index=False, border=0, classes="t", na_rep="",
                       float_format=lambda x: f"{x:.4g}")
 
 
-def _img(path: Path) -> str:
+def html_img(path: Path) -> str:
+    """The PNG at ``path`` embedded in an ``img`` tag."""
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
 
 
-_STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;color:#222}"
+STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;color:#222}"
           "table.t{border-collapse:collapse;font-size:13px;margin-bottom:1.5em}"
           ".t td,.t th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}"
           "img{max-width:100%}")
@@ -177,20 +179,20 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
         f", trial {s.row['trial']}, measured by {html.escape(str(s.row['measurer']))}"
         f"{_runs(df)}).</p>",
         *([f"<p><b>{html.escape(note)}.</b></p>", "<h2>Jobs in this log</h2>",
-           _table(table)] if note else []),
-        "<h2>Best against the baselines</h2>", _table(analysis.summary(df)),
-        "<h2>Strategies</h2>", _table(analysis.strategy_table(df).reset_index()),
+           html_table(table)] if note else []),
+        "<h2>Best against the baselines</h2>", html_table(analysis.summary(df)),
+        "<h2>Strategies</h2>", html_table(analysis.strategy_table(df).reset_index()),
         "<h2>Infeasible candidates</h2>",
-        _table(errors[errors > 0].rename_axis("error").reset_index()) if errors.any()
+        html_table(errors[errors > 0].rename_axis("error").reset_index()) if errors.any()
         else "<p>none</p>",
-        "<h2>Convergence</h2>", _img(pngs["convergence"]),
-        "<h2>Schedule of the best placement (simulated)</h2>", _img(pngs["gantt"]),
-        _img(pngs["utilisation"]), _img(pngs["occupancy"]),
-        "<h2>The best placement</h2>", _table(placement_table(s)),
+        "<h2>Convergence</h2>", html_img(pngs["convergence"]),
+        "<h2>Schedule of the best placement (simulated)</h2>", html_img(pngs["gantt"]),
+        html_img(pngs["utilisation"]), html_img(pngs["occupancy"]),
+        "<h2>The best placement</h2>", html_table(placement_table(s)),
     ]
     page = out / "report.html"
     page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>autoplace "
-                    f"report</title><style>{_STYLE}</style></head><body>"
+                    f"report</title><style>{STYLE}</style></head><body>"
                     + "\n".join(body) + "</body></html>\n", encoding="utf-8")
     return page, note
 

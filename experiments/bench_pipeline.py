@@ -8,7 +8,10 @@ Each case runs in a fresh subprocess on one core (``taskset -c 0``): the mesh is
 (profile load, stage tables, :func:`best_pipeline`, the numba kernel compiled or loaded from
 its cache beforehand) and peak RSS; throughput of the DP's plan, of the equal-FLOP baseline
 beside it (their ratio) and the bound (``throughput_bound``); PEs used; the 1-minute load
-average. The search over pipelines (1,000 trials) is not part of this table yet.
+average. Then the search over pipelines (``--trials``, default 1,000, from the DP's plan):
+its time, peak RSS after it, the throughput of the DP's plan and of the best plan measured by
+their streams (two inferences in flight per stage), their ratio and the best's against the
+bound. "plan + search s" is the issue's budget (120 s, 2 GB for 7,296 PEs and ~1,000 ops).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def sequence(graph, times: int):
     return OpGraph(name=f"{graph.name}x{times}", ops=tuple(ops), edges=tuple(edges))
 
 
-def one_case(model: str, rows: int, cols: int) -> dict:
+def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     """Plan one case in this process (run by the parent in a subprocess)."""
     from autoplace.models import load_graph
     from autoplace.pipeline import (
@@ -83,11 +86,26 @@ def one_case(model: str, rows: int, cols: int) -> dict:
                    replicas=plan.replicas, used=f.pes_used)
     if naive is not None:
         out["naive"] = evaluate(naive, costs).throughput
+    if plan is not None and trials:
+        out.update(search(costs, plan, rows * cols, trials))
+        out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
-def run(model: str, rows: int, cols: int) -> dict:
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--one", model, str(rows), str(cols)]
+def search(costs, plan, pes: int, trials: int) -> dict:
+    """The pipeline search from the DP's plan: its time and the streamed throughputs."""
+    from autoplace.pipeline.search import PipelineSearch
+
+    t0 = time.perf_counter()
+    s = PipelineSearch(costs, pes, seed=0)
+    best = s.run(plan, trials)
+    return {"search_s": time.perf_counter() - t0, "trials": len(s.seen),
+            "dp_stream": s.seen[plan].throughput, "tuned": best.throughput}
+
+
+def run(model: str, rows: int, cols: int, trials: int) -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--one", model, str(rows), str(cols),
+           str(trials)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if proc.returncode:
         return {"error": proc.stderr.strip().splitlines()[-1]}
@@ -95,36 +113,47 @@ def run(model: str, rows: int, cols: int) -> dict:
 
 
 def table(results: list[tuple[str, tuple[int, int], dict]]) -> str:
-    lines = ["| graph (ops) | mesh (PEs) | plan s | peak RSS MiB | DP inferences/s | "
-             "equal-FLOP | DP / equal-FLOP | DP / bound | stages x PEs x replicas (used) | "
-             "load |", "|---" * 10 + "|"]
+    lines = ["| graph (ops) | mesh (PEs) | plan s | DP inferences/s | equal-FLOP | DP / "
+             "equal-FLOP | DP / bound | stages x PEs x replicas (used) | trials | plan + "
+             "search s | peak RSS MiB | DP streamed | tuned streamed | tuned / DP | tuned / "
+             "bound | load |", "|---" * 16 + "|"]
+    nan = float("nan")
     for model, (rows, cols), r in results:
         if "error" in r:
-            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 7)
+            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 13)
             continue
-        dp, naive = r.get("dp"), r.get("naive")
+        dp, naive, tuned = r.get("dp"), r.get("naive"), r.get("tuned")
         shape = (f"{r['stages']} x {r['pes']} x {r['replicas']} ({r['used']})" if dp
                  else "no plan fits")
         lines.append(
             f"| {model} ({r['ops']}) | {rows}x{cols} ({rows * cols:,}) | {r['plan_s']:.2f} | "
-            f"{r['rss_mib']:.0f} | {dp or 0:,.0f} | {naive or 0:,.0f} | "
-            f"{dp / naive if dp and naive else float('nan'):.2f} | "
-            f"{dp / r['bound'] if dp else float('nan'):.2f} | {shape} | {r['load']:.1f} |")
+            f"{dp or 0:,.0f} | {naive or 0:,.0f} | "
+            f"{dp / naive if dp and naive else nan:.2f} | "
+            f"{dp / r['bound'] if dp else nan:.2f} | {shape} | {r.get('trials', 0)} | "
+            f"{r['plan_s'] + r.get('search_s', 0):.1f} | {r['rss_mib']:.0f} | "
+            f"{r.get('dp_stream') or 0:,.0f} | {tuned or 0:,.0f} | "
+            f"{tuned / r['dp_stream'] if tuned and r.get('dp_stream') else nan:.3f} | "
+            f"{tuned / r['bound'] if tuned else nan:.2f} | {r['load']:.1f} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--trials", type=int, default=1000, help="search trials per case")
+    ap.add_argument("--cases", nargs="*", default=None,
+                    help="MODEL:ROWSxCOLS cases (default: every model on every mesh)")
     ap.add_argument("--out", default=None, help="also write the table to this file")
     args = ap.parse_args()
     if args.one:
-        model, rows, cols = args.one
-        print(json.dumps(one_case(model, int(rows), int(cols))))
+        model, rows, cols, trials = args.one
+        print(json.dumps(one_case(model, int(rows), int(cols), int(trials))))
         return
+    cases = CASES if args.cases is None else [
+        (c.split(":")[0], tuple(map(int, c.split(":")[1].split("x")))) for c in args.cases]
     results = []
-    for model, (rows, cols) in CASES:
-        results.append((model, (rows, cols), run(model, rows, cols)))
+    for model, (rows, cols) in cases:
+        results.append((model, (rows, cols), run(model, rows, cols, args.trials)))
         print(f"{model} {rows}x{cols}: {results[-1][2]}", file=sys.stderr, flush=True)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip()

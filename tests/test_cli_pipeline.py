@@ -96,3 +96,28 @@ def test_a_malformed_pipeline_log_is_one_line(tmp_path):
     assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 5,
                               "--log", log), "bad.jsonl:1:")
     assert log.read_text() == '{"kind": "pipeline-trial"}\n'
+
+
+def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tmp_path):
+    import optuna
+
+    from autoplace.search.pipeline_study import study_name
+    from autoplace.search.storage import open_storage
+
+    url = f"journal:{tmp_path / 'study.journal'}"
+    args = ("pipeline", "squeezenet", "--hw", "mesh", "--storage", url, "--seed", 1)
+    first = cli(*args, "--trials", 20)
+    assert first.returncode == 0, first.stderr
+    again = cli(*args, "--trials", 30)
+    assert again.returncode == 0, again.stderr
+    assert "30 trials" in again.stdout and "20 of them known" in again.stdout
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
+    study = optuna.load_study(study_name=study_name(costs, load_profile("mesh").hash),
+                              storage=open_storage(url))
+    lines = [json.loads(t.user_attrs["line"]) for t in study.trials]
+    assert sorted(x["trial"] for x in lines) == list(range(30))
+    ok = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert ok and study.best_value == max(x["throughput"] for x in lines if x["throughput"])
+    other = optuna.create_study(study_name="taken", storage=open_storage(url))
+    other.set_user_attr("kind", "placement")
+    assert_one_line_error(cli(*args, "--study", "taken"), "study 'taken' is not the pipeline")

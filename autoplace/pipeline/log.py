@@ -70,7 +70,7 @@ def read_lines(path: str | Path) -> list[dict]:
                 line = json.loads(text, parse_constant=_no_constant)
                 if not isinstance(line, dict) or line.get("kind") != KIND:
                     raise ValueError(f"not a {KIND} line")
-                _plan(line)
+                plan_of(line)
             except (ValueError, TypeError, KeyError) as exc:
                 raise TrialLogError(f"{path}:{n}: {exc}") from None
             out.append(line)
@@ -81,10 +81,26 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not strict JSON")
 
 
-def _plan(line: dict) -> PipelinePlan:
+def plan_of(line: dict) -> PipelinePlan:
+    """The plan of a log line."""
     stages = tuple(Stage(int(a), int(b), int(k), tuple(map(int, w)) if w else None)
                    for a, b, k, w in line["stages"])
     return PipelinePlan(stages=stages, replicas=int(line["replicas"]))
+
+
+def known_trials(path: str | Path, costs: StageCosts, profile_hash: str) -> list[Trial]:
+    """The trials of a log (if it exists) of this graph and mesh, to resume a search."""
+    if not Path(path).exists():
+        return []
+    return [trial_of(x) for x in read_lines(path) if x["graph_fp"] == costs.graph.fingerprint
+            and x["profile_hash"] == profile_hash]
+
+
+def trial_of(line: dict) -> Trial:
+    """The trial a log line holds."""
+    return Trial(number=line["trial"], move=line["move"], plan=plan_of(line),
+                 period_s=line["period_s"], analytic_period_s=line["analytic_period_s"],
+                 throughput=line["throughput"])
 
 
 def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[PipelinePlan,
@@ -96,7 +112,7 @@ def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[P
         raise TrialLogError(f"{path}: no fitting pipeline trial of graph {costs.graph.name} "
                             f"({costs.graph.fingerprint}) on this mesh (hash {profile_hash})")
     best = max(lines, key=lambda x: (x["throughput"], -x["trial"]))
-    plan = _plan(best)
+    plan = plan_of(best)
     if plan.stages[-1].end != costs.n:
         raise TrialLogError(f"{path}: trial {best['trial']} does not cover the graph's "
                             f"{costs.n} ops")

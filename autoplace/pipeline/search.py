@@ -14,14 +14,16 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one.
 
 Moves favour the slowest stage. Every candidate measured once (a memo by plan); each trial
-is reported to ``on_trial`` (the log). Deterministic with a seed.
+is reported to ``on_trial`` (the log). Deterministic with a seed, so a search run again
+with the trials of its log (``known``) replays them without measuring them again and goes on
+from where the log ends.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,12 +63,14 @@ class PipelineSearch:
     """Local search from a start plan over at most ``pes`` PEs (module docstring)."""
 
     def __init__(self, costs: StageCosts, pes: int, *, seed: int = 0,
-                 on_trial: Callable[[Trial], None] | None = None):
+                 on_trial: Callable[[Trial], None] | None = None,
+                 known: Sequence[Trial] = ()):
         if not 1 <= pes:
             raise ValueError(f"pes >= 1 must hold, got {pes}")
         self.costs, self.pes, self.on_trial = costs, pes, on_trial
         self.rng = np.random.default_rng(seed)
         self.seen: dict[PipelinePlan, Trial] = {}
+        self.known = {t.plan: t for t in known}  # measured before (a log): not again
         self.best: Trial | None = None
 
     def run(self, start: PipelinePlan, trials: int) -> Trial:
@@ -84,16 +88,17 @@ class PipelineSearch:
         return self.best
 
     def _measure(self, plan: PipelinePlan, move: str) -> Trial:
-        period, analytic, throughput = measure(plan, self.costs)
-        trial = Trial(number=len(self.seen), move=move, plan=plan, period_s=period,
-                      analytic_period_s=analytic, throughput=throughput)
+        before = self.known.get(plan)
+        if before is not None:  # its figures from the log, nothing logged again
+            trial = dataclasses.replace(before, number=len(self.seen), move=move)
+        else:
+            period, analytic, throughput = measure(plan, self.costs)
+            trial = Trial(number=len(self.seen), move=move, plan=plan, period_s=period,
+                          analytic_period_s=analytic, throughput=throughput)
+            if self.on_trial is not None:
+                self.on_trial(trial)
         self.seen[plan] = trial
-        if self.on_trial is not None:
-            self.on_trial(trial)
-        if throughput is not None and (self.best is None or self.best.throughput is None
-                                       or throughput > self.best.throughput):
-            self.best = trial
-        elif self.best is None:
+        if self.best is None or _better(trial.throughput, self.best.throughput):
             self.best = trial
         return trial
 
@@ -184,6 +189,11 @@ class PipelineSearch:
         left, right = stages[a], stages[a + 1]
         stages[a:a + 2] = [Stage(left.start, right.end, left.pes + right.pes)]
         return stages
+
+
+def _better(a: float | None, b: float | None) -> bool:
+    """Whether throughput ``a`` beats ``b`` (None: the plan does not fit)."""
+    return a is not None and (b is None or a > b)
 
 
 def _with_pes(stage: Stage, pes: int) -> Stage:

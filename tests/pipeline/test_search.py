@@ -124,3 +124,34 @@ def test_the_log_holds_every_trial_and_gives_back_the_best(squeezenet_32, tmp_pa
     with pytest.raises(TrialLogError, match=r"p.jsonl:31: NaN is not strict JSON"):
         TrialLog(path, squeezenet_32, profile_hash="h", seed=0)
     assert path.stat().st_size == size + len('{"kind": "pipeline-trial", "throughput": NaN}\n')
+
+
+def test_a_search_run_again_with_its_log_measures_nothing_twice(squeezenet_32, tmp_path):
+    from autoplace.pipeline import search as search_module
+    from autoplace.pipeline.log import known_trials
+
+    path = tmp_path / "p.jsonl"
+    log = TrialLog(path, squeezenet_32, profile_hash="h", seed=5)
+    _, _, first = run(squeezenet_32, trials=25, seed=5, on_trial=log)
+    log.close()
+    measured = []
+    real = search_module.measure
+
+    def counting(plan, costs):
+        measured.append(plan)
+        return real(plan, costs)
+
+    search_module.measure = counting
+    try:
+        log = TrialLog(path, squeezenet_32, profile_hash="h", seed=5)
+        known = known_trials(path, squeezenet_32, "h")
+        search = PipelineSearch(squeezenet_32, squeezenet_32.machine.size, seed=5,
+                                on_trial=log, known=known)
+        best = search.run(best_pipeline(squeezenet_32), 40)
+        log.close()
+    finally:
+        search_module.measure = real
+    assert len(measured) == 15 and not set(measured) & {t.plan for t in known}
+    lines = read_lines(path)
+    assert [x["trial"] for x in lines] == list(range(40))
+    assert best.throughput >= first.throughput

@@ -1,0 +1,117 @@
+"""The HTML report of a pipeline search log (``autoplace report pipeline.jsonl``).
+
+It shows the log's best plan for its graph and mesh: a table of its stages, the plan on the
+grid (stage per PE, busy share per PE), one period of its stream in steady state (a Gantt
+chart of every stage's PEs and DMA engines) and the search's progress against the DP's plan
+and the bound. ``out/report.html`` embeds the pictures, which are also written beside it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from autoplace import plots
+from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bound
+from autoplace.pipeline.layout import grid_maps
+from autoplace.pipeline.log import KIND, best_plan, read_lines
+from autoplace.pipeline.machine import MAX_SPLIT
+from autoplace.pipeline.stream import steady_window
+from autoplace.report import STYLE, ReportError, html_img, html_table
+
+
+def is_pipeline_log(path: str | Path) -> bool:
+    """Whether the first line of ``path`` is a pipeline search trial."""
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            first = next((line for line in f if line.strip()), "")
+        return json.loads(first).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _costs(lines: list[dict], log: Path, model: str | None, hw: str | None) -> StageCosts:
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+
+    last = lines[-1]
+    graph, profile = load_graph(model or last["graph"]), load_profile(hw or last["profile"])
+    if graph.fingerprint != last["graph_fp"]:
+        raise ReportError(f"{log}: graph {graph.name!r} (fingerprint {graph.fingerprint}) is "
+                          f"not the log's {last['graph_fp']}; pass --model with the right one")
+    if profile.hash != last["profile_hash"]:
+        raise ReportError(f"{log}: profile {profile.name!r} (hash {profile.hash}) is not the "
+                          f"log's {last['profile_hash']}; pass --hw with the right one")
+    widest = max(s[2] for line in lines for s in line["stages"])
+    return StageCosts(graph, MeshMachine.of(profile, max_split=max(MAX_SPLIT, widest)))
+
+
+def stage_table(plan, costs: StageCosts) -> pd.DataFrame:
+    """One row per stage of ``plan``: its ops, PEs, splits and figures."""
+    names = [op.name for op in costs.graph.ops]
+    rows = []
+    for n, s in enumerate(plan.stages):
+        f, ways = costs.of(s), s.ways()
+        rows.append({"stage": n, "ops": f"{s.start}-{s.end - 1}",
+                     "first .. last": f"{names[s.start]} .. {names[s.end - 1]}",
+                     "PEs": s.pes, "ways per op": f"{min(ways)}-{max(ways)}",
+                     "compute (ms)": f["compute"] * 1e3, "comm (ms)": f["comm"] * 1e3,
+                     "period (ms)": f["period"] * 1e3, "MiB per PE": f["memory"] / 2**20})
+    return pd.DataFrame(rows)
+
+
+def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None = None,
+                          hw: str | None = None) -> Path:
+    """Write ``out/report.html`` and its pictures for the best plan of a pipeline log."""
+    log, out = Path(log), Path(out)
+    lines = read_lines(log)
+    if not lines:
+        raise ReportError(f"{log}: no trial to report")
+    costs = _costs(lines, log, model, hw)
+    plan, best = best_plan(log, costs, lines[-1]["profile_hash"])
+    mine = pd.DataFrame([x for x in lines if x["graph_fp"] == best["graph_fp"]
+                         and x["profile_hash"] == best["profile_hash"]])
+    mine = mine[mine["seed"] == best["seed"]].astype({"throughput": float})
+    pes = costs.machine.size
+    pictures = _pictures(plan, costs, mine, throughput_bound(costs, pes), out)
+    f = evaluate(plan, costs)
+    dp = mine["throughput"].iloc[0]
+    title = f"{costs.graph.name} on {costs.machine.name} ({costs.machine.rows}x" \
+            f"{costs.machine.cols})"
+    body = [
+        f"<h1>Pipeline report: {html.escape(title)}</h1>",
+        f"<p>{html.escape(str(log))}: {len(mine)} trials (seed {best['seed']}); best trial "
+        f"{best['trial']} ({html.escape(best['move'])}): {best['throughput']:,.1f} inferences/s"
+        f" streamed, {best['throughput'] / dp:.3f}x the DP's plan ({dp:,.1f}); "
+        f"{plan.replicas} copies of {len(plan.stages)} stages on {plan.pes} PEs "
+        f"({f.pes_used} of {pes} used); analytic period {f.period_s * 1e3:.4f} ms.</p>",
+        "<h2>Stages of the best plan</h2>", html_table(stage_table(plan, costs)),
+        "<h2>On the grid</h2>", html_img(pictures["grid"]),
+        "<h2>One period in steady state (streamed)</h2>", html_img(pictures["period"]),
+        "<h2>The search</h2>", html_img(pictures["search"]),
+    ]
+    page = out / "report.html"
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>autoplace "
+                    f"pipeline report</title><style>{STYLE}</style></head><body>"
+                    + "\n".join(body) + "</body></html>\n", encoding="utf-8")
+    return page
+
+
+def _pictures(plan, costs: StageCosts, trials: pd.DataFrame, bound: float,
+              out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"{costs.graph.name} on {costs.machine.name}"
+    start, period, work = steady_window(plan, costs)
+    figures = {
+        "grid": plots.pipeline_grid(*grid_maps(plan, costs), title=name),
+        "period": plots.pipeline_period(work, start, period, len(plan.stages)),
+        "search": plots.pipeline_search(trials, bound=bound, title=f"{name}: the search"),
+    }
+    paths = {}
+    for key, fig in figures.items():
+        paths[key] = out / f"{key}.png"
+        plots.save(fig, paths[key])
+    return paths
