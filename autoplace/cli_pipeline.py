@@ -110,7 +110,7 @@ def cmd_pipeline(args) -> int:
 def _search(args, costs, profile, start, pes: int):
     """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
     from autoplace.pipeline.log import TrialLog, known_trials
-    from autoplace.pipeline.search import PipelineSearch
+    from autoplace.pipeline.search import STATUSES, PipelineSearch
 
     known, record = [], []
     if args.storage:  # opened first: a bad URL appends nothing to the log
@@ -138,10 +138,12 @@ def _search(args, costs, profile, start, pes: int):
             log.close()
     dp = search.seen[start]
     again = sum(1 for plan in search.seen if plan in search.known)
-    print(f"search: {len(search.seen)} trials in {time.perf_counter() - t0:.1f} s, each "
-          "measured by its stream (two inferences in flight per stage)"
-          + (f"; {again} of them known from the log or study, not measured again"
-             if again else ""))
+    counts = {s: sum(1 for t in search.seen.values() if t.status == s) for s in STATUSES}
+    print(f"search: {len(search.seen)} trials in {time.perf_counter() - t0:.1f} s: "
+          f"{counts['ok']} streamed (two inferences in flight per stage), "
+          f"{counts['bounded']} bounded by their analytic throughput, {counts['no-fit']} "
+          "too big for their PEs"
+          + (f"; {again} known from the log or study, not measured again" if again else ""))
     if dp.throughput is None or best.throughput is None:
         return start
     print(f"  the DP's plan streams {dp.throughput:,.1f} inferences/s; the best, trial "

@@ -9,7 +9,8 @@ Each case runs in a fresh subprocess on one core (``taskset -c 0``): the mesh is
 its cache beforehand) and peak RSS; throughput of the DP's plan, of the equal-FLOP baseline
 beside it (their ratio) and the bound (``throughput_bound``); PEs used; the 1-minute load
 average. Then the search over pipelines (``--trials``, default 1,000, from the DP's plan):
-its time, peak RSS after it, the throughput of the DP's plan and of the best plan measured by
+its time, trials (of which streamed: the others did not fit or were bounded by their analytic
+throughput), peak RSS after it, the throughput of the DP's plan and of the best plan measured by
 their streams (two inferences in flight per stage), their ratio and the best's against the
 bound. "plan + search s" is the issue's budget (120 s, 2 GB for 7,296 PEs and ~1,000 ops).
 """
@@ -100,6 +101,7 @@ def search(costs, plan, pes: int, trials: int) -> dict:
     s = PipelineSearch(costs, pes, seed=0)
     best = s.run(plan, trials)
     return {"search_s": time.perf_counter() - t0, "trials": len(s.seen),
+            "streamed": sum(1 for t in s.seen.values() if t.status == "ok"),
             "dp_stream": s.seen[plan].throughput, "tuned": best.throughput}
 
 
@@ -114,8 +116,8 @@ def run(model: str, rows: int, cols: int, trials: int) -> dict:
 
 def table(results: list[tuple[str, tuple[int, int], dict]]) -> str:
     lines = ["| graph (ops) | mesh (PEs) | plan s | DP inferences/s | equal-FLOP | DP / "
-             "equal-FLOP | DP / bound | stages x PEs x replicas (used) | trials | plan + "
-             "search s | peak RSS MiB | DP streamed | tuned streamed | tuned / DP | tuned / "
+             "equal-FLOP | DP / bound | stages x PEs x replicas (used) | trials (streamed) | "
+             "plan + search s | peak RSS MiB | DP streamed | tuned streamed | tuned / DP | tuned / "
              "bound | load |", "|---" * 16 + "|"]
     nan = float("nan")
     for model, (rows, cols), r in results:
@@ -129,7 +131,8 @@ def table(results: list[tuple[str, tuple[int, int], dict]]) -> str:
             f"| {model} ({r['ops']}) | {rows}x{cols} ({rows * cols:,}) | {r['plan_s']:.2f} | "
             f"{dp or 0:,.0f} | {naive or 0:,.0f} | "
             f"{dp / naive if dp and naive else nan:.2f} | "
-            f"{dp / r['bound'] if dp else nan:.2f} | {shape} | {r.get('trials', 0)} | "
+            f"{dp / r['bound'] if dp else nan:.2f} | {shape} | {r.get('trials', 0)} "
+            f"({r.get('streamed', 0)}) | "
             f"{r['plan_s'] + r.get('search_s', 0):.1f} | {r['rss_mib']:.0f} | "
             f"{r.get('dp_stream') or 0:,.0f} | {tuned or 0:,.0f} | "
             f"{tuned / r['dp_stream'] if tuned and r.get('dp_stream') else nan:.3f} | "

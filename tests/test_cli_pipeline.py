@@ -110,7 +110,8 @@ def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tm
     assert first.returncode == 0, first.stderr
     again = cli(*args, "--trials", 30)
     assert again.returncode == 0, again.stderr
-    assert "30 trials" in again.stdout and "20 of them known" in again.stdout
+    assert "search: 30 trials in" in again.stdout
+    assert "20 known from the log or study" in again.stdout
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     study = optuna.load_study(study_name=study_name(costs, load_profile("mesh").hash),
                               storage=open_storage(url))

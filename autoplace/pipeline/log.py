@@ -3,8 +3,10 @@
 A line names the graph (fingerprint) and mesh profile (hash) it was measured on, the move
 that made it and the plan (stages as ``[start, end, pes, splits]``, ``splits`` null when
 every op uses all the stage's PEs; replicas), with its stream period, analytic period and
-throughput (null when the plan does not fit). :func:`best_plan` reads back the best plan
-for a graph and mesh, which ``autoplace compile --objective throughput --log`` builds.
+throughput (null unless ``status`` is ``ok``: ``no-fit`` when the plan does not fit,
+``bounded`` when its analytic throughput showed it cannot beat the best, unstreamed).
+:func:`best_plan` reads back the best plan for a graph and mesh, which ``autoplace compile
+--objective throughput --log`` builds.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, Stage
-from autoplace.pipeline.search import Trial
+from autoplace.pipeline.search import STATUSES, Trial
 
 KIND = "pipeline-trial"
 
@@ -31,7 +33,7 @@ def trial_line(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: int)
 
     return {"kind": KIND, "graph": costs.graph.name, "graph_fp": costs.graph.fingerprint,
             "profile": costs.machine.name, "profile_hash": profile_hash, "seed": seed,
-            "trial": trial.number, "move": trial.move,
+            "trial": trial.number, "move": trial.move, "status": trial.status,
             "stages": [[s.start, s.end, s.pes, list(s.splits) if s.splits else None]
                        for s in trial.plan.stages],
             "replicas": trial.plan.replicas, "period_s": finite(trial.period_s),
@@ -70,6 +72,8 @@ def read_lines(path: str | Path) -> list[dict]:
                 line = json.loads(text, parse_constant=_no_constant)
                 if not isinstance(line, dict) or line.get("kind") != KIND:
                     raise ValueError(f"not a {KIND} line")
+                if line["status"] not in STATUSES:
+                    raise ValueError(f"status {line['status']!r} is not one of {STATUSES}")
                 plan_of(line)
             except (ValueError, TypeError, KeyError) as exc:
                 raise TrialLogError(f"{path}:{n}: {exc}") from None
@@ -99,6 +103,7 @@ def known_trials(path: str | Path, costs: StageCosts, profile_hash: str) -> list
 def trial_of(line: dict) -> Trial:
     """The trial a log line holds."""
     return Trial(number=line["trial"], move=line["move"], plan=plan_of(line),
+                 status=line["status"],
                  period_s=line["period_s"], analytic_period_s=line["analytic_period_s"],
                  throughput=line["throughput"])
 

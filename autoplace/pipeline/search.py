@@ -13,10 +13,11 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
 - ``split``: one op of a stage runs on fewer of its PEs, or on all again;
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one.
 
-Moves favour the slowest stage. Every candidate measured once (a memo by plan); each trial
-is reported to ``on_trial`` (the log). Deterministic with a seed, so a search run again
-with the trials of its log (``known``) replays them without measuring them again and goes on
-from where the log ends.
+Moves favour the slowest stage. A candidate whose analytic throughput is not above the best
+streamed one is not streamed (no stream beats its busiest resource). Every candidate counts
+once (a memo by plan); each trial is reported to ``on_trial`` (the log). Deterministic with
+a seed, so a search run again with the trials of its log (``known``) replays them without
+measuring them again and goes on from where the log ends.
 """
 
 from __future__ import annotations
@@ -33,30 +34,43 @@ from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.stream import pipeline_period
 
 MOVES = ("cut", "pe", "grow", "shrink", "split", "divide", "merge")
-#: inferences of the stream that measures a candidate
-STREAM_INFERENCES = 64
+#: what a trial found: streamed, does not fit, or bounded (its analytic throughput, which no
+#: stream exceeds, is not above the best streamed one, so it is not streamed)
+STATUSES = ("ok", "no-fit", "bounded")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Trial:
-    """One measured candidate: its plan, stream period and throughput (None: no fit)."""
+    """One candidate: its plan, what it found, its stream period and throughput (None
+    unless ``status`` is ``ok``)."""
 
     number: int
     move: str  # "dp" for the start, else one of MOVES
     plan: PipelinePlan
+    status: str
     period_s: float | None  # of one copy's stream
     analytic_period_s: float
     throughput: float | None  # inferences/s over all replicas
 
 
-def measure(plan: PipelinePlan, costs: StageCosts) -> tuple[float | None, float, float | None]:
-    """``(stream period, analytic period, throughput)``; the first and last None if a stage
-    does not fit its PEs' memory."""
+def stream_inferences(plan: PipelinePlan) -> int:
+    """Inferences streamed to measure ``plan``: 16 per stage (at least 64), so that the
+    middle half of the stream runs with the double buffers full."""
+    return max(64, 16 * len(plan.stages))
+
+
+def measure(plan: PipelinePlan, costs: StageCosts, *,
+            above: float | None = None) -> tuple[str, float | None, float, float | None]:
+    """``(status, stream period, analytic period, throughput)`` of ``plan``. A stream is
+    never faster than the analytic period (the busiest resource's work per inference), so
+    a plan whose analytic throughput is not ``above`` is not streamed."""
     f = evaluate(plan, costs)
     if not f.fits:
-        return None, f.period_s, None
-    period = pipeline_period(plan, costs, inferences=STREAM_INFERENCES)
-    return period, f.period_s, plan.replicas / period if period > 0 else math.inf
+        return "no-fit", None, f.period_s, None
+    if above is not None and f.throughput <= above:
+        return "bounded", None, f.period_s, None
+    period = pipeline_period(plan, costs, inferences=stream_inferences(plan))
+    return "ok", period, f.period_s, plan.replicas / period if period > 0 else math.inf
 
 
 class PipelineSearch:
@@ -92,9 +106,10 @@ class PipelineSearch:
         if before is not None:  # its figures from the log, nothing logged again
             trial = dataclasses.replace(before, number=len(self.seen), move=move)
         else:
-            period, analytic, throughput = measure(plan, self.costs)
-            trial = Trial(number=len(self.seen), move=move, plan=plan, period_s=period,
-                          analytic_period_s=analytic, throughput=throughput)
+            best = self.best.throughput if self.best is not None else None
+            status, period, analytic, throughput = measure(plan, self.costs, above=best)
+            trial = Trial(number=len(self.seen), move=move, plan=plan, status=status,
+                          period_s=period, analytic_period_s=analytic, throughput=throughput)
             if self.on_trial is not None:
                 self.on_trial(trial)
         self.seen[plan] = trial
