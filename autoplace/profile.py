@@ -81,6 +81,9 @@ class Unit:
     class_name: str = ""
     #: one of :data:`EXECUTIONS`
     execution: str = "stream"
+    #: a ``parallel`` unit's cores: its period is at least its ops' time over them (0: as
+    #: many as there are ops; its latency never waits for a core either way)
+    cores: int = 0
 
     @property
     def label(self) -> str:
@@ -236,6 +239,7 @@ class Profile:
                        else {}),
                     **({"class": u.class_name} if u.class_name else {}),
                     **({"execution": u.execution} if u.execution != "stream" else {}),
+                    **({"cores": u.cores} if u.cores else {}),
                 }
                 for u in self.units
             ],

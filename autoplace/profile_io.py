@@ -6,7 +6,8 @@ The unit/scope/copy schema is documented in :mod:`autoplace.profile`. Units conv
 Optional keys: ``name`` (default: the file stem), ``description``, ``units.*.rpc_key``,
 ``units.*.class`` (a label shared by units of one kind, which a profiled graph's measured
 latencies may name), ``units.*.execution`` (``stream``, ``parallel`` or ``block``: how the
-unit runs its ops, docs/simulator.md),
+unit runs its ops, docs/simulator.md), ``units.*.cores`` (a parallel unit's cores, for its
+period; default unbounded),
 ``launch_overhead_us`` and ``power_w`` (default 0), ``copies`` (default none),
 ``copies[i].latency_us`` (default 0), ``modes`` (default ``["sync"]``), ``dma`` and
 ``bidirectional``. Every other key is required and unknown keys are errors.

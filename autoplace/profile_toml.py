@@ -149,9 +149,19 @@ def parse_unit(t: Table, name: str) -> Unit:
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
                 kernel_s=_kernel_table(t), weights=_weight_modes(t),
-                class_name=t.string("class", ""), execution=_execution(t))
+                class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t))
     t.finish()
     return unit
+
+
+def _cores(t: Table) -> int:
+    """The ``cores`` key of a ``parallel`` unit: a positive integer (default 0: unbounded)."""
+    value = t.number("cores", 0.0)
+    if value != 0 and t.string("execution", "stream") != "parallel":
+        raise t.error(t.key("cores"), "only a unit with execution = \"parallel\" has cores")
+    if value < 0 or value != int(value):
+        raise t.error(t.key("cores"), f"must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _execution(t: Table) -> str:

@@ -94,7 +94,8 @@ def one_run(space: SearchSpace, trials: int, seed: int, tmp: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", nargs="+", default=list(bundled_instances()))
+    ap.add_argument("--instances", nargs="+", default=[
+        n for n in bundled_instances() if not n.startswith("throughput-")])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--trials", type=int, default=1000)
     args = ap.parse_args()

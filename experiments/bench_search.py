@@ -395,7 +395,7 @@ def main() -> None:
         return
     if args.instances is None:
         from autoplace.frontend.tarnawski import bundled_instances
-        args.instances = list(bundled_instances())
+        args.instances = [n for n in bundled_instances() if not n.startswith("throughput-")]
     args.out.mkdir(parents=True, exist_ok=True)
     cache = args.out / "bench_search_runs.jsonl"
     jobs = _run_jobs(args, all_cases(args), range(args.seeds)) + _long_jobs(args)

@@ -12,7 +12,9 @@ Their latency model is the block model of docs/simulator.md: the accelerators (`
 class ``fpga``) are ``block`` units, each with its own memory of ``maxSizePerFPGA`` bytes
 holding its nodes' sizes as resident weights; the CPUs are one ``parallel`` unit reading and
 writing ``dram`` (their greedy and their IP both ignore ``maxCPUs``: "as many as the width of
-the graph"). Node ``id`` becomes op ``n<id>``; edge sizes are not imported (their model counts
+the graph"); its period counts ``maxCPUs`` cores (their throughput instances have one: its
+period is then the sum of its nodes' times, their max-load model's CPU load). Node ``id``
+becomes op ``n<id>``; edge sizes are not imported (their model counts
 only node sizes against memory), edge costs are the ops' measured transfer times.
 """
 
@@ -68,7 +70,7 @@ def convert(data: object, *, name: str, source: str) -> tuple[OpGraph, Profile]:
     if order is None:
         raise GraphError(f"{source}: edges: the graph has a cycle")
     graph = _graph(name, nodes, edges, order)
-    return graph, _profile(name, reader.fpgas, reader.max_size, source)
+    return graph, _profile(name, reader.fpgas, reader.cpus, reader.max_size, source)
 
 
 class _Reader:
@@ -94,7 +96,10 @@ class _Reader:
             raise self.error("(top)", f"an instance is a JSON object, got {type(data).__name__}")
         self.max_size = self.number(data, "maxSizePerFPGA", "(top)")
         fpgas = self.number(data, "maxFPGAs", "(top)")
-        self.number(data, "maxCPUs", "(top)")  # required by the format; see the docstring
+        cpus = self.number(data, "maxCPUs", "(top)")
+        if cpus != int(cpus) or cpus < 1:
+            raise self.error("maxCPUs", f"must be a positive integer, got {cpus!r}")
+        self.cpus = int(cpus)
         if fpgas != int(fpgas):
             raise self.error("maxFPGAs", f"must be an integer, got {fpgas!r}")
         self.fpgas = int(fpgas)
@@ -166,10 +171,10 @@ def _op(node: dict, color_size: dict[int, int]) -> Op:
               group=f"color{color}" if color is not None and color_size[color] > 1 else "")
 
 
-def _profile(name: str, fpgas: int, max_size: float, source: str) -> Profile:
+def _profile(name: str, fpgas: int, cpus: int, max_size: float, source: str) -> Profile:
     llvm = {"kind": "llvm"}
     cpu = Unit(name="cpu", target=llvm, accepts=frozenset({"*"}), gflops={"default": 1.0},
-               execution="parallel")
+               execution="parallel", cores=cpus)
     accel = [Unit(name=f"fpga{i}", target=llvm, accepts=frozenset({"*"}),
                   gflops={"default": 1.0}, weights=frozenset({"resident"}), class_name="fpga",
                   execution="block") for i in range(fpgas)]
@@ -182,7 +187,8 @@ def _profile(name: str, fpgas: int, max_size: float, source: str) -> Profile:
               for i in range(fpgas) for a, b in (("dram", f"mem{i}"), (f"mem{i}", "dram"))]
     return Profile(name=f"tarnawski-{name}", host="cpu", default_scope="dram",
                    units=(cpu, *accel), scopes=tuple(scopes), copies=tuple(copies),
-                   description=f"{fpgas} accelerators (block) + CPUs (parallel), from {source}",
+                   description=f"{fpgas} accelerators (block) + {cpus} CPUs (parallel), from "
+                               f"{source}",
                    source=source)
 
 
@@ -195,6 +201,8 @@ def profile_toml(profile: Profile) -> str:
     for u in profile.units:
         lines += [f"[units.{u.name}]", 'target = { kind = "llvm" }', 'accepts = ["*"]',
                   "gflops = { default = 1.0 }", f'execution = "{u.execution}"']
+        if u.cores:
+            lines.append(f"cores = {u.cores}")
         if u.class_name:
             lines.append(f'class = "{u.class_name}"')
         if u.weights != {"streamed", "resident"}:

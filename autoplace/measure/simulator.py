@@ -77,8 +77,11 @@ class _Run:
     @property
     def period(self) -> float:
         """The steady-state time per inference of a stream of inputs: the busiest
-        resource's work, or a parallel unit's longest piece of work."""
-        return max(self.longest, max(self.load.values(), default=0.0))
+        resource's work, a parallel unit's longest piece of work, or its work over its
+        cores."""
+        pooled = (self.busy.get(u.name, 0.0) / u.cores for u in self.space.profile.units
+                  if u.cores and u.name in self.parallel)
+        return max(self.longest, max(self.load.values(), default=0.0), max(pooled, default=0.0))
 
     def copy(self, k: int, src: str, dst: str, ready: float) -> tuple[float, list, float]:
         """Schedule the copy of edge ``k``: its arrival time, final buffer, first hop's end."""

@@ -73,6 +73,9 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         self.io_bytes = self.input_bytes + np.where(self.has_consumers, 0.0, self.out_bytes)
         self.routes = Routes(profile, {e: i for i, e in enumerate(self.engines)}, self.host)
         #: per resource, whether it runs work without waiting for itself (``parallel`` units)
+        #: per resource (units, then DMA engines): a parallel unit's cores, else 0
+        self.cores = np.array([u.cores for u in profile.units] + [0] * len(self.engines),
+                              dtype=np.float64)
         self.parallel = np.array([u.execution == "parallel" for u in profile.units]
                                  + [False] * len(self.engines))
 

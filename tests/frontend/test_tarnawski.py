@@ -25,26 +25,56 @@ from autoplace.profile_io import load_profile
 from autoplace.space import SearchSpace
 
 HEADER = Path("/usr/include/nlohmann/json.hpp")  # Debian's nlohmann-json3-dev
-SOURCE = Path(__file__).resolve().parent.parent / "data" / "tarnawski" / "greedy.cpp"
+DATA = Path(__file__).resolve().parent.parent / "data" / "tarnawski"  # their sources, MIT
 #: two instances of each granularity (layers, operators); the others are in bench_search
 REPRODUCED = ["layers-bert24", "layers-gnmt", "ops-bert_l-3", "ops-resnet50"]
 
 
-@pytest.fixture(scope="module")
-def greedy(tmp_path_factory) -> Path:
-    """Their greedy, built with g++ against nlohmann/json (as their README says)."""
+def build(tmp_path_factory, program: str, opt: str = "-O1") -> Path:
+    """One of their programs (greedy, dp), built with g++ against nlohmann/json (as their
+    README says)."""
     if shutil.which("g++") is None or not HEADER.is_file():
         if os.environ.get("AUTOPLACE_CI"):
             pytest.fail("g++ or nlohmann-json3-dev is not installed (.ci/run installs them)")
         pytest.skip("needs g++ and nlohmann-json3-dev")
-    root = tmp_path_factory.mktemp("greedy")
+    root = tmp_path_factory.mktemp(program)
     (root / "src").mkdir()
     (root / "nlohmann").mkdir()
     (root / "nlohmann" / "json.hpp").symlink_to(HEADER)  # their #include "../nlohmann/json.hpp"
-    shutil.copy(SOURCE, root / "src" / "greedy.cpp")
-    subprocess.run(["g++", "-O1", "-o", str(root / "greedy"), str(root / "src" / "greedy.cpp")],
+    shutil.copy(DATA / f"{program}.cpp", root / "src" / f"{program}.cpp")
+    subprocess.run(["g++", opt, "-o", str(root / program), str(root / "src" / f"{program}.cpp")],
                    check=True, capture_output=True)
-    return root / "greedy"
+    return root / program
+
+
+@pytest.fixture(scope="module")
+def greedy(tmp_path_factory) -> Path:
+    return build(tmp_path_factory, "greedy")
+
+
+@pytest.fixture(scope="module")
+def their_dp(tmp_path_factory) -> Path:
+    return build(tmp_path_factory, "dp")
+
+
+@pytest.mark.parametrize("name", ["throughput-layers-bert24", "throughput-layers-resnet50",
+                                  "throughput-ops-bert_l-3"])
+def test_the_period_of_their_dps_split_is_their_max_load(their_dp, name):
+    """A throughput instance (one CPU): their dynamic program's split, simulated, has the
+    period (``--objective throughput``) their program computed as its max-load."""
+    with bundled_instances()[name].open() as stdin:
+        out = json.loads(subprocess.run([str(their_dp)], stdin=stdin, capture_output=True,
+                                        text=True, check=True).stdout)
+    graph, profile = load_instance(name)
+    assert [(u.execution, u.cores) for u in profile.units if u.name == "cpu"] == [("parallel", 1)]
+    space = SearchSpace(graph, profile)
+    split = {"cpus": out["cpus"], "fpgas": [f for f in out["fpgas"] if f["nodes"]]}
+    placement = space.from_user(split_placement(graph, split))
+    sim = Simulator(space)
+    reference, batch = sim.simulate(placement), sim.measure([placement])[0]
+    assert reference.ok and batch.ok and len(split["fpgas"]) >= 2
+    assert reference.period_s * 1e3 == pytest.approx(out["maxLoad"], rel=1e-9)
+    assert batch.period_s * 1e3 == pytest.approx(out["maxLoad"], rel=1e-9)
 
 
 @pytest.mark.parametrize("name", REPRODUCED)
@@ -68,7 +98,7 @@ def test_their_greedy_objective_on_their_split_comes_out_equal(greedy, name):
 
 def test_every_bundled_instance_imports_and_its_profile_round_trips(tmp_path):
     names = bundled_instances()
-    assert len(names) == 8
+    assert len(names) == 16  # latency and throughput inputs
     for name in names:
         graph, profile = load_instance(name)
         path = tmp_path / f"{name}.toml"
@@ -144,3 +174,19 @@ def test_import_instance_writes_a_graph_and_profile_the_tuner_takes(tmp_path, ca
     lat = np.array([r["latency_s"] for r in rows if r.get("latency_s") is not None])
     assert len(rows) >= 40 and np.isfinite(lat).all()
     assert main(["import-instance", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_pool_of_cpus_has_the_period_of_its_work_over_its_cores():
+    """A latency instance's CPUs (8 cores, as wide as the graph for latency): everything on
+    them streams at the slower of its longest node and all its nodes' time over 8."""
+    graph, profile = load_instance("layers-bert24")
+    data = json.loads(bundled_instances()["layers-bert24"].read_text())
+    assert [(u.execution, u.cores) for u in profile.units if u.name == "cpu"] == [("parallel", 8)]
+    space = SearchSpace(graph, profile)
+    placement = space.from_user({"ops": {op.name: "cpu" for op in graph.ops}})
+    times = [n["cpuLatency"] / 1e3 for n in data["nodes"]]
+    want = max(max(times), sum(times) / 8)
+    assert sum(times) / 8 > max(times)  # the cores, not the longest node, set it here
+    sim = Simulator(space)
+    assert sim.simulate(placement).period_s == pytest.approx(want, rel=1e-12)
+    assert sim.measure([placement])[0].period_s == pytest.approx(want, rel=1e-12)
