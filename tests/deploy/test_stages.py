@@ -27,7 +27,7 @@ def piped(request, tmp_path_factory):
     """A bundled model with random weights, cut into stages, compiled, in a runner."""
     ref = Reference(request.param, tmp_path_factory.mktemp(request.param))
     names = [op.name for op in ref.graph.ops]
-    bounds = singles_then_rest(len(names), 6, 3)
+    bounds = singles_then_rest(len(names), 4, 2)
     stages = slice_stages(ref.mod, names, bounds)
     return ref, bounds, stages, PipelineRunner([s.compile() for s in stages])
 
@@ -56,7 +56,7 @@ def test_pipelined_outputs_equal_the_unplaced_models_in_order(piped):
 
 def test_each_stage_holds_only_its_ops_kernels(piped):
     ref, bounds, stages, _ = piped
-    assert len(stages) == len(bounds) == 9
+    assert len(stages) == len(bounds) == 6
     for (start, end), stage in zip(bounds, stages):
         kernels = {gv.name_hint for gv, f in stage.module.functions_items()
                    if isinstance(f, tvm.tirx.PrimFunc)}
