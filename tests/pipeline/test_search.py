@@ -168,3 +168,15 @@ def test_a_bounded_trial_would_not_have_beaten_the_best(squeezenet_32):
         status, period, analytic, throughput = measure(t.plan, squeezenet_32)
         assert status == "ok" and period >= analytic * (1 - 2e-3)
         assert throughput <= best.throughput * (1 + 2e-3)
+
+
+def test_a_plan_bounded_in_another_run_is_streamed_when_it_could_win(squeezenet_32):
+    """A known trial's ``bounded`` held against its own run's best: a run that has not
+    reached that best streams the plan."""
+    start = best_pipeline(squeezenet_32)
+    bounded = dataclasses.replace(
+        PipelineSearch(squeezenet_32, 1024).run(start, 1), number=0, status="bounded",
+        period_s=None, throughput=None)
+    search = PipelineSearch(squeezenet_32, 1024, known=[bounded])
+    trial = search.run(start, 1)
+    assert trial.status == "ok" and trial.throughput is not None
