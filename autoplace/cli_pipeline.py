@@ -247,7 +247,7 @@ def run_args(p) -> None:
     """``run``'s options for a compiled pipeline."""
     from autoplace.cli_args import positive_int
 
-    p.add_argument("--inferences", type=positive_int, default=16,
+    p.add_argument("--inferences", type=positive_int, default=None,
                    help="pipeline: inferences streamed (default 16)")
     p.add_argument("--check", action="store_true",
                    help="pipeline: compare every output with the unplaced model's")
@@ -278,7 +278,7 @@ def run_pipeline(args) -> int:
     runner = PipelineRunner(libs)
     feeds = [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()},
                                                    args.seed + i)))
-             for i in range(args.inferences)]
+             for i in range(args.inferences or 16)]
     runner.run_sequential(feeds[:1])  # warm-up
     piped, alone = runner.run(feeds), runner.run_sequential(feeds)
     print(f"{path}: {manifest['graph']['name']} in {len(libs)} stages on this host; "

@@ -135,6 +135,11 @@ def cmd_compile(args) -> int:
     if not args.log:
         raise ValueError(f"compile {args.model}: --log LOG is needed (the placement to build "
                          "is its best record)")
+    given = [o for o, v in (("--pes", args.pes), ("--max-split", args.max_split),
+                            ("--plan", args.plan)) if v is not None]
+    if given:
+        raise ValueError(f"compile: {', '.join(given)} only go with --objective throughput on "
+                         "a profile with a [mesh] (a pipeline)")
 
     placed, rec = _best_placed(args.model, args.hw, args.log, args.objective)
     exe = compile_placed(placed)
@@ -153,6 +158,12 @@ def cmd_run(args) -> int:
 
     if is_pipeline_dir(args.target):
         return run_pipeline(args)
+    given = [o for o, v in (("--inferences", args.inferences), ("--check", args.check or None),
+                            ("--rpc-tracker", args.rpc_tracker), ("--rpc-key", args.rpc_key))
+             if v is not None]
+    if given:
+        raise ValueError(f"run {args.target}: {', '.join(given)} only go with a compiled "
+                         "pipeline (a directory with manifest.json)")
 
     settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
     loaded = Loaded(_load_target(args))

@@ -85,9 +85,15 @@ def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
     assert_one_line_error(cli("run", out), "stage1.so: cannot load stage library")
 
 
-def test_compile_needs_a_log_unless_it_builds_a_pipeline():
+def test_compile_needs_a_log_unless_it_builds_a_pipeline(tmp_path):
     assert_one_line_error(cli("compile", "squeezenet", "--hw", "soc", "-o", "x.so"),
                           "--log LOG is needed")
+    log = tmp_path / "t.jsonl"
+    log.write_text("")
+    assert_one_line_error(cli("compile", "squeezenet", "--hw", "soc", "--log", log, "--pes", 4,
+                              "-o", "x.so"), "--pes only go with --objective throughput")
+    assert_one_line_error(cli("run", tmp_path / "model.so", "--check"),
+                          "--check only go with a compiled pipeline")
 
 
 def test_a_malformed_pipeline_log_is_one_line(tmp_path):
