@@ -83,8 +83,8 @@ def _main(fused: tvm.IRModule, op_names: Sequence[str], stage_of_op: list[int]) 
     for i, b in enumerate(bindings):
         m.defined_at[b.var] = i
         if isinstance(b.value, relax.Call) and b.value.op.same_as(_CALL_TIR):
-            if kernels < len(op_names):
-                m.names[b.var], m.owner[i] = op_names[kernels], stage_of_op[kernels]
+            m.owner[i] = stage_of_op[kernels] if kernels < len(op_names) else None
+            m.names[b.var] = op_names[kernels] if kernels < len(op_names) else b.var.name
             kernels += 1
             continue
         owners = {m.owner[m.defined_at[v]] for v in relax.analysis.free_vars(b.value)
@@ -110,7 +110,7 @@ def _closure(m: _Main, s: int, roots: list[relax.Expr]) -> tuple[set, list]:
         i = m.defined_at.get(v)
         if i is None or m.owner[i] not in (s, None):
             inputs.append(v)
-        elif i not in chosen or m.owner[i] == s:
+        else:  # this stage's own binding, or an unowned one it recomputes
             chosen.add(i)
             stack.extend(relax.analysis.free_vars(m.bindings[i].value))
     return chosen, inputs
@@ -119,8 +119,9 @@ def _closure(m: _Main, s: int, roots: list[relax.Expr]) -> tuple[set, list]:
 def slice_stages(fused: tvm.IRModule, op_names: Sequence[str],
                  bounds: Sequence[tuple[int, int]]) -> list[StageModule]:
     """The stages ``[start, end)`` of ops (contiguous, covering every op) of ``fused``."""
-    if not bounds or bounds[0][0] != 0 or bounds[-1][1] != len(op_names) or any(
-            a[1] != b[0] or a[1] <= a[0] for a, b in zip(bounds, bounds[1:])):
+    if not bounds or bounds[0][0] != 0 or bounds[-1][1] != len(op_names) \
+            or any(a[1] != b[0] for a, b in zip(bounds, bounds[1:])) \
+            or any(end <= start for start, end in bounds):
         raise BuildError(f"stages {list(bounds)} do not cover ops [0, {len(op_names)}) in order")
     m = _main(fused, op_names, [s for s, (a, b) in enumerate(bounds) for _ in range(a, b)])
     last = len(bounds) - 1

@@ -85,6 +85,8 @@ def test_bad_stage_bounds_are_refused(piped):
     names = [op.name for op in ref.graph.ops]
     with pytest.raises(BuildError, match="do not cover"):
         slice_stages(ref.mod, names, [(0, 3), (4, len(names))])
+    with pytest.raises(BuildError, match="do not cover"):
+        slice_stages(ref.mod, names, [(0, len(names)), (len(names), len(names))])
     with pytest.raises(BuildError, match="kernels"):
         slice_stages(ref.mod, names[:-1], [(0, len(names) - 1)])
 
