@@ -109,7 +109,7 @@ def cmd_pipeline(args) -> int:
 
 def _search(args, costs, profile, start, pes: int):
     """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
-    from autoplace.pipeline.log import TrialLog, known_trials
+    from autoplace.pipeline.log import TrialLog
     from autoplace.pipeline.search import STATUSES, PipelineSearch
 
     known, record = [], []
@@ -125,8 +125,8 @@ def _search(args, costs, profile, start, pes: int):
         record.append(StudyRecorder(study, costs, profile_hash=profile.hash, seed=args.seed))
     log = None
     if args.log:
-        known += known_trials(args.log, costs, profile.hash)
         log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed)
+        known += log.known()
         record.insert(0, log)  # the log first, the source of truth
     t0 = time.perf_counter()
     try:

@@ -41,14 +41,14 @@ class Subject:
     held: dict[str, int]  # weights, graph inputs and outputs per scope, for the whole run
 
 
-def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> Subject:
+def logged_inputs(row, log: Path, model: str | None, hw: str | None) -> tuple[OpGraph,
+                                                                               Profile]:
+    """The graph and profile a log's ``row`` (``graph``, ``profile``, ``graph_fp``,
+    ``profile_hash``) was measured on, or ``model`` and ``hw`` in their place: ReportError
+    naming the option to fix if they are not the ones the log names."""
     from autoplace.models import load_graph
     from autoplace.profile_io import load_profile
 
-    ok = df[df["ok"]]
-    if ok.empty:
-        raise ReportError(f"{log}: no feasible record to report")
-    row = ok.loc[ok["latency_s"].idxmin()]
     graph, profile = load_graph(model or row["graph"]), load_profile(hw or row["profile"])
     if graph.fingerprint != row["graph_fp"]:
         raise ReportError(f"{log}: graph {graph.name!r} (fingerprint {graph.fingerprint}) is "
@@ -56,6 +56,15 @@ def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> 
     if profile.hash != row["profile_hash"]:
         raise ReportError(f"{log}: profile {profile.name!r} (hash {profile.hash}) is not the "
                           f"log's {row['profile_hash']}; pass --hw with the right one")
+    return graph, profile
+
+
+def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> Subject:
+    ok = df[df["ok"]]
+    if ok.empty:
+        raise ReportError(f"{log}: no feasible record to report")
+    row = ok.loc[ok["latency_s"].idxmin()]
+    graph, profile = logged_inputs(row, log, model, hw)
     placement = Placement.from_json(row["placement"])
     sim = Simulator(SearchSpace(graph, profile), timeline=True)
     return Subject(graph=graph, profile=profile, row=row, placement=placement,

@@ -17,10 +17,10 @@ import pandas as pd
 from autoplace import plots
 from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bound
 from autoplace.pipeline.layout import grid_maps
-from autoplace.pipeline.log import KIND, best_plan, read_lines
+from autoplace.pipeline.log import KIND, best_of, read_lines
 from autoplace.pipeline.machine import MAX_SPLIT
 from autoplace.pipeline.stream import steady_window
-from autoplace.report import STYLE, ReportError, html_img, html_table
+from autoplace.report import STYLE, ReportError, html_img, html_table, logged_inputs
 
 
 def is_pipeline_log(path: str | Path) -> bool:
@@ -34,17 +34,7 @@ def is_pipeline_log(path: str | Path) -> bool:
 
 
 def _costs(lines: list[dict], log: Path, model: str | None, hw: str | None) -> StageCosts:
-    from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
-
-    last = lines[-1]
-    graph, profile = load_graph(model or last["graph"]), load_profile(hw or last["profile"])
-    if graph.fingerprint != last["graph_fp"]:
-        raise ReportError(f"{log}: graph {graph.name!r} (fingerprint {graph.fingerprint}) is "
-                          f"not the log's {last['graph_fp']}; pass --model with the right one")
-    if profile.hash != last["profile_hash"]:
-        raise ReportError(f"{log}: profile {profile.name!r} (hash {profile.hash}) is not the "
-                          f"log's {last['profile_hash']}; pass --hw with the right one")
+    graph, profile = logged_inputs(lines[-1], log, model, hw)
     widest = max(s[2] for line in lines for s in line["stages"])
     return StageCosts(graph, MeshMachine.of(profile, max_split=max(MAX_SPLIT, widest)))
 
@@ -71,7 +61,7 @@ def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None
     if not lines:
         raise ReportError(f"{log}: no trial to report")
     costs = _costs(lines, log, model, hw)
-    plan, best = best_plan(log, costs, lines[-1]["profile_hash"])
+    plan, best = best_of(lines, costs, lines[-1]["profile_hash"], where=log)
     mine = pd.DataFrame([x for x in lines if x["graph_fp"] == best["graph_fp"]
                          and x["profile_hash"] == best["profile_hash"]])
     mine = mine[mine["seed"] == best["seed"]].astype({"throughput": float})

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from autoplace.baselines import fill
-from autoplace.frontend.tarnawski import bundled_instances, load_instance
+from autoplace.frontend.tarnawski import bundled_instances, load_instance, placement_split
 from autoplace.measure.simulator import Simulator
 from autoplace.records import TuningLog, best, read
 from autoplace.search import TuneConfig, tune
@@ -58,14 +58,8 @@ def their_greedy(exe: Path, instance: Path) -> float:
 def their_evaluation(exe: Path, instance: Path, placement, tmp: Path) -> str:
     """Their evaluator's latency of a placement (their ``-computeLatency`` on its split),
     as their program prints it, or its failure message."""
-    fpgas: dict[str, list[int]] = {}
-    split = {"cpus": [{"nodes": []}], "fpgas": []}
-    for op, (unit, _) in placement.ops.items():
-        nodes = split["cpus"][0]["nodes"] if unit == "cpu" else fpgas.setdefault(unit, [])
-        nodes.append(int(op[1:]))
-    split["fpgas"] = [{"nodes": fpgas[u]} for u in sorted(fpgas)]
     path = tmp / "split.json"
-    path.write_text(json.dumps(split))
+    path.write_text(json.dumps(placement_split(placement)))
     with instance.open() as stdin:
         out = subprocess.run([str(exe), "-computeLatency", str(path)], stdin=stdin,
                              capture_output=True, text=True)

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoplace.frontend.tarnawski import bundled_instances, load_instance
+from autoplace.frontend.tarnawski import bundled_instances, load_instance, placement_split
 from autoplace.measure.objective import objective_named
 from autoplace.measure.simulator import Simulator
 from autoplace.records import TuningLog, best, read
@@ -59,14 +59,8 @@ def their_optimum(exe: Path, instance: Path, timeout: float) -> tuple[float | No
 
 def their_max_load(exe: Path, instance: Path, placement, tmp: Path) -> str:
     """Their evaluator's max-load of a placement (``-expert`` on its split)."""
-    fpgas: dict[str, list[int]] = {}
-    split = {"cpus": [{"nodes": []}], "fpgas": []}
-    for op, (unit, _) in placement.ops.items():
-        nodes = split["cpus"][0]["nodes"] if unit == "cpu" else fpgas.setdefault(unit, [])
-        nodes.append(int(op[1:]))
-    split["fpgas"] = [{"nodes": fpgas[u]} for u in sorted(fpgas)]
     path = tmp / "split.json"
-    path.write_text(json.dumps(split))
+    path.write_text(json.dumps(placement_split(placement)))
     with instance.open() as stdin:
         out = subprocess.run([str(exe), "-expert", str(path)], stdin=stdin,
                              capture_output=True, text=True)

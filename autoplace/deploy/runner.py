@@ -29,8 +29,12 @@ _STOP = object()
 
 def stage_meta(lib) -> dict:
     """The metadata a stage library carries; BuildError if it is not a stage library."""
+    return _meta_of(relax.VirtualMachine(lib, tvm.cpu()))
+
+
+def _meta_of(vm) -> dict:
     try:
-        meta = json.loads(str(relax.VirtualMachine(lib, tvm.cpu())[META_FUNC]()))
+        meta = json.loads(str(vm[META_FUNC]()))
     except Exception as exc:  # noqa: BLE001 - TVM raises many kinds here
         raise BuildError(f"not an autoplace library: {str(exc).splitlines()[0]}") from None
     if meta.get("format") != STAGE_FORMAT:
@@ -70,11 +74,11 @@ class PipelineRunner:
     def __init__(self, libs: Sequence, *, depth: int = 2):
         if depth < 1:
             raise ValueError(f"depth >= 1 must hold, got depth={depth}")
-        self.metas = [stage_meta(lib) for lib in libs]
+        self.vms = [relax.VirtualMachine(lib, tvm.cpu()) for lib in libs]
+        self.metas = [_meta_of(vm) for vm in self.vms]
         if [m["stage"] for m in self.metas] != list(range(len(libs))) or not libs:
             raise BuildError(f"stage libraries out of order: stages "
                              f"{[m['stage'] for m in self.metas]}")
-        self.vms = [relax.VirtualMachine(lib, tvm.cpu()) for lib in libs]
         self.depth, self.carry = depth, carried(self.metas)
         made = {o for m in self.metas for o in m["outputs"]}
         self.inputs = sorted({i["name"] for m in self.metas for i in m["inputs"]} - made)

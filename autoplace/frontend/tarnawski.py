@@ -230,3 +230,13 @@ def split_placement(graph: OpGraph, split: dict) -> dict:
             ops[name] = {"unit": f"fpga{i}", "scope": f"mem{i}",
                          **({"weights": "resident"} if name in sized else {})}
     return {"ops": ops}
+
+
+def placement_split(placement) -> dict:
+    """The split, in their format, of a placement of an imported instance (the inverse of
+    :func:`split_placement`): accelerators in name order, the rest on the CPUs."""
+    fpgas: dict[str, list[int]] = {}
+    cpus: list[int] = []
+    for op, (unit, _) in placement.ops.items():
+        (cpus if unit == "cpu" else fpgas.setdefault(unit, [])).append(int(op[1:]))
+    return {"cpus": [{"nodes": cpus}], "fpgas": [{"nodes": fpgas[u]} for u in sorted(fpgas)]}

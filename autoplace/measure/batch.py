@@ -96,9 +96,11 @@ def _period(space: SearchSpace, choice: np.ndarray, load: np.ndarray, n: int) ->
         return serial
     ops = np.arange(n)
     unit, dur = space.c_unit[ops, choice[:, :n]], space.c_dur[ops, choice[:, :n]]
+    longest = np.where(space.parallel[unit], dur, 0.0).max(axis=1, initial=0.0)
+    if not space.cores.any():
+        return np.maximum(serial, longest)
     pooled = np.where(space.cores > 0, load / np.maximum(space.cores, 1.0), 0.0)
-    return np.maximum(np.maximum(serial, pooled.max(axis=1, initial=0.0)),
-                      np.where(space.parallel[unit], dur, 0.0).max(axis=1, initial=0.0))
+    return np.maximum(np.maximum(serial, pooled.max(axis=1, initial=0.0)), longest)
 
 
 def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:

@@ -47,9 +47,13 @@ class TrialLog:
     def __init__(self, path: str | Path, costs: StageCosts, *, profile_hash: str, seed: int):
         self.path, self.costs = Path(path), costs
         self.profile_hash, self.seed = profile_hash, seed
-        if self.path.exists():
-            read_lines(self.path)  # refuse to append to a malformed log
+        # read (and refused if malformed) before anything is appended
+        self.lines = read_lines(self.path) if self.path.exists() else []
         self._file = self.path.open("a", encoding="utf-8")
+
+    def known(self) -> list[Trial]:
+        """The trials already in the log of this graph and mesh, to resume a search."""
+        return _trials(self.lines, self.costs, self.profile_hash)
 
     def __call__(self, trial: Trial) -> None:
         line = trial_line(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed)
@@ -94,9 +98,16 @@ def plan_of(line: dict) -> PipelinePlan:
 
 def known_trials(path: str | Path, costs: StageCosts, profile_hash: str) -> list[Trial]:
     """The trials of a log (if it exists) of this graph and mesh, to resume a search."""
-    if not Path(path).exists():
-        return []
-    return [trial_of(x) for x in read_lines(path) if x["graph_fp"] == costs.graph.fingerprint
+    return _trials(read_lines(path), costs, profile_hash) if Path(path).exists() else []
+
+
+def _trials(lines: list[dict], costs: StageCosts, profile_hash: str) -> list[Trial]:
+    return [trial_of(x) for x in _mine(lines, costs, profile_hash)]
+
+
+def _mine(lines: list[dict], costs: StageCosts, profile_hash: str) -> list[dict]:
+    """The lines of this graph and mesh."""
+    return [x for x in lines if x["graph_fp"] == costs.graph.fingerprint
             and x["profile_hash"] == profile_hash]
 
 
@@ -111,14 +122,19 @@ def trial_of(line: dict) -> Trial:
 def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[PipelinePlan,
                                                                                 dict]:
     """The plan of the highest-throughput line for this graph and mesh, with its line."""
-    lines = [x for x in read_lines(path) if x["graph_fp"] == costs.graph.fingerprint
-             and x["profile_hash"] == profile_hash and x["throughput"] is not None]
+    return best_of(read_lines(path), costs, profile_hash, where=path)
+
+
+def best_of(lines: list[dict], costs: StageCosts, profile_hash: str,
+            where: str | Path) -> tuple[PipelinePlan, dict]:
+    """:func:`best_plan` of lines already read (from ``where``)."""
+    lines = [x for x in _mine(lines, costs, profile_hash) if x["throughput"] is not None]
     if not lines:
-        raise TrialLogError(f"{path}: no fitting pipeline trial of graph {costs.graph.name} "
+        raise TrialLogError(f"{where}: no fitting pipeline trial of graph {costs.graph.name} "
                             f"({costs.graph.fingerprint}) on this mesh (hash {profile_hash})")
     best = max(lines, key=lambda x: (x["throughput"], -x["trial"]))
     plan = plan_of(best)
     if plan.stages[-1].end != costs.n:
-        raise TrialLogError(f"{path}: trial {best['trial']} does not cover the graph's "
+        raise TrialLogError(f"{where}: trial {best['trial']} does not cover the graph's "
                             f"{costs.n} ops")
     return plan, best

@@ -190,3 +190,16 @@ def test_a_pool_of_cpus_has_the_period_of_its_work_over_its_cores():
     sim = Simulator(space)
     assert sim.simulate(placement).period_s == pytest.approx(want, rel=1e-12)
     assert sim.measure([placement])[0].period_s == pytest.approx(want, rel=1e-12)
+
+
+def test_a_placement_gives_back_the_split_it_came_from():
+    from autoplace.frontend.tarnawski import placement_split
+
+    graph, profile = load_instance("throughput-layers-bert24")
+    ids = [int(op.name[1:]) for op in graph.ops]
+    split = {"cpus": [{"nodes": ids[:10]}],
+             "fpgas": [{"nodes": ids[10:20]}, {"nodes": ids[20:]}]}
+    placement = SearchSpace(graph, profile).from_user(split_placement(graph, split))
+    back = placement_split(placement)
+    assert [sorted(m["nodes"]) for m in back["cpus"] + back["fpgas"]] == \
+        [sorted(m["nodes"]) for m in split["cpus"] + split["fpgas"]]
