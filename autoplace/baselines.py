@@ -1,4 +1,5 @@
-"""Named baseline placements: every single unit, greedy, fill, and HEFT (:mod:`autoplace.heft`).
+"""Named baseline placements: every single unit, greedy, fill, the best contiguous split
+(:mod:`autoplace.contiguous`), and HEFT (:mod:`autoplace.heft`).
 
 Baselines are measured and logged like any candidate (their record's ``strategy`` is the
 name here), before the search starts; the search then only has to beat them.
@@ -8,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from autoplace.graph import topological_order
+from autoplace.contiguous import best_split, inseparable_blocks
 from autoplace.heft import heft
 from autoplace.space import Placement, SearchSpace
 
-__all__ = ["baselines", "fill", "greedy", "heft", "single_units"]
+__all__ = ["baselines", "best_split", "fill", "greedy", "heft", "single_units"]
 
 
 def greedy(space: SearchSpace) -> Placement:
@@ -77,31 +78,10 @@ def fill(space: SearchSpace) -> Placement | None:
     return space.decode(choice, np.ones(space.n_edges, dtype=np.int64))
 
 
-def inseparable_blocks(space: SearchSpace) -> list[np.ndarray]:
-    """The ops in blocks that one unit must run together: each co-location group, merged
-    with the groups it reaches and that reach it (so the blocks form a DAG), in a
-    topological order of that DAG (the block holding the first op in program order first
-    among the ready ones)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    rep = np.arange(space.n_ops)
-    followers, leaders = space.colocated
-    rep[followers] = leaders
-    n = space.n_ops
-    graph = csr_matrix((np.ones(space.n_edges), (rep[space.src], rep[space.dst])), shape=(n, n))
-    _, comp = connected_components(graph, directed=True, connection="strong")
-    comp = comp[rep]
-    first: dict[int, int] = {}
-    for i, c in enumerate(comp.tolist()):
-        first.setdefault(c, i)  # each component's first op in program order: its priority
-    order = topological_order(first, zip(comp[space.src].tolist(), comp[space.dst].tolist()))
-    return [np.flatnonzero(comp == c) for c in order]
-
-
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:
     """The baselines the tuner measures first: every single unit, greedy, then fill (where
-    the profile has interchangeable units)."""
-    filled = fill(space)
+    the profile has interchangeable units) and the contiguous split with the least period
+    (:func:`autoplace.contiguous.best_split`, where they are block units)."""
+    named = [("fill", fill(space)), ("contiguous", best_split(space))]
     return single_units(space) + [("greedy", greedy(space))] + \
-        ([("fill", filled)] if filled is not None else [])
+        [(name, p) for name, p in named if p is not None]

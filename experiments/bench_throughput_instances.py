@@ -8,7 +8,9 @@ and Debian's nlohmann-json3-dev), which is optimal over contiguous splits, gives
 max-load and its time; ``autoplace tune --objective throughput`` (simulator, seed 0, on one
 core) gives its best period, which the importer makes their max-load (a test checks it on
 their DP's own splits); their own evaluator (``dp -expert``) recomputes the max-load of our
-best split. Prints a table with the load average.
+best split. Beside them, the best contiguous split of one topological order
+(:func:`autoplace.contiguous.best_split`, one of the tuner's baselines) and its time. Prints a
+table with the load average.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from autoplace.contiguous import best_split
 from autoplace.frontend.tarnawski import bundled_instances, load_instance, placement_split
 from autoplace.measure.objective import objective_named
 from autoplace.measure.simulator import Simulator
@@ -68,6 +71,16 @@ def their_max_load(exe: Path, instance: Path, placement, tmp: Path) -> str:
     return found.group(1) if found else out.stderr.strip().splitlines()[-1]
 
 
+def split(name: str) -> tuple[float, float]:
+    """The period (ms) of the best contiguous split, and the seconds it took."""
+    graph, profile = load_instance(name)
+    space = SearchSpace(graph, profile)
+    t0 = time.perf_counter()
+    placement = best_split(space)
+    wall = time.perf_counter() - t0
+    return Simulator(space).measure([placement])[0].period_s * 1e3, wall
+
+
 def tuned(name: str, trials: int, tmp: Path) -> dict:
     graph, profile = load_instance(name)
     space = SearchSpace(graph, profile)
@@ -96,18 +109,22 @@ def main() -> None:
         for name in args.instances:
             path = bundled_instances()[name]
             optimum, dp_s = their_optimum(exe, path, args.dp_timeout)
+            ours, ours_s = split(name)
             r = tuned(name, args.trials, Path(tmp))
             theirs = their_max_load(exe, path, r["placement"], Path(tmp))
             ratio = f"{r['period_ms'] / optimum:.3f}" if optimum else "-"
+            split_ratio = f"{ours / optimum:.3f}" if optimum else "-"
             rows.append(f"| {name} | {r['ops']} | {r['fpgas']} | "
                         f"{optimum if optimum is not None else 'timeout'} | {dp_s:.1f} | "
+                        f"{ours:.4f} | {split_ratio} | {ours_s:.2f} | "
                         f"{r['period_ms']:.4f} | {theirs} | {ratio} | {r['wall']:.0f} |")
             print(rows[-1], flush=True)
     text = (f"`python experiments/bench_throughput_instances.py`, load average "
             f"{os.getloadavg()[0]:.2f}; simulator measurer, --objective throughput, --trials "
             f"{args.trials}, seed 0; max-load in their unit (ms)\n\n"
-            "| instance | ops | accelerators | their DP optimum | DP s | tuned max-load | their "
-            "evaluator on it | tuned / optimum | tune s |\n|---|---|---|---|---|---|---|---|---|\n"
+            "| instance | ops | accelerators | their DP optimum | DP s | contiguous split | "
+            "split / optimum | split s | tuned max-load | their evaluator on it | tuned / "
+            "optimum | tune s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
             + "\n".join(rows))
     print("\n" + text)
     if args.out:

@@ -48,7 +48,8 @@ class Tuner:
         self.space, self.measurer, self.store = space, measurer, store
         self.strategy, self.config, self.shared = strategy, config, shared
         self.objective = config.goal  # what "faster" means: latency or a stream's period
-        self.baseline_names = {name for name, _ in baselines(space)}
+        self.baselines = baselines(space)  # (name, placement), measured before the search
+        self.baseline_names = {name for name, _ in self.baselines}
         self.references = self.baseline_names | {"heft"}  # measured as they are
         self.records: list[Record] = []  # measured by this run
         #: genome key -> the objective's seconds (None: failed, or no value for it)
@@ -125,7 +126,7 @@ class Tuner:
     # -- measuring ---------------------------------------------------------------------------
     def run_baselines(self) -> None:
         """Measure and record every baseline the job has not measured yet."""
-        todo = [(n, p) for n, p in baselines(self.space) if n not in self.done]
+        todo = [(n, p) for n, p in self.baselines if n not in self.done]
         if todo:
             choice, mode = self.space.encode([p for _, p in todo])
             self.run(Proposal(choice=choice, mode=mode, labels=tuple(n for n, _ in todo)),
