@@ -224,6 +224,7 @@ def compile_pipeline(args) -> int:
     manifest into the directory ``-o``."""
     from pathlib import Path
 
+    from autoplace.deploy.shard import SPLIT_KINDS
     from autoplace.deploy.stages import export_stages, slice_stages
     from autoplace.models import load_module_for
     from autoplace.pipeline.manifest import write_manifest
@@ -231,15 +232,20 @@ def compile_pipeline(args) -> int:
     graph, profile, costs, plan, _, _ = _planned(args, args.log)
     mod = load_module_for(args.model, graph)
     t0 = time.perf_counter()
+    splits = {graph.ops[i].name: ways for s in plan.stages
+              for i, ways in zip(range(s.start, s.end), s.ways())
+              if ways > 1 and graph.ops[i].kind in SPLIT_KINDS}
     stages = slice_stages(mod, [op.name for op in graph.ops],
-                          [(s.start, s.end) for s in plan.stages])
+                          [(s.start, s.end) for s in plan.stages], splits)
     libraries = export_stages(stages, args.output)
     path = Path(args.output) / MANIFEST
     write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
                    libraries=libraries)
     _print_plan(plan, costs)
-    print(f"{len(stages)} stage libraries compiled in {time.perf_counter() - t0:.1f} s -> "
-          f"{path}")
+    split = sum(len(s.shards) for s in stages)
+    print(f"{len(stages)} stage libraries compiled in {time.perf_counter() - t0:.1f} s, "
+          f"{split} of the {len(splits)} conv2d/matmul ops the plan splits split inside "
+          f"them -> {path}")
     return 0
 
 

@@ -67,6 +67,11 @@ def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
     assert read_manifest(out / "manifest.json", costs) == plan
     assert [s["library"]["file"] for s in manifest["stages"]] == \
         [f"stage{i}.so" for i in range(len(plan.stages))]
+    # the conv2d ops the plan splits are split inside the libraries (as far as they divide)
+    shards = {n: v for s in manifest["stages"] for n, v in s["library"]["shards"].items()}
+    split = {op["name"]: op["split"] for s in manifest["stages"] for op in s["ops"]}
+    assert shards and all(2 <= v["ways"] <= split[n] for n, v in shards.items())
+    assert re.search(rf"{len(shards)} of the \d+ conv2d/matmul ops the plan splits", p.stdout)
     r = cli("run", out, "--inferences", 3, "--check", timeout=600)
     assert r.returncode == 0, r.stderr
     assert f"in {len(plan.stages)} stages on this host; 3 inferences" in r.stdout

@@ -7,23 +7,27 @@ values later stages read; the last stage returns the model's output. Bindings th
 kernels (tuple items, aliases) are copied into every stage that reads them. Weights stay
 constants inside the stage that uses them, so a stage's library holds only its own weights.
 
-Ops run whole: a split op's slices are the runtime's business (the manifest says which PEs
-share it); every stage compiles for the host here (``llvm``). Imports TVM.
+An op the plan splits ``k`` ways is split inside its stage's library where its kernel allows
+(:mod:`autoplace.deploy.shard`: conv2d and matmul kernels along their output channels): ``k``
+calls of one shard kernel on ``k`` slices of its weights, and the concat of their outputs;
+``StageModule.shards`` says which ops are, how many ways and the shard kernel's name. Every
+stage compiles for the host here (``llvm``). Imports TVM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tvm
 from tvm import relax
 
 from autoplace.deploy.compiler import attach_meta
+from autoplace.deploy.shard import is_kernel_call, shard_call, shard_kernel
 from autoplace.deploy.targets import BuildError
 
-_CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 #: the value the last stage returns: the model's output
 OUTPUT = "output"
 #: ``StageModule.meta()["format"]``: what a stage library's metadata function returns
@@ -38,6 +42,8 @@ class StageModule:
     module: tvm.IRModule
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    #: op name -> ``{"ways", "axis", "kernel"}`` for each op split inside the library
+    shards: dict = field(default_factory=dict)
 
     def meta(self) -> dict:
         """What a runner needs to call the stage: its inputs' names, shapes and dtypes (as
@@ -82,7 +88,7 @@ def _main(fused: tvm.IRModule, op_names: Sequence[str], stage_of_op: list[int]) 
     kernels = 0
     for i, b in enumerate(bindings):
         m.defined_at[b.var] = i
-        if isinstance(b.value, relax.Call) and b.value.op.same_as(_CALL_TIR):
+        if is_kernel_call(b.value):
             m.owner[i] = stage_of_op[kernels] if kernels < len(op_names) else None
             m.names[b.var] = op_names[kernels] if kernels < len(op_names) else b.var.name
             kernels += 1
@@ -117,8 +123,10 @@ def _closure(m: _Main, s: int, roots: list[relax.Expr]) -> tuple[set, list]:
 
 
 def slice_stages(fused: tvm.IRModule, op_names: Sequence[str],
-                 bounds: Sequence[tuple[int, int]]) -> list[StageModule]:
-    """The stages ``[start, end)`` of ops (contiguous, covering every op) of ``fused``."""
+                 bounds: Sequence[tuple[int, int]],
+                 splits: Mapping[str, int] | None = None) -> list[StageModule]:
+    """The stages ``[start, end)`` of ops (contiguous, covering every op) of ``fused``;
+    ``splits``: the ways to split ops (by name) inside their stage, where they can be."""
     if not bounds or bounds[0][0] != 0 or bounds[-1][1] != len(op_names) \
             or any(a[1] != b[0] for a, b in zip(bounds, bounds[1:])) \
             or any(end <= start for start, end in bounds):
@@ -130,24 +138,47 @@ def slice_stages(fused: tvm.IRModule, op_names: Sequence[str],
         roots = [m.bindings[i].value for i, owner in m.owner.items() if owner == s]
         parts.append(_closure(m, s, roots + ([m.func.body.body] if s == last else [])))
     needed = [{m.names[v] for v in inputs} for _, inputs in parts]
-    return [_stage(m, s, parts[s], set().union(*needed[s + 1:]), s == last)
+    return [_stage(m, s, parts[s], set().union(*needed[s + 1:]), s == last, splits or {})
             for s in range(len(bounds))]
 
 
-def _stage(m: _Main, s: int, part: tuple[set, list], later: set, last: bool) -> StageModule:
+def _stage(m: _Main, s: int, part: tuple[set, list], later: set, last: bool,
+           splits: Mapping[str, int]) -> StageModule:
     chosen, inputs = part
     inputs = sorted(inputs, key=lambda v: m.names[v])
     mine = [m.bindings[i] for i in sorted(chosen)]
     exported = [b.var for b in mine if m.owner[m.defined_at[b.var]] == s
                 and m.names[b.var] in later]
     out = [m.func.body.body] if last else exported
+    mod, mine, shards = _split(m.fused.clone(), mine, m.names, splits)
     body = relax.BlockBuilder().normalize(
         relax.SeqExpr([relax.BindingBlock(mine)], relax.Tuple(out)))
-    mod = m.fused.clone()
     mod["main"] = relax.Function(inputs, body).with_attr("global_symbol", "main")
     mod = relax.transform.DeadCodeElimination(["main"])(relax.transform.Normalize()(mod))
     return StageModule(index=s, module=mod, inputs=tuple(m.names[v] for v in inputs),
-                       outputs=(OUTPUT,) if last else tuple(m.names[v] for v in exported))
+                       outputs=(OUTPUT,) if last else tuple(m.names[v] for v in exported),
+                       shards=shards)
+
+
+def _split(mod: tvm.IRModule, bindings: list, names: dict,
+           splits: Mapping[str, int]) -> tuple[tvm.IRModule, list, dict]:
+    """``bindings`` with each kernel of an op in ``splits`` replaced by its shards and
+    their concat (where it can be split), ``mod`` with the shard kernels, and per op split
+    its ways, axis and shard kernel."""
+    bb, out, shards = relax.BlockBuilder(mod), [], {}
+    for b in bindings:
+        name = names[b.var]
+        ways = splits.get(name, 1)
+        sharded = shard_kernel(mod[b.value.args[0]], list(b.value.args[1].fields), b.value.ty,
+                               ways) if ways > 1 and is_kernel_call(b.value) else None
+        if sharded is None:
+            out.append(b)
+            continue
+        kernel = bb.add_func(sharded.kernel, f"{b.value.args[0].name_hint}_shard{sharded.ways}")
+        parts, concat = shard_call(b.value, sharded, kernel, re.sub(r"\W", "_", name))
+        out += parts + [relax.VarBinding(b.var, concat)]
+        shards[name] = {"ways": sharded.ways, "axis": sharded.axis, "kernel": kernel.name_hint}
+    return bb.get(), out, shards
 
 
 def export_stages(stages: Sequence[StageModule], out_dir: str | Path) -> list[dict]:
@@ -160,5 +191,5 @@ def export_stages(stages: Sequence[StageModule], out_dir: str | Path) -> list[di
         name = f"stage{stage.index}.so"
         stage.compile().export_library(str(out / name))
         entries.append({"file": name, "inputs": list(stage.inputs),
-                        "outputs": list(stage.outputs)})
+                        "outputs": list(stage.outputs), "shards": stage.shards})
     return entries
