@@ -80,8 +80,10 @@ def fill(space: SearchSpace) -> Placement | None:
 
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:
     """The baselines the tuner measures first: every single unit, greedy, then fill (where
-    the profile has interchangeable units) and the contiguous split with the least period
-    (:func:`autoplace.contiguous.best_split`, where they are block units)."""
-    named = [("fill", fill(space)), ("contiguous", best_split(space))]
+    the profile has interchangeable units) and the contiguous splits with the least period
+    and the least chained latency (:func:`autoplace.contiguous.best_split`, where they are
+    block units)."""
+    named = [("fill", fill(space)), ("contiguous:period", best_split(space, "period")),
+             ("contiguous:latency", best_split(space, "latency"))]
     return single_units(space) + [("greedy", greedy(space))] + \
         [(name, p) for name, p in named if p is not None]

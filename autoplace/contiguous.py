@@ -61,22 +61,27 @@ class _Order:
     on_host: np.ndarray  # op -> its choice on the host
 
 
-def best_split(space: SearchSpace) -> Placement | None:
+def best_split(space: SearchSpace, goal: str = "period") -> Placement | None:
     """The split of :func:`inseparable_blocks` into ranges over the biggest class of
-    interchangeable block units and the host with the smallest period (None without such a
-    class, when the host cannot run every op, or above :data:`MAX_BLOCKS` blocks)."""
+    interchangeable block units and the host with the least ``goal``: ``"period"``, the
+    stream's period (exact for the block model on that order, module docstring), or
+    ``"latency"``, the sum of every range's load and every host op's time (one inference's
+    latency if nothing ran in parallel: a seed for the latency objective, not its optimum).
+    None without such a class, when the host cannot run every op, or above
+    :data:`MAX_BLOCKS` blocks."""
+    if goal not in ("period", "latency"):
+        raise ValueError(f"goal must be 'period' or 'latency', got {goal!r}")
     units = _block_class(space)
     order = _order(space, units) if units else None
     if order is None:
         return None
     loads = _Loads.of(space, order, units[0])
-    ranges = loads.split(len(units))
+    ranges = loads.split(len(units)) if goal == "period" else loads.chain(len(units))
     choice = order.on_host.copy()
     for k, (a, b) in enumerate(ranges):
         ops = np.concatenate(order.blocks[a:b])
-        unit_choice = space.choice_index(ops, [units[k]] * len(ops),
+        choice[ops] = space.choice_index(ops, [units[k]] * len(ops),
                                          [_home(space, units[k])] * len(ops), [1] * len(ops))
-        choice[ops] = unit_choice
     return space.decode(choice, np.full(space.n_edges, _ASYNC, dtype=np.int64))
 
 
@@ -142,6 +147,23 @@ class _Loads:
                 if hi - lo <= 1e-12 * hi:
                     break
         return self._fits(hi, k)[1]
+
+    def chain(self, k: int) -> list[tuple[int, int]]:
+        """The ranges of blocks, at most ``k``, with the least sum of their loads and the
+        host's work on the rest: ``g[b, j]`` covers blocks ``[0, b)`` with ``j`` ranges."""
+        m = len(self.host_work)
+        g = np.full((m + 1, k + 1), np.inf)
+        g[0, 0] = 0.0
+        back = np.full((m + 1, k + 1), -1, dtype=np.int64)  # -1: block b-1 on the host
+        for b in range(1, m + 1):
+            g[b] = g[b - 1] + self.host_work[b - 1]
+            total = g[:b, :k] + self.load[:b, b, None]
+            start = total.argmin(axis=0)
+            value = total[start, np.arange(k)]
+            better = value < g[b, 1:]
+            g[b, 1:][better] = value[better]
+            back[b, 1:][better] = start[better]
+        return _ranges(back, m, int(g[m].argmin()))
 
     def _host_period(self, work: np.ndarray, longest: np.ndarray) -> float:
         pooled = work.sum() / self.cores if self.cores > 0 else 0.0
