@@ -6,9 +6,11 @@ engine, or the longest op of a ``parallel`` unit (docs/simulator.md, "Throughput
 module simulates the stream itself, event by event: every inference is the same work items
 (each op, each copy hop, as the reference schedule of one inference has them), and each
 resource runs, whenever it is free, the ready item of the earliest inference (ties: program
-order). ``tests/measure/test_stream.py`` shows that the period measured over the last
-inferences equals the analytic one on pipelines of several shapes, and that with one
-inference in flight it is the latency.
+order; a ``parallel`` unit runs as many items at once as it has ``cores``, any number without
+them, but an item, an op, one inference at a time: each op keeps to one core, so the longest
+sets a floor on the period). ``tests/measure/test_stream.py`` shows that the period measured
+over the last inferences equals the analytic one on pipelines of several shapes and on a
+parallel unit of 0 to 3 cores, and that with one inference in flight it is the latency.
 
 Event by event in Python: a check, for small graphs and tests, not for the tuning loop.
 """
@@ -16,6 +18,7 @@ Event by event in Python: a check, for small graphs and tests, not for the tunin
 from __future__ import annotations
 
 import heapq
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,10 +83,10 @@ def _in_program_order(items: list[Work]) -> list[Work]:
 
 class _Stream:
     """The state of a stream simulation: per inference, the items each item still waits
-    for; per resource, its ready items (by inference, then program order) and whether it
-    is running one."""
+    for; per resource, its ready items (by inference, then program order) and how many it
+    is running (at most one, or a parallel unit's cores; ``parallel[r] == 0``: no limit)."""
 
-    def __init__(self, items: list[Work], parallel: set[str], inferences: int,
+    def __init__(self, items: list[Work], parallel: dict[str, int], inferences: int,
                  record: list | None = None):
         self.items, self.parallel, self.record = items, parallel, record
         self.users: list[list[int]] = [[] for _ in items]
@@ -94,7 +97,8 @@ class _Stream:
         self.left = np.zeros(inferences, dtype=np.int64)
         self.finish = np.zeros(inferences)
         self.ready: dict[str, list[tuple[int, int]]] = {}
-        self.running: set[str] = set()
+        self.running: dict[str, int] = {}
+        self.active: set[int] = set()  # items running (for some inference)
         self.events: list[tuple[float, int, int]] = []
 
     def admit(self, inference: int) -> None:
@@ -105,20 +109,27 @@ class _Stream:
                 heapq.heappush(self.ready.setdefault(item.resource, []), (inference, j))
 
     def dispatch(self, t: float) -> None:
-        """Start, on every free resource, its most urgent ready item (all of them on a
-        parallel unit)."""
+        """Start, on every resource with room, its most urgent ready items (one at a time;
+        on a parallel unit up to its cores, or all of them)."""
         for res, queue in self.ready.items():
-            while queue and (res in self.parallel or res not in self.running):
+            room, held = self.parallel.get(res, 1), []
+            while queue and (room == 0 or self.running.get(res, 0) < room):
                 inference, j = heapq.heappop(queue)
+                if j in self.active:  # an op runs one inference at a time
+                    held.append((inference, j))
+                    continue
                 heapq.heappush(self.events, (t + self.items[j].seconds, inference, j))
                 if self.record is not None:
                     self.record.append((res, t, t + self.items[j].seconds, inference, j))
-                if res not in self.parallel:
-                    self.running.add(res)
+                self.running[res] = self.running.get(res, 0) + 1
+                self.active.add(j)
+            for item in held:
+                heapq.heappush(queue, item)
 
     def complete(self, t: float, inference: int, j: int) -> bool:
         """Item ``j`` of ``inference`` ends at ``t``; True if the inference is done."""
-        self.running.discard(self.items[j].resource)
+        self.running[self.items[j].resource] -= 1
+        self.active.discard(j)
         for user in self.users[j]:
             self.waiting[inference][user] -= 1
             if not self.waiting[inference][user]:
@@ -135,20 +146,22 @@ def stream_finishes(space: SearchSpace, placement: Placement, inferences: int,
                     window: int | None = None) -> np.ndarray:
     """When each of ``inferences`` inferences of a placement's stream ends; at most
     ``window`` are in flight (None: all start at once), the next one starting as one ends."""
-    parallel = {u.name for u in space.profile.units if u.execution == "parallel"}
+    parallel = {u.name: u.cores for u in space.profile.units if u.execution == "parallel"}
     return run_stream(work_items(space, placement), inferences, window, parallel)
 
 
 def run_stream(items: list[Work], inferences: int, window: int | None = None,
-               parallel: frozenset[str] | set[str] = frozenset(),
+               parallel: Mapping[str, int] | Collection[str] = (),
                record: list | None = None) -> np.ndarray:
     """When each of ``inferences`` inferences, each the work ``items`` (in program order:
     each after the previous item of its resource), ends; at most ``window`` in flight.
-    Resources in ``parallel`` run any number of items at once. ``record``: a list to append
+    Resources in ``parallel`` run several items at once: as many as the mapping gives (0,
+    or a resource merely listed: any number). ``record``: a list to append
     ``(resource, start, end, inference, item)`` to for every item run."""
     if inferences < 1 or (window is not None and window < 1):
         raise ValueError(f"inferences and window must be >= 1, got {inferences}, {window}")
-    run = _Stream(_in_program_order(items), set(parallel), inferences, record)
+    cores = dict(parallel) if isinstance(parallel, Mapping) else dict.fromkeys(parallel, 0)
+    run = _Stream(_in_program_order(items), cores, inferences, record)
     admitted = min(inferences, window or inferences)
     for inference in range(admitted):
         run.admit(inference)

@@ -101,6 +101,26 @@ def test_the_stream_never_beats_the_busiest_resource():
     assert finish[-1] < 1.05 * len(finish) * period  # and the stream keeps up with it
 
 
+@pytest.mark.parametrize("cores", [0, 1, 2, 3])
+def test_a_parallel_unit_streams_at_its_work_over_its_cores(cores):
+    """The host as a ``parallel`` unit of ``cores`` cores, every op of a fork-join on it:
+    the stream runs at the analytic period, the larger of its longest op (an op runs one
+    inference at a time) and its work over its cores (none: a pool as wide as the graph)."""
+    import dataclasses
+
+    prof = tiny_profile()
+    cpu = dataclasses.replace(prof.units[0], execution="parallel", cores=cores)
+    prof = dataclasses.replace(prof, units=(cpu, *prof.units[1:]))
+    space = SearchSpace(fork_graph(), prof)
+    placement = space.from_user({"ops": {op.name: "cpu" for op in space.graph.ops}})
+    secs = [space.seconds_of(i, "cpu", "dram", "streamed") for i in range(space.n_ops)]
+    want = max(max(secs), sum(secs) / cores if cores else 0.0)
+    out = simulate_batch(space, *space.encode([placement]))
+    assert out.period[0] == pytest.approx(want, rel=1e-12)
+    assert stream_period(space, placement, inferences=240) == pytest.approx(want, rel=0.02)
+    assert sum(secs) / 3 < max(secs) < sum(secs) / 2  # both terms of the period are checked
+
+
 def test_bad_stream_arguments_are_refused():
     space, placement = chain_on_two_units("async")
     with pytest.raises(ValueError, match="inferences must be >= 4"):
