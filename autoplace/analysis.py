@@ -17,10 +17,11 @@ import pandas as pd
 
 from autoplace.graph import OpGraph
 from autoplace.measure.base import Event
+from autoplace.pipeline.log import plan_of, read_lines
 from autoplace.records import JOB, load
 
 __all__ = [
-    "load", "jobs", "job", "placements", "is_baseline", "convergence", "summary",
+    "load", "load_pipeline", "jobs", "job", "placements", "is_baseline", "convergence", "summary",
     "strategy_table", "study_trials", "join_study", "critical_path", "buffers", "occupancy",
     "utilisation", "lanes",
 ]
@@ -29,6 +30,29 @@ COPY_IN = ("none", "sync", "async", "mixed")
 
 
 # -- logs -----------------------------------------------------------------------------------
+def load_pipeline(*paths) -> pd.DataFrame:
+    """The trials of one or more pipeline search logs (``autoplace pipeline --log``) as a
+    frame, one row per trial: ``log``, ``seq``, graph, profile, seed, trial, move, status,
+    ``stages``, ``pes`` (of one copy), ``replicas``, ``pes_used``, ``period_s`` (one copy's
+    stream), ``analytic_period_s`` and ``throughput`` (inferences/s over every copy; NaN
+    unless the status is ``ok``)."""
+    if not paths:
+        raise ValueError("load_pipeline() needs at least one log path")
+    rows = []
+    for path in paths:
+        for seq, line in enumerate(read_lines(path)):
+            plan = plan_of(line)
+            rows.append({"log": str(path), "seq": seq, **{k: line[k] for k in (
+                "graph", "graph_fp", "profile", "profile_hash", "seed", "trial", "move",
+                "status")}, "stages": len(plan.stages), "pes": plan.pes,
+                "replicas": plan.replicas, "pes_used": plan.pes * plan.replicas,
+                **{k: line[k] for k in ("period_s", "analytic_period_s", "throughput")}})
+    df = pd.DataFrame(rows)
+    for col in ("log", "graph", "profile", "move", "status"):
+        df[col] = df[col].astype("category")
+    return df.astype({k: "float64" for k in ("period_s", "analytic_period_s", "throughput")})
+
+
 def jobs(df: pd.DataFrame) -> pd.DataFrame:
     """The jobs of a log frame (records of one graph, profile version and measurer:
     :data:`~autoplace.records.JOB`), numbered from 1 in order of first appearance.
