@@ -25,7 +25,7 @@ from autoplace.graph import topological_order
 from autoplace.space import Placement, SearchSpace
 
 #: above this many inseparable blocks the split's tables (blocks squared) are not built
-MAX_BLOCKS = 4000
+MAX_BLOCKS = 2000
 _ASYNC = 1  # the copy mode the split's placements use (async where the route allows)
 
 
@@ -150,48 +150,41 @@ class _Loads:
 
     def chain(self, k: int) -> list[tuple[int, int]]:
         """The ranges of blocks, at most ``k``, with the least sum of their loads and the
-        host's work on the rest: ``g[b, j]`` covers blocks ``[0, b)`` with ``j`` ranges."""
-        m = len(self.host_work)
-        g = np.full((m + 1, k + 1), np.inf)
-        g[0, 0] = 0.0
-        back = np.full((m + 1, k + 1), -1, dtype=np.int64)  # -1: block b-1 on the host
-        for b in range(1, m + 1):
-            g[b] = g[b - 1] + self.host_work[b - 1]
-            total = g[:b, :k] + self.load[:b, b, None]
-            start = total.argmin(axis=0)
-            value = total[start, np.arange(k)]
-            better = value < g[b, 1:]
-            g[b, 1:][better] = value[better]
-            back[b, 1:][better] = start[better]
-        return _ranges(back, m, int(g[m].argmin()))
+        host's work on the rest."""
+        return _least(self.host_work, self.load, k)[1]
 
     def _host_period(self, work: np.ndarray, longest: np.ndarray) -> float:
         pooled = work.sum() / self.cores if self.cores > 0 else 0.0
         return float(max(pooled, longest.max(initial=0.0)))
 
     def _fits(self, period: float, k: int) -> tuple[bool, list[tuple[int, int]]]:
-        """Whether some split reaches ``period``, and its ranges: ``g[b, j]``, the least host
-        work covering blocks ``[0, b)`` with ``j`` ranges on units."""
-        m = len(self.host_work)
-        per_core = self.host_work / self.cores if self.cores > 0 else np.zeros(m)
+        """Whether some split reaches ``period`` (ranges of loads up to it, the least host
+        work over its cores no more than it), and its ranges."""
+        per_core = self.host_work / self.cores if self.cores > 0 else np.zeros_like(
+            self.host_work)
         host = np.where(self.host_longest <= period, per_core, np.inf)
-        g = np.full((m + 1, k + 1), np.inf)
-        g[0, 0] = 0.0
-        back = np.full((m + 1, k + 1), -1, dtype=np.int64)  # -1: block b-1 on the host
-        for b in range(1, m + 1):
-            g[b] = g[b - 1] + host[b - 1]
-            ok = self.load[:b, b] <= period
-            if ok.any():
-                starts = np.flatnonzero(ok)
-                best = g[starts, :k].argmin(axis=0)
-                value = g[starts[best], np.arange(k)]
-                better = value < g[b, 1:]
-                g[b, 1:][better] = value[better]
-                back[b, 1:][better] = starts[best][better]
-        j = int(g[m].argmin())
-        if g[m, j] > period * (1 + 1e-12):
-            return False, []
-        return True, _ranges(back, m, j)
+        least, ranges = _least(host, np.where(self.load <= period, 0.0, np.inf), k)
+        return least <= period * (1 + 1e-12), ranges
+
+
+def _least(host: np.ndarray, cost: np.ndarray, k: int) -> tuple[float, list[tuple[int, int]]]:
+    """The least sum over blocks of ``host[q]`` for each block on the host and ``cost[a, b]``
+    for each range ``[a, b)`` on a unit, with at most ``k`` ranges, and those ranges:
+    ``g[b, j]`` covers blocks ``[0, b)`` with ``j`` ranges."""
+    m = len(host)
+    g = np.full((m + 1, k + 1), np.inf)
+    g[0, 0] = 0.0
+    back = np.full((m + 1, k + 1), -1, dtype=np.int64)  # -1: block b-1 on the host
+    for b in range(1, m + 1):
+        g[b] = g[b - 1] + host[b - 1]
+        total = g[:b, :k] + cost[:b, b, None]
+        start = total.argmin(axis=0)
+        value = total[start, np.arange(k)]
+        better = value < g[b, 1:]
+        g[b, 1:][better] = value[better]
+        back[b, 1:][better] = start[better]
+    j = int(g[m].argmin())
+    return float(g[m, j]), _ranges(back, m, j) if np.isfinite(g[m, j]) else []
 
 
 def _ranges(back: np.ndarray, m: int, j: int) -> list[tuple[int, int]]:
