@@ -77,6 +77,8 @@ class _Main:
     names: dict  # relax.Var -> value name: a graph input's, an op's, or var@binding
     defined_at: dict  # relax.Var -> binding index
     owner: dict  # binding index -> stage, or None: recomputed by every stage reading it
+    #: (kernel, ways, which arguments are constants) -> its Shards or None, found once
+    sharded: dict = field(default_factory=dict)
 
 
 def _main(fused: tvm.IRModule, op_names: Sequence[str], stage_of_op: list[int]) -> _Main:
@@ -150,7 +152,7 @@ def _stage(m: _Main, s: int, part: tuple[set, list], later: set, last: bool,
     exported = [b.var for b in mine if m.owner[m.defined_at[b.var]] == s
                 and m.names[b.var] in later]
     out = [m.func.body.body] if last else exported
-    mod, mine, shards = _split(m.fused.clone(), mine, m.names, splits)
+    mod, mine, shards = _split(m, mine, splits)
     body = relax.BlockBuilder().normalize(
         relax.SeqExpr([relax.BindingBlock(mine)], relax.Tuple(out)))
     mod["main"] = relax.Function(inputs, body).with_attr("global_symbol", "main")
@@ -160,17 +162,16 @@ def _stage(m: _Main, s: int, part: tuple[set, list], later: set, last: bool,
                        shards=shards)
 
 
-def _split(mod: tvm.IRModule, bindings: list, names: dict,
-           splits: Mapping[str, int]) -> tuple[tvm.IRModule, list, dict]:
+def _split(m: _Main, bindings: list, splits: Mapping[str, int]) -> tuple[tvm.IRModule, list,
+                                                                          dict]:
     """``bindings`` with each kernel of an op in ``splits`` replaced by its shards and
-    their concat (where it can be split), ``mod`` with the shard kernels, and per op split
-    its ways, axis and shard kernel."""
-    bb, out, shards = relax.BlockBuilder(mod), [], {}
+    their concat (where it can be split), the module with the shard kernels, and per op
+    split its ways, axis and shard kernel."""
+    bb, out, shards = relax.BlockBuilder(m.fused.clone()), [], {}
     for b in bindings:
-        name = names[b.var]
+        name = m.names[b.var]
         ways = splits.get(name, 1)
-        sharded = shard_kernel(mod[b.value.args[0]], list(b.value.args[1].fields), b.value.ty,
-                               ways) if ways > 1 and is_kernel_call(b.value) else None
+        sharded = _sharded(m, b.value, ways) if ways > 1 and is_kernel_call(b.value) else None
         if sharded is None:
             out.append(b)
             continue
@@ -179,6 +180,17 @@ def _split(mod: tvm.IRModule, bindings: list, names: dict,
         out += parts + [relax.VarBinding(b.var, concat)]
         shards[name] = {"ways": sharded.ways, "axis": sharded.axis, "kernel": kernel.name_hint}
     return bb.get(), out, shards
+
+
+def _sharded(m: _Main, call: relax.Call, ways: int):
+    """:func:`shard_kernel` of a kernel call, once per kernel, ways and constant arguments
+    (ops sharing a kernel share its shards)."""
+    args = list(call.args[1].fields)
+    key = (call.args[0].name_hint, ways,
+           tuple(isinstance(a, tvm.ir.expr.Constant) for a in args))
+    if key not in m.sharded:
+        m.sharded[key] = shard_kernel(m.fused[call.args[0]], args, call.ty, ways)
+    return m.sharded[key]
 
 
 def export_stages(stages: Sequence[StageModule], out_dir: str | Path) -> list[dict]:
