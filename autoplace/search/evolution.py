@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autoplace.heft import heft_genome
 from autoplace.search.guided import GuidedProposer
+from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal, SearchStrategy
 
 
@@ -44,10 +44,11 @@ class ModelGuidedEvolution(SearchStrategy):
         return _concat(parts, self.space)
 
     def _heft(self) -> Proposal | None:
-        """HEFT's placement, if not measured yet (it also seeds the population)."""
-        choice, mode = (x[None, :] for x in heft_genome(self.space))
+        """HEFT's placement, made to fit (:func:`heft_start`), if not measured yet (it also
+        seeds the population)."""
+        choice, mode = heft_start(self.space)
         self.proposer.seed_population(choice, mode)
-        key = self.space.keys(*self.space.canonical(choice, mode))
+        key = self.space.keys(choice, mode)
         if key[0] in self.proposer.measured_genomes:
             return None
         return Proposal(choice=choice, mode=mode, labels=("heft",),

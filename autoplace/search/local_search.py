@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from autoplace.heft import heft_genome
 from autoplace.search.descent import LABEL, Descent
+from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal
 from autoplace.space import SearchSpace
 
@@ -58,8 +58,7 @@ class LocalSearch:
         if not done:
             return
         if self._heft is None:
-            choice, mode = self.space.canonical(*(x[None, :] for x in heft_genome(self.space)))
-            self._heft = self.space.keys(choice, mode)[0]
+            self._heft = self.space.keys(*heft_start(self.space))[0]
         starts = [done[0][1]] + ([self._heft] if seen.get(self._heft) is not None else [])
         starts += [k for lat, k in done[1:DESCENT_STARTS]
                    if lat <= done[0][0] * (1 + RESTART_SLACK)]

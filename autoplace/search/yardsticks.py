@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from autoplace.heft import heft_genome
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.search.descent import Descent, apply_moves, move_list, predicted
+from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal, SearchStrategy, fastest
 from autoplace.space import SearchSpace
 
@@ -37,7 +37,6 @@ class _FromTheBest(SearchStrategy):
         self.space, self.rng, self.objective = space, np.random.default_rng(seed), objective
         self.best: tuple[float, np.ndarray, np.ndarray] | None = None
         self.measured: set[bytes] = set()
-        self._heft_genome: tuple[np.ndarray, np.ndarray] | None = None
 
     def propose(self, n: int) -> Proposal:
         heft = self._heft()
@@ -60,11 +59,8 @@ class _FromTheBest(SearchStrategy):
         raise NotImplementedError
 
     def _heft(self) -> Proposal | None:
-        """HEFT's placement, while it is not measured."""
-        if self._heft_genome is None:
-            self._heft_genome = self.space.canonical(*(x[None, :] for x in
-                                                       heft_genome(self.space)))
-        choice, mode = self._heft_genome
+        """HEFT's placement, made to fit (:func:`heft_start`), while it is not measured."""
+        choice, mode = heft_start(self.space)
         if self.space.keys(choice, mode)[0] in self.measured:
             return None
         return Proposal(choice=choice, mode=mode, labels=("heft",))

@@ -1,0 +1,84 @@
+"""HEFT's placement as the search starts from it: canonical, and made to fit memory.
+
+HEFT (:mod:`autoplace.heft`) checks a scope's capacity in its planning order, ranked by the
+longest path to an exit, while the simulator holds buffers in program order, so HEFT's
+placement can overflow a small on-chip scope (squeezenet aside, every bundled model on
+``soc`` and several on ``mesh``: inception_v1's ``sram1`` holds 6.6 MB of 4 MB). Such a
+placement is no start: it cannot run. :func:`fit_memory` evicts ops from overflowing scopes,
+one at a time, until the placement fits: of the ops in the scope that overflows most, the move
+(to another scope of the same unit, or to the host's home scope) that leaves the least
+overflow, then the shortest latency, measured on the simulator. :func:`heft_start` is HEFT's
+genome so fitted, once per space: the genome the search strategies measure as ``heft``, seed
+their populations with and descend from.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from autoplace.heft import heft_genome
+from autoplace.measure.batch import simulate_batch
+from autoplace.space import SearchSpace
+
+_STARTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def heft_start(space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+    """HEFT's genome of ``space``, made to fit (:func:`fit_memory`) and canonical, as
+    ``[1, ops]`` and ``[1, edges]`` arrays (computed once per space)."""
+    if space not in _STARTS:
+        choice, mode = heft_genome(space)
+        choice = fit_memory(space, choice, mode)
+        _STARTS[space] = space.canonical(choice[None, :], mode[None, :])
+    choice, mode = _STARTS[space]
+    return choice.copy(), mode.copy()
+
+
+def fit_memory(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """``choice`` with ops moved out of overflowing scopes until every scope holds its peak
+    (module docstring); as far as it gets if no move lowers the overflow."""
+    choice = choice.copy()
+    over = _overflow(space, simulate_batch(space, choice[None, :], mode[None, :]))[0]
+    for _ in range(space.n_ops):
+        if over.sum() <= 0:
+            break
+        rows = _evictions(space, choice, int(np.argmax(over)))
+        if not len(rows):
+            break
+        out = simulate_batch(space, rows, np.broadcast_to(mode, (len(rows), len(mode))))
+        excess = _overflow(space, out).sum(axis=1)
+        best = int(np.lexsort((out.latency, excess))[0])
+        if excess[best] >= over.sum():
+            break
+        choice, over = rows[best], _overflow(space, out)[best]
+    return choice
+
+
+def _overflow(space: SearchSpace, out) -> np.ndarray:
+    """Per row and scope, the bytes over its capacity (0 where it fits)."""
+    return np.maximum(np.floor(out.peak) - space.capacity, 0.0)
+
+
+def _evictions(space: SearchSpace, choice: np.ndarray, scope: int) -> np.ndarray:
+    """Genomes, each ``choice`` with one op that uses ``scope`` (its output or weights there)
+    moved to a choice that does not: the same unit in another scope, or the host's home."""
+    ops = np.arange(space.n_ops)
+    now = choice[ops]
+    using = np.flatnonzero((space.c_scope[ops, now] == scope)
+                           | (space.c_wscope[ops, now] == scope))
+    prof = space.profile
+    host_home = prof.scope_index[prof.home_scope(prof.host)]
+    real = space.real_choices()
+    rows = []
+    for i in using.tolist():
+        free = real[i] & (space.c_scope[i] != scope) & (space.c_wscope[i] != scope)
+        same_unit = free & (space.c_unit[i] == space.c_unit[i, now[i]])
+        host = free & (space.c_unit[i] == space.host) & (space.c_scope[i] == host_home)
+        for j in np.flatnonzero(same_unit | host).tolist():
+            row = choice.copy()
+            row[i] = j
+            rows.append(row)
+    return np.array(rows, dtype=np.int64).reshape(-1, space.n_ops)
+
