@@ -13,7 +13,7 @@ from autoplace.contiguous import best_split, inseparable_blocks
 from autoplace.heft import heft
 from autoplace.space import Placement, SearchSpace
 
-__all__ = ["baselines", "best_split", "fill", "greedy", "heft", "single_units"]
+__all__ = ["baselines", "fill", "greedy", "heft", "single_units"]
 
 
 def greedy(space: SearchSpace) -> Placement:
