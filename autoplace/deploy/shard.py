@@ -9,7 +9,7 @@ follows it (a weight's output-channel axis, a bias's channel, a channel-wise inp
 nothing for an input every output channel reads), and ``LowerGlobalViewToLocalView`` rewrites
 the kernel for one shard. Where the channels do not divide ``ways``, the op is split the most
 ways up to ``ways`` that divide them; conv2d and matmul kernels are split (docs/pipeline.md,
-"Stage libraries"), others run whole. Imports TVM.
+"Op splits inside the libraries"), others run whole. Imports TVM.
 """
 
 from __future__ import annotations

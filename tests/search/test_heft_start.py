@@ -1,4 +1,4 @@
-"""HEFT's placement as the search starts from it: made to fit memory (autoplace.search.heft_start)."""
+"""HEFT's placement as the search starts from it, made to fit memory (search/heft_start.py)."""
 
 from __future__ import annotations
 
