@@ -47,6 +47,8 @@ def load_pipeline(*paths) -> pd.DataFrame:
                 "status")}, "stages": len(plan.stages), "pes": plan.pes,
                 "replicas": plan.replicas, "pes_used": plan.pes * plan.replicas,
                 **{k: line[k] for k in ("period_s", "analytic_period_s", "throughput")}})
+    if not rows:
+        raise ValueError(f"{', '.join(map(str, paths))}: no pipeline trial")
     df = pd.DataFrame(rows)
     for col in ("log", "graph", "profile", "move", "status"):
         df[col] = df[col].astype("category")

@@ -269,3 +269,6 @@ def test_a_pipeline_log_as_a_frame(tmp_path):
     assert top["trial"] == line["trial"] and top["stages"] == len(plan.stages)
     with pytest.raises(ValueError, match="at least one"):
         analysis.load_pipeline()
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="empty.jsonl: no pipeline trial"):
+        analysis.load_pipeline(tmp_path / "empty.jsonl")
