@@ -21,9 +21,9 @@ from autoplace.pipeline.log import plan_of, read_lines
 from autoplace.records import JOB, load
 
 __all__ = [
-    "load", "load_pipeline", "jobs", "job", "placements", "is_baseline", "convergence", "summary",
-    "strategy_table", "study_trials", "join_study", "critical_path", "buffers", "occupancy",
-    "utilisation", "lanes",
+    "load", "load_pipeline", "pipeline_frame", "jobs", "job", "placements", "is_baseline",
+    "convergence", "summary", "strategy_table", "study_trials", "join_study", "critical_path",
+    "buffers", "occupancy", "utilisation", "lanes",
 ]
 
 COPY_IN = ("none", "sync", "async", "mixed")
@@ -32,15 +32,20 @@ COPY_IN = ("none", "sync", "async", "mixed")
 # -- logs -----------------------------------------------------------------------------------
 def load_pipeline(*paths) -> pd.DataFrame:
     """The trials of one or more pipeline search logs (``autoplace pipeline --log``) as a
-    frame, one row per trial: ``log``, ``seq``, graph, profile, seed, trial, move, status,
-    ``stages``, ``pes`` (of one copy), ``replicas``, ``pes_used``, ``period_s`` (one copy's
-    stream), ``analytic_period_s`` and ``throughput`` (inferences/s over every copy; NaN
-    unless the status is ``ok``)."""
+    frame (:func:`pipeline_frame`)."""
     if not paths:
         raise ValueError("load_pipeline() needs at least one log path")
+    return pipeline_frame([(path, read_lines(path)) for path in paths])
+
+
+def pipeline_frame(logs: Sequence[tuple[object, list[dict]]]) -> pd.DataFrame:
+    """The lines of pipeline logs, ``(path, lines)`` each, one row per trial: ``log``,
+    ``seq``, graph, profile, seed, trial, move, status, ``stages``, ``pes`` (of one copy),
+    ``replicas``, ``pes_used``, ``period_s`` (one copy's stream), ``analytic_period_s`` and
+    ``throughput`` (inferences/s over every copy; NaN unless the status is ``ok``)."""
     rows = []
-    for path in paths:
-        for seq, line in enumerate(read_lines(path)):
+    for path, lines in logs:
+        for seq, line in enumerate(lines):
             plan = plan_of(line)
             rows.append({"log": str(path), "seq": seq, **{k: line[k] for k in (
                 "graph", "graph_fp", "profile", "profile_hash", "seed", "trial", "move",
@@ -48,7 +53,7 @@ def load_pipeline(*paths) -> pd.DataFrame:
                 "replicas": plan.replicas, "pes_used": plan.pes * plan.replicas,
                 **{k: line[k] for k in ("period_s", "analytic_period_s", "throughput")}})
     if not rows:
-        raise ValueError(f"{', '.join(map(str, paths))}: no pipeline trial")
+        raise ValueError(f"{', '.join(str(path) for path, _ in logs)}: no pipeline trial")
     df = pd.DataFrame(rows)
     for col in ("log", "graph", "profile", "move", "status"):
         df[col] = df[col].astype("category")

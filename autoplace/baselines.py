@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autoplace.contiguous import best_split, inseparable_blocks
+from autoplace.contiguous import best_splits, inseparable_blocks
 from autoplace.heft import heft
 from autoplace.space import Placement, SearchSpace
 
@@ -81,9 +81,9 @@ def fill(space: SearchSpace) -> Placement | None:
 def baselines(space: SearchSpace) -> list[tuple[str, Placement]]:
     """The baselines the tuner measures first: every single unit, greedy, then fill (where
     the profile has interchangeable units) and the contiguous splits with the least period
-    and the least chained latency (:func:`autoplace.contiguous.best_split`, where they are
+    and the least chained latency (:func:`autoplace.contiguous.best_splits`, where they are
     block units)."""
-    named = [("fill", fill(space)), ("contiguous:period", best_split(space, "period")),
-             ("contiguous:latency", best_split(space, "latency"))]
+    named = [("fill", fill(space)),
+             *((f"contiguous:{goal}", p) for goal, p in best_splits(space).items())]
     return single_units(space) + [("greedy", greedy(space))] + \
         [(name, p) for name, p in named if p is not None]

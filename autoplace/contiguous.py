@@ -61,6 +61,10 @@ class _Order:
     on_host: np.ndarray  # op -> its choice on the host
 
 
+#: what a split minimises: the stream's period, or the chained latency (:func:`best_split`)
+GOALS = ("period", "latency")
+
+
 def best_split(space: SearchSpace, goal: str = "period") -> Placement | None:
     """The split of :func:`inseparable_blocks` into ranges over the biggest class of
     interchangeable block units and the host with the least ``goal``: ``"period"``, the
@@ -69,14 +73,26 @@ def best_split(space: SearchSpace, goal: str = "period") -> Placement | None:
     latency if nothing ran in parallel: a seed for the latency objective, not its optimum).
     None without such a class, when the host cannot run every op, or above
     :data:`MAX_BLOCKS` blocks."""
-    if goal not in ("period", "latency"):
-        raise ValueError(f"goal must be 'period' or 'latency', got {goal!r}")
+    return best_splits(space, (goal,))[goal]
+
+
+def best_splits(space: SearchSpace, goals=GOALS) -> dict[str, Placement | None]:
+    """:func:`best_split` for each of ``goals``, the loads tabulated once."""
+    bad = [g for g in goals if g not in GOALS]
+    if bad:
+        raise ValueError(f"goal must be 'period' or 'latency', got {bad[0]!r}")
     units = _block_class(space)
     order = _order(space, units) if units else None
     if order is None:
-        return None
+        return dict.fromkeys(goals)
     loads = _Loads.of(space, order, units[0])
-    ranges = loads.split(len(units)) if goal == "period" else loads.chain(len(units))
+    return {g: _placement(space, order, units, loads.split(len(units)) if g == "period"
+                          else loads.chain(len(units))) for g in goals}
+
+
+def _placement(space: SearchSpace, order: _Order, units: list[int],
+               ranges: list[tuple[int, int]]) -> Placement:
+    """Range ``k`` of blocks on ``units[k]`` in its home scope, the rest on the host."""
     choice = order.on_host.copy()
     for k, (a, b) in enumerate(ranges):
         ops = np.concatenate(order.blocks[a:b])
@@ -139,7 +155,7 @@ class _Loads:
 
     def split(self, k: int) -> list[tuple[int, int]]:
         """The ranges of blocks, at most ``k``, the units run (the host runs the rest)."""
-        lo, hi = 0.0, self._host_period(self.host_work, self.host_longest)
+        lo, hi = 0.0, self._host_period()
         if not self._fits(lo, k)[0]:
             for _ in range(60):  # bisection to a relative 1e-12 of the all-host period
                 mid = 0.5 * (lo + hi)
@@ -153,9 +169,10 @@ class _Loads:
         host's work on the rest."""
         return _least(self.host_work, self.load, k)[1]
 
-    def _host_period(self, work: np.ndarray, longest: np.ndarray) -> float:
-        pooled = work.sum() / self.cores if self.cores > 0 else 0.0
-        return float(max(pooled, longest.max(initial=0.0)))
+    def _host_period(self) -> float:
+        """The period with every block on the host."""
+        pooled = self.host_work.sum() / self.cores if self.cores > 0 else 0.0
+        return float(max(pooled, self.host_longest.max(initial=0.0)))
 
     def _fits(self, period: float, k: int) -> tuple[bool, list[tuple[int, int]]]:
         """Whether some split reaches ``period`` (ranges of loads up to it, the least host

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from autoplace import plots
+from autoplace.analysis import pipeline_frame
 from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bound
 from autoplace.pipeline.layout import grid_maps
 from autoplace.pipeline.log import KIND, best_of, read_lines
@@ -62,9 +63,10 @@ def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None
         raise ReportError(f"{log}: no trial to report")
     costs = _costs(lines, log, model, hw)
     plan, best = best_of(lines, costs, lines[-1]["profile_hash"], where=log)
-    mine = pd.DataFrame([x for x in lines if x["graph_fp"] == best["graph_fp"]
-                         and x["profile_hash"] == best["profile_hash"]])
-    mine = mine[mine["seed"] == best["seed"]].astype({"throughput": float})
+    trials = pipeline_frame([(log, lines)])
+    mine = trials[(trials["graph_fp"] == best["graph_fp"])
+                  & (trials["profile_hash"] == best["profile_hash"])
+                  & (trials["seed"] == best["seed"])]
     pes = costs.machine.size
     pictures = _pictures(plan, costs, mine, throughput_bound(costs, pes), out)
     f = evaluate(plan, costs)

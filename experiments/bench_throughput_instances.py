@@ -71,19 +71,16 @@ def their_max_load(exe: Path, instance: Path, placement, tmp: Path) -> str:
     return found.group(1) if found else out.stderr.strip().splitlines()[-1]
 
 
-def split(name: str) -> tuple[float, float]:
+def split(space: SearchSpace) -> tuple[float, float]:
     """The period (ms) of the best contiguous split, and the seconds it took."""
-    graph, profile = load_instance(name)
-    space = SearchSpace(graph, profile)
     t0 = time.perf_counter()
     placement = best_split(space)
     wall = time.perf_counter() - t0
     return Simulator(space).measure([placement])[0].period_s * 1e3, wall
 
 
-def tuned(name: str, trials: int, tmp: Path) -> dict:
-    graph, profile = load_instance(name)
-    space = SearchSpace(graph, profile)
+def tuned(name: str, space: SearchSpace, trials: int, tmp: Path) -> dict:
+    graph, profile = space.graph, space.profile
     log = tmp / f"{name}.jsonl"
     t0 = time.perf_counter()
     with TuningLog(log) as tl:
@@ -109,8 +106,9 @@ def main() -> None:
         for name in args.instances:
             path = bundled_instances()[name]
             optimum, dp_s = their_optimum(exe, path, args.dp_timeout)
-            ours, ours_s = split(name)
-            r = tuned(name, args.trials, Path(tmp))
+            space = SearchSpace(*load_instance(name))
+            ours, ours_s = split(space)
+            r = tuned(name, space, args.trials, Path(tmp))
             theirs = their_max_load(exe, path, r["placement"], Path(tmp))
             ratio = f"{r['period_ms'] / optimum:.3f}" if optimum else "-"
             split_ratio = f"{ours / optimum:.3f}" if optimum else "-"

@@ -49,11 +49,12 @@ def fit_memory(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.n
         if not len(rows):
             break
         out = simulate_batch(space, rows, np.broadcast_to(mode, (len(rows), len(mode))))
-        excess = _overflow(space, out).sum(axis=1)
+        overflow = _overflow(space, out)
+        excess = overflow.sum(axis=1)
         best = int(np.lexsort((out.latency, excess))[0])
         if excess[best] >= over.sum():
             break
-        choice, over = rows[best], _overflow(space, out)[best]
+        choice, over = rows[best], overflow[best]
     return choice
 
 
