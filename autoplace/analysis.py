@@ -40,7 +40,7 @@ def load_pipeline(*paths) -> pd.DataFrame:
 
 def pipeline_frame(logs: Sequence[tuple[object, list[dict]]]) -> pd.DataFrame:
     """The lines of pipeline logs, ``(path, lines)`` each, one row per trial: ``log``,
-    ``seq``, graph, profile, seed, trial, move, status, ``stages``, ``pes`` (of one copy),
+    ``seq``, graph, profile, run, seed, trial, move, status, ``stages``, ``pes`` (of one copy),
     ``replicas``, ``pes_used``, ``period_s`` (one copy's stream), ``analytic_period_s`` and
     ``throughput`` (inferences/s over every copy; NaN unless the status is ``ok``)."""
     rows = []
@@ -48,14 +48,14 @@ def pipeline_frame(logs: Sequence[tuple[object, list[dict]]]) -> pd.DataFrame:
         for seq, line in enumerate(lines):
             plan = plan_of(line)
             rows.append({"log": str(path), "seq": seq, **{k: line[k] for k in (
-                "graph", "graph_fp", "profile", "profile_hash", "seed", "trial", "move",
+                "graph", "graph_fp", "profile", "profile_hash", "run", "seed", "trial", "move",
                 "status")}, "stages": len(plan.stages), "pes": plan.pes,
                 "replicas": plan.replicas, "pes_used": plan.pes * plan.replicas,
                 **{k: line[k] for k in ("period_s", "analytic_period_s", "throughput")}})
     if not rows:
         raise ValueError(f"{', '.join(str(path) for path, _ in logs)}: no pipeline trial")
     df = pd.DataFrame(rows)
-    for col in ("log", "graph", "profile", "move", "status"):
+    for col in ("log", "graph", "profile", "run", "move", "status"):
         df[col] = df[col].astype("category")
     return df.astype({k: "float64" for k in ("period_s", "analytic_period_s", "throughput")})
 

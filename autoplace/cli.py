@@ -260,10 +260,19 @@ def cmd_best(args) -> int:
         print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
               f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
               f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''})")
-        print(format_placement(rec.placement, _graph_or_none(args.model or rec.graph)))
+        print(_format_plan(rec.pipeline) if rec.pipeline is not None else
+              format_placement(rec.placement, _graph_or_none(args.model or rec.graph)))
     if not found:
         raise CliError(f"{', '.join(args.log)}: no valid record")
     return 0
+
+
+def _format_plan(pipeline) -> str:
+    """A pipeline record's plan: its stages' ops and PEs, and its copies."""
+    stages = ", ".join(f"ops {a}-{b - 1} on {k} PE{'s' if k > 1 else ''}"
+                       for a, b, k, _ in pipeline["stages"])
+    copies = pipeline["replicas"]
+    return f"  stages: {stages}; {copies} cop{'ies' if copies > 1 else 'y'} of the pipeline"
 
 
 def _graph_or_none(spec: str) -> OpGraph | None:

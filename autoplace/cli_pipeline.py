@@ -112,22 +112,23 @@ def _search(args, costs, profile, start, pes: int):
     from autoplace.pipeline.log import TrialLog
     from autoplace.pipeline.search import STATUSES, PipelineSearch
 
-    known, record = [], []
+    known, record, study = [], [], None
     if args.storage:  # opened first: a bad URL appends nothing to the log
-        from autoplace.search.pipeline_study import (
-            StudyRecorder,
-            known_in_study,
-            open_pipeline_study,
-        )
+        from autoplace.search.pipeline_study import known_in_study, open_pipeline_study
 
         study = open_pipeline_study(args.storage, costs, profile.hash, args.study)
         known += known_in_study(study)
-        record.append(StudyRecorder(study, costs, profile_hash=profile.hash, seed=args.seed))
     log = None
     if args.log:
         log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed)
         known += log.known()
-        record.insert(0, log)  # the log first, the source of truth
+        record.append(log)  # the log first, the source of truth
+    if study is not None:
+        from autoplace.records import new_run_id
+        from autoplace.search.pipeline_study import StudyRecorder
+
+        record.append(StudyRecorder(study, costs, profile_hash=profile.hash, seed=args.seed,
+                                    run=log.run if log is not None else new_run_id()))
     t0 = time.perf_counter()
     try:
         search = PipelineSearch(costs, pes, seed=args.seed, known=known,

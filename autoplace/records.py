@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import uuid
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ class Record:
     versions: Mapping[str, str] = field(default_factory=versions)
     schema: int = SCHEMA_VERSION
     run: str = ""
+    #: a pipeline search's trial (:mod:`autoplace.pipeline.log`): its plan and figures
+    pipeline: Mapping | None = None
 
     def to_dict(self) -> dict:
         run = {"run": self.run} if self.schema >= 2 else {}
@@ -79,6 +82,7 @@ class Record:
             "result": self.result.to_dict(),
             "time": self.time,
             "versions": dict(self.versions),
+            **({"pipeline": dict(self.pipeline)} if self.pipeline is not None else {}),
         }
 
     @classmethod
@@ -92,8 +96,13 @@ class Record:
             trial=int(d["trial"]), seed=d["seed"], measurer=d["measurer"],
             placement=Placement.from_dict(d["placement"]),
             result=MeasureResult.from_dict(d["result"]), time=d["time"],
-            versions=d.get("versions", {}), run=d.get("run", ""),
+            versions=d.get("versions", {}), run=d.get("run", ""), pipeline=d.get("pipeline"),
         )
+
+
+def new_run_id() -> str:
+    """A new run's id (twelve hex digits)."""
+    return uuid.uuid4().hex[:12]
 
 
 _TEXT_FIELDS = ("graph", "graph_fp", "profile", "profile_hash", "strategy", "measurer", "time")
@@ -129,6 +138,8 @@ def check_line(d: object) -> None:
         if not (none_ok and value is None) and (isinstance(value, bool)
                                                  or not isinstance(value, int) or value < 0):
             raise ValueError(f"{name!r} must be an integer >= 0, got {value!r}")
+    if not isinstance(d.get("pipeline", {}), dict):
+        raise ValueError(f"'pipeline' must be an object, got {_kind(d['pipeline'])}")
     result = d.get("result")
     if not isinstance(result, dict):
         raise ValueError(f"'result' must be an object, got {_kind(result)}")

@@ -18,7 +18,7 @@ from autoplace import plots
 from autoplace.analysis import pipeline_frame
 from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bound
 from autoplace.pipeline.layout import grid_maps
-from autoplace.pipeline.log import KIND, best_of, read_lines
+from autoplace.pipeline.log import best_of, is_pipeline_line, read_lines
 from autoplace.pipeline.machine import MAX_SPLIT
 from autoplace.pipeline.stream import steady_window
 from autoplace.report import STYLE, ReportError, html_img, html_table, logged_inputs
@@ -29,7 +29,7 @@ def is_pipeline_log(path: str | Path) -> bool:
     try:
         with Path(path).open(encoding="utf-8") as f:
             first = next((line for line in f if line.strip()), "")
-        return json.loads(first).get("kind") == KIND
+        return is_pipeline_line(json.loads(first))
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -10,7 +10,7 @@ from test_cli import assert_one_line_error, cli
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.baselines import equal_flops
-from autoplace.pipeline.log import best_plan, read_lines
+from autoplace.pipeline.log import best_plan, read_lines, trial_fields
 from autoplace.pipeline.manifest import read_manifest
 from autoplace.profile_io import load_profile
 
@@ -63,6 +63,10 @@ def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
     costs = StageCosts(load_graph(model), MeshMachine.of(load_profile("mesh")))
     plan, _ = best_plan(log, costs, load_profile("mesh").hash)
     assert evaluate(plan, costs).fits and len(read_lines(log)) == 40
+    best = cli("best", log, "--objective", "throughput")  # the log is the tuner's records
+    assert best.returncode == 0, best.stderr
+    stages = ", ".join(f"ops {s.start}-{s.end - 1} on {s.pes} PE" for s in plan.stages)
+    assert stages in re.sub(r"PEs", "PE", best.stdout)
     manifest = json.loads((out / "manifest.json").read_text())
     assert read_manifest(out / "manifest.json", costs) == plan
     assert [s["library"]["file"] for s in manifest["stages"]] == \
@@ -126,8 +130,11 @@ def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tm
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     study = optuna.load_study(study_name=study_name(costs, load_profile("mesh").hash),
                               storage=open_storage(url))
-    lines = [json.loads(t.user_attrs["line"]) for t in study.trials]
+    lines = [trial_fields(json.loads(t.user_attrs["line"])) for t in study.trials]
     assert sorted(x["trial"] for x in lines) == list(range(30))
+    assert [(t.user_attrs["trial"], t.user_attrs["strategy"]) for t in study.trials] == \
+        [(x["trial"], x["move"]) for x in lines]
+    assert len({x["run"] for x in lines}) == 2  # a run each, no log to carry the first's on
     ok = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert ok and study.best_value == max(x["throughput"] for x in lines if x["throughput"])
     other = optuna.create_study(study_name="taken", storage=open_storage(url))

@@ -51,11 +51,13 @@ def build(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
 
 def best_record(records: Iterable, graph: OpGraph, profile: Profile, *,
                 by: str = "latency_s"):
-    """The valid record with the lowest ``by`` (a result field: ``latency_s``, or
-    ``period_s`` for throughput) for this graph and profile, else BuildError."""
+    """The valid placement record with the lowest ``by`` (a result field: ``latency_s``,
+    or ``period_s`` for throughput) for this graph and profile, else BuildError. A pipeline
+    search's records (a plan, no placement) are not placements."""
     records = list(records)
     ok = [r for r in records if r.result.ok and r.graph_fp == graph.fingerprint
-          and r.profile_hash == profile.hash and getattr(r.result, by) is not None]
+          and r.profile_hash == profile.hash and getattr(r.result, by) is not None
+          and r.pipeline is None]
     if not ok:
         raise BuildError(f"no valid record for graph {graph.name} (fingerprint "
                          f"{graph.fingerprint}) on profile {profile.name} (hash {profile.hash}) "

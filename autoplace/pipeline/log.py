@@ -1,88 +1,154 @@
-"""The pipeline search's log: one strict JSON line per trial, appended and flushed.
+"""The pipeline search's log: the tuner's records (:mod:`autoplace.records`), one per trial.
 
-A line names the graph (fingerprint) and mesh profile (hash) it was measured on, the move
-that made it and the plan (stages as ``[start, end, pes, splits]``, ``splits`` null when
-every op uses all the stage's PEs; replicas), with its stream period, analytic period and
-throughput (null unless ``status`` is ``ok``: ``no-fit`` when the plan does not fit,
-``bounded`` when its analytic throughput showed it cannot beat the best, unstreamed).
-:func:`best_plan` reads back the best plan for a graph and mesh, which ``autoplace compile
---objective throughput --log`` builds.
+A trial is a :class:`~autoplace.records.Record` as a tuned placement is, appended by the
+tuner's :class:`~autoplace.records.TuningLog` (one whole line per write, a torn tail cut):
+``strategy`` is the move that made it (``dp`` for the start), ``measurer`` ``stream``,
+``result`` the plan's analytic latency (one inference through one copy) and ``period_s``,
+seconds per inference over every copy (1 / throughput: the throughput objective's value;
+null unless the plan was streamed), an ``out_of_memory`` error when it does not fit. Its
+``placement`` is empty: the plan is in ``pipeline`` — ``stages`` as ``[start, end, pes,
+splits]`` (``splits`` null when every op uses all the stage's PEs), ``replicas``,
+``status`` (``ok``; ``no-fit``; ``bounded``: its analytic throughput showed it cannot beat
+the best, so it was not streamed), ``period_s`` (one copy's stream) and
+``analytic_period_s``. :func:`autoplace.analysis.load` reads a pipeline log as it reads a
+tuning log; :func:`read_lines` gives each trial's fields (those of ``pipeline`` beside the
+record's, ``move`` and ``throughput``). Logs of ``kind: pipeline-trial`` lines (before the
+records) are still read. :func:`best_plan` reads back the best plan for a graph and mesh,
+which ``autoplace compile --objective throughput --log`` builds.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
+from autoplace.measure.base import ErrorKind, MeasureResult
 from autoplace.pipeline.costs import StageCosts
-from autoplace.pipeline.plan import PipelinePlan, Stage
+from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.search import STATUSES, Trial
+from autoplace.records import Record, TuningLog, new_run_id
+from autoplace.space import Placement
 
-KIND = "pipeline-trial"
+#: the measurer a pipeline trial's record names: the plan's simulated stream
+MEASURER = "stream"
+#: the ``kind`` of a line of the logs written before the search logged records
+LEGACY_KIND = "pipeline-trial"
 
 
 class TrialLogError(ValueError):
     """A pipeline log line is malformed, or the log has no trial of this graph and mesh."""
 
 
-def trial_line(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: int) -> dict:
-    """The log line of ``trial`` (JSON-ready)."""
-    def finite(x):
-        return x if x is not None and math.isfinite(x) else None
+def trial_record(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: int,
+                 run: str) -> Record:
+    """The record of ``trial``."""
+    g = costs.graph
+    return Record(graph=g.name, graph_fp=g.fingerprint, profile=costs.machine.name,
+                  profile_hash=profile_hash, strategy=trial.move, trial=trial.number,
+                  seed=seed, run=run, measurer=MEASURER, placement=Placement(ops={}, copies={}),
+                  result=_result(trial, costs),
+                  pipeline={"stages": [[s.start, s.end, s.pes, list(s.splits) if s.splits
+                                        else None] for s in trial.plan.stages],
+                            "replicas": trial.plan.replicas, "status": trial.status,
+                            "period_s": _finite(trial.period_s),
+                            "analytic_period_s": _finite(trial.analytic_period_s)})
 
-    return {"kind": KIND, "graph": costs.graph.name, "graph_fp": costs.graph.fingerprint,
-            "profile": costs.machine.name, "profile_hash": profile_hash, "seed": seed,
-            "trial": trial.number, "move": trial.move, "status": trial.status,
-            "stages": [[s.start, s.end, s.pes, list(s.splits) if s.splits else None]
-                       for s in trial.plan.stages],
-            "replicas": trial.plan.replicas, "period_s": finite(trial.period_s),
-            "analytic_period_s": finite(trial.analytic_period_s),
-            "throughput": finite(trial.throughput)}
+
+def _result(trial: Trial, costs: StageCosts) -> MeasureResult:
+    f = evaluate(trial.plan, costs)
+    latency = _finite(f.latency_s)
+    if trial.status == "no-fit":
+        worst = max(range(len(f.stage_memory)), key=f.stage_memory.__getitem__)
+        return MeasureResult(error=ErrorKind.OUT_OF_MEMORY, latency_s=latency, detail=(
+            f"stage {worst} needs {f.stage_memory[worst]:,.0f} bytes per PE; a PE's local "
+            f"scope holds {costs.machine.memory_bytes:,}"))
+    period = trial.period_s / trial.plan.replicas if trial.status == "ok" else None
+    return MeasureResult(latency_s=latency, period_s=period)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 class TrialLog:
-    """Appends trial lines to ``path``, one flushed line each."""
+    """Appends the records of trials to ``path`` (the log is read, and refused if
+    malformed, before anything is appended). ``run``: the id of the run; by default the
+    last one of this graph and mesh in the log (a search run again goes on from its
+    trials), else a new one."""
 
-    def __init__(self, path: str | Path, costs: StageCosts, *, profile_hash: str, seed: int):
+    def __init__(self, path: str | Path, costs: StageCosts, *, profile_hash: str, seed: int,
+                 run: str | None = None):
         self.path, self.costs = Path(path), costs
         self.profile_hash, self.seed = profile_hash, seed
-        # read (and refused if malformed) before anything is appended
         self.lines = read_lines(self.path) if self.path.exists() else []
-        self._file = self.path.open("a", encoding="utf-8")
+        runs = [x["run"] for x in _mine(self.lines, costs, profile_hash) if x["run"]]
+        self.run = run or (runs[-1] if runs else new_run_id())
+        self._log = TuningLog(self.path)
 
     def known(self) -> list[Trial]:
         """The trials already in the log of this graph and mesh, to resume a search."""
         return _trials(self.lines, self.costs, self.profile_hash)
 
     def __call__(self, trial: Trial) -> None:
-        line = trial_line(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed)
-        self._file.write(json.dumps(line, allow_nan=False, separators=(",", ":")) + "\n")
-        self._file.flush()
+        self._log.append(trial_record(trial, self.costs, profile_hash=self.profile_hash,
+                                      seed=self.seed, run=self.run))
 
     def close(self) -> None:
-        self._file.close()
+        self._log.close()
 
 
 def read_lines(path: str | Path) -> list[dict]:
-    """Every line of a pipeline log; TrialLogError naming the file and line if one is not
-    a pipeline trial."""
+    """The trials of a pipeline log, as :func:`trial_fields` each; TrialLogError naming the file
+    and line if one is not a pipeline trial. A torn last line is skipped with a warning."""
     out = []
-    with Path(path).open(encoding="utf-8") as f:
-        for n, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                line = json.loads(text, parse_constant=_no_constant)
-                if not isinstance(line, dict) or line.get("kind") != KIND:
-                    raise ValueError(f"not a {KIND} line")
-                if line["status"] not in STATUSES:
-                    raise ValueError(f"status {line['status']!r} is not one of {STATUSES}")
-                plan_of(line)
-            except (ValueError, TypeError, KeyError) as exc:
-                raise TrialLogError(f"{path}:{n}: {exc}") from None
-            out.append(line)
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(trial_fields(json.loads(line, parse_constant=_no_constant)))
+        except (ValueError, TypeError, KeyError) as exc:
+            if n == len(lines):  # no newline after it: torn by a crash mid-write
+                warnings.warn(f"{path}:{n}: skipping a torn last line", stacklevel=2)
+                break
+            raise TrialLogError(f"{path}:{n}: {exc}") from None
     return out
+
+
+def is_pipeline_line(d: object) -> bool:
+    """Whether a log line's object is a pipeline trial (a record, or a line of before)."""
+    return isinstance(d, dict) and (isinstance(d.get("pipeline"), dict)
+                                    or d.get("kind") == LEGACY_KIND)
+
+
+def trial_fields(d: dict) -> dict:
+    """A trial's fields from its log line: graph, graph_fp, profile, profile_hash, seed,
+    trial, run, move, status, stages, replicas, period_s (one copy's stream),
+    analytic_period_s, throughput (over every copy; None unless streamed). ValueError if
+    the line is not a pipeline trial."""
+    if not is_pipeline_line(d):
+        raise ValueError("not a pipeline trial (a tuning record, or not a record)")
+    if d.get("kind") == LEGACY_KIND:
+        line = {"run": "", **d}
+    else:
+        rec = Record.from_dict(d)
+        p = rec.pipeline
+        period = p["period_s"]
+        if period is not None and (isinstance(period, bool) or not period > 0):
+            raise ValueError(f"pipeline period_s {period!r} is not a number > 0")
+        line = {k: d[k] for k in ("graph", "graph_fp", "profile", "profile_hash", "seed",
+                                  "trial")}
+        line.update(run=rec.run, move=rec.strategy, status=p["status"], stages=p["stages"],
+                    replicas=p["replicas"], period_s=period,
+                    analytic_period_s=p["analytic_period_s"],
+                    throughput=p["replicas"] / period if period is not None else None)
+    if line["status"] not in STATUSES:
+        raise ValueError(f"status {line['status']!r} is not one of {STATUSES}")
+    plan_of(line)
+    return line
 
 
 def _no_constant(name: str):
@@ -90,7 +156,7 @@ def _no_constant(name: str):
 
 
 def plan_of(line: dict) -> PipelinePlan:
-    """The plan of a log line."""
+    """The plan of a trial's fields."""
     stages = tuple(Stage(int(a), int(b), int(k), tuple(map(int, w)) if w else None)
                    for a, b, k, w in line["stages"])
     return PipelinePlan(stages=stages, replicas=int(line["replicas"]))
@@ -112,7 +178,7 @@ def _mine(lines: list[dict], costs: StageCosts, profile_hash: str) -> list[dict]
 
 
 def trial_of(line: dict) -> Trial:
-    """The trial a log line holds."""
+    """The trial of a trial's fields."""
     return Trial(number=line["trial"], move=line["move"], plan=plan_of(line),
                  status=line["status"],
                  period_s=line["period_s"], analytic_period_s=line["analytic_period_s"],
@@ -121,7 +187,7 @@ def trial_of(line: dict) -> Trial:
 
 def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[PipelinePlan,
                                                                                 dict]:
-    """The plan of the highest-throughput line for this graph and mesh, with its line."""
+    """The plan of the highest-throughput trial for this graph and mesh, with its fields."""
     return best_of(read_lines(path), costs, profile_hash, where=path)
 
 

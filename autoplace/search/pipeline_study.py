@@ -3,9 +3,11 @@
 The same storages as the tuner's (:func:`autoplace.search.storage.open_storage`): a journal
 file, SQLite or PostgreSQL. One study per graph and mesh (``autoplace-pipeline-<graph>-
 <mesh>-<fingerprint>-<hash>``, direction maximize), marked ``kind: pipeline``; each trial
-holds the plan and its figures as user attributes and the streamed throughput as its value
-(a plan that does not fit is a failed trial). The log stays the source of truth: a trial goes
-to the log first, then to the study; a search run again takes the trials of both as known.
+holds, as the tuner's trials do, the log's trial number (``trial``) and the move that made it
+(``strategy``), and its record (:mod:`autoplace.pipeline.log`) as ``line``; its value is
+the streamed throughput (a plan that does not fit, or was not streamed, is a failed trial).
+The log stays the source of truth: a trial goes to the log first, then to the study; a
+search run again takes the trials of both as known.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 import optuna
 
 from autoplace.pipeline.costs import StageCosts
-from autoplace.pipeline.log import trial_line, trial_of
+from autoplace.pipeline.log import trial_fields, trial_of, trial_record
 from autoplace.pipeline.search import Trial
 from autoplace.search.storage import StorageError, open_storage, redact
 
@@ -53,20 +55,22 @@ class StudyRecorder:
     """Adds each trial to ``study`` (a completed trial, or a failed one if it does not fit)."""
 
     def __init__(self, study: optuna.Study, costs: StageCosts, *, profile_hash: str,
-                 seed: int):
+                 seed: int, run: str):
         self.study, self.costs = study, costs
-        self.profile_hash, self.seed = profile_hash, seed
+        self.profile_hash, self.seed, self.run = profile_hash, seed, run
 
     def __call__(self, trial: Trial) -> None:
-        line = trial_line(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed)
+        line = trial_record(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed,
+                            run=self.run).to_dict()
         ok = trial.throughput is not None and math.isfinite(trial.throughput)
         self.study.add_trial(optuna.trial.create_trial(
             state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
             value=trial.throughput if ok else None, params={}, distributions={},
-            user_attrs={"line": json.dumps(line, allow_nan=False)}))
+            user_attrs={"trial": trial.number, "strategy": trial.move,
+                        "line": json.dumps(line, allow_nan=False)}))
 
 
 def known_in_study(study: optuna.Study) -> list[Trial]:
     """The trials of a pipeline study, to resume a search without measuring them again."""
-    return [trial_of(json.loads(t.user_attrs["line"]))
+    return [trial_of(trial_fields(json.loads(t.user_attrs["line"])))
             for t in study.get_trials(deepcopy=False) if "line" in t.user_attrs]

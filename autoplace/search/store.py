@@ -17,7 +17,6 @@ record (:meth:`Store.logged_attrs`), so its log and the study still agree.
 from __future__ import annotations
 
 import hashlib
-import uuid
 import warnings
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import LATENCY, Objective
-from autoplace.records import Record, TuningLog, read
+from autoplace.records import Record, TuningLog, new_run_id, read
 from autoplace.search.config import SearchError, TuneConfig
 from autoplace.search.params import distributions, to_params, to_placement
 from autoplace.search.storage import open_storage, redact
@@ -132,7 +131,7 @@ class Store:
 
     def _own_run_id(self) -> str:
         known = [r.run for r in self.logged if r.run] if self.continues else []
-        return known[-1] if known else uuid.uuid4().hex[:12]
+        return known[-1] if known else new_run_id()
 
     # -- resuming ----------------------------------------------------------------------------
     def sync(self) -> list[tuple[str, Placement, float | None]]:

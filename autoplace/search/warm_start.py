@@ -54,7 +54,7 @@ def load_rows(paths: Sequence[str], space: SearchSpace,
     """Featurised rows of every usable record in the logs ``paths``, with the targets of
     ``objective``."""
     records = [r for p in paths for r in read(p)]
-    mine = [r for r in records if r.profile_hash == space.profile.hash]
+    mine = [r for r in records if r.profile_hash == space.profile.hash and r.pipeline is None]
     groups: dict[str, list[Record]] = {}
     for r in mine:
         groups.setdefault(r.graph_fp, []).append(r)
