@@ -9,6 +9,7 @@ import time
 def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
     from autoplace.cli_args import positive_int, seed_arg
+    from autoplace.pipeline.search import RANKINGS
 
 
     p = sub.add_parser("pipeline",
@@ -22,8 +23,13 @@ def register(sub) -> None:
                    help="candidates measured by their streams, the DP's plan first (default 1: "
                         "the DP's plan only); the best is printed, written and drawn")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the search")
+    p.add_argument("--cost-model", choices=RANKINGS, default="xgb",
+                   help="what picks each trial among 8 moves: XGBoost on the stream's "
+                        "slowdown over the analytic period (default), the analytic period, "
+                        "or none (one move per trial)")
     p.add_argument("--log", default=None, metavar="FILE",
-                   help="append every trial to FILE (JSON lines; compile --log reads its best)")
+                   help="append every trial to FILE (the tuner's records; compile --log "
+                        "reads its best)")
     p.add_argument("--storage", default=None, metavar="URL",
                    help="also keep the trials in an Optuna study (journal:PATH, "
                         "sqlite:///PATH, postgresql://...); a search run again skips them")
@@ -132,7 +138,8 @@ def _search(args, costs, profile, start, pes: int):
     t0 = time.perf_counter()
     try:
         search = PipelineSearch(costs, pes, seed=args.seed, known=known,
-                                on_trial=lambda trial: [r(trial) for r in record])
+                                on_trial=lambda trial: [r(trial) for r in record],
+                                ranking=args.cost_model)
         best = search.run(start, args.trials)
     finally:
         if log is not None:

@@ -234,10 +234,11 @@ class AnalyticCostModel(_OneColumn):
     column = ESTIMATE
 
 
-def _check(X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+def _check(X: np.ndarray, y: np.ndarray | None = None,
+           features: tuple[str, ...] = FEATURES) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != len(FEATURES):
-        raise CostModelError(f"X must have shape (n, {len(FEATURES)}), got {X.shape}")
+    if X.ndim != 2 or X.shape[1] != len(features):
+        raise CostModelError(f"X must have shape (n, {len(features)}), got {X.shape}")
     if y is not None and len(y) != len(X):
         raise CostModelError(f"X has {len(X)} rows but y has {len(y)}")
     return X
@@ -250,17 +251,20 @@ class XGBCostModel(CostModel):
     kept and ``n_estimators`` more are boosted on the new data. Training is single-threaded
     and seeded, so the same data gives the same model. ``target`` names the objective whose
     seconds the targets are (``"latency"``, ``"throughput"``): saved with the model, and a
-    model of another target is refused on loading.
+    model of another target is refused on loading. ``features``: the names of ``X``'s
+    columns, the first the base (a placement's :data:`FEATURES`, or a pipeline plan's,
+    :data:`autoplace.pipeline.features.PLAN_FEATURES`); saved with the model, and a model
+    of others is refused on loading.
     """
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int = 4,
                  learning_rate: float = 0.3, min_child_weight: float = 2.0,
                  max_bin: int = 32, seed: int = 0, init_model: str | Path | None = None,
-                 target: str = "latency"):
+                 target: str = "latency", features: tuple[str, ...] = FEATURES):
         self.n_estimators, self.max_depth = n_estimators, max_depth
         self.learning_rate, self.min_child_weight = learning_rate, min_child_weight
         self.max_bin, self.seed, self.init_model = max_bin, seed, init_model
-        self.target = target
+        self.target, self.features = target, tuple(features)
 
     def _params(self) -> dict:
         return {"max_depth": self.max_depth, "eta": self.learning_rate,
@@ -271,11 +275,11 @@ class XGBCostModel(CostModel):
     def fit(self, X: np.ndarray, y: np.ndarray) -> XGBCostModel:
         import xgboost as xgb
 
-        X = _check(X, y)
+        X = _check(X, y, self.features)
         if self.n_estimators <= 0:
             raise CostModelError(f"n_estimators > 0 must hold, got {self.n_estimators}")
-        init = _load_booster(self.init_model, self.target) if self.init_model is not None \
-            else None
+        init = _load_booster(self.init_model, self.target, self.features) \
+            if self.init_model is not None else None
         with xgb.config_context(nthread=1):  # threads cost more than they save at this size
             data = xgb.DMatrix(X, label=np.asarray(y, dtype=np.float64), base_margin=X[:, BASE])
             self.booster_ = xgb.train(self._params(), data,
@@ -289,7 +293,7 @@ class XGBCostModel(CostModel):
     def predict(self, X: np.ndarray) -> np.ndarray:
         if not hasattr(self, "booster_"):
             raise NotFittedError("XGBCostModel.predict called before fit (or load)")
-        X = _check(X)
+        X = _check(X, features=self.features)
         if not len(X):
             return np.zeros(0)
         import xgboost as xgb
@@ -309,7 +313,7 @@ class XGBCostModel(CostModel):
         if path.suffix not in (".json", ".ubj"):
             raise CostModelError(f"{path}: a cost model file ends in .json or .ubj")
         self.booster_.set_attr(
-            autoplace_features=json.dumps(_features_meta(self.target)),
+            autoplace_features=json.dumps(_features_meta(self.target, self.features)),
             autoplace_residual_range=json.dumps(list(self.residual_range_)))
         self.booster_.save_model(str(path))
 
@@ -317,21 +321,22 @@ class XGBCostModel(CostModel):
     def load(cls, path: str | Path, **settings) -> XGBCostModel:
         """A fitted model read from ``path`` (``settings`` apply to later ``fit`` calls)."""
         model = cls(**settings)
-        model.booster_ = _load_booster(path, model.target)
+        model.booster_ = _load_booster(path, model.target, model.features)
         low, high = json.loads(model.booster_.attr("autoplace_residual_range") or "[0, 0]")
         model.residual_range_ = (float(low), float(high))
-        model.n_features_in_ = len(FEATURES)
+        model.n_features_in_ = len(model.features)
         return model
 
 
-def _features_meta(target: str) -> dict:
+def _features_meta(target: str, features: tuple[str, ...] = FEATURES) -> dict:
     """What a saved model's features are: their version and names, and the target where
     it is not latency (so latency models saved before targets existed still load)."""
-    meta = {"version": FEATURE_VERSION, "names": list(FEATURES)}
+    meta = {"version": FEATURE_VERSION, "names": list(features)}
     return meta if target == "latency" else {**meta, "target": target}
 
 
-def _load_booster(path: str | Path, target: str = "latency"):
+def _load_booster(path: str | Path, target: str = "latency",
+                  features: tuple[str, ...] = FEATURES):
     """An XGBoost booster written by :meth:`XGBCostModel.save`, its features and target
     checked."""
     import xgboost as xgb
@@ -346,7 +351,7 @@ def _load_booster(path: str | Path, target: str = "latency"):
     if isinstance(saved, dict) and saved.get("target", "latency") != target:
         raise CostModelError(f"{path}: a cost model of the {saved.get('target')} objective; "
                              f"this job's is {target}")
-    if saved != _features_meta(target):
+    if saved != _features_meta(target, features):
         raise CostModelError(f"{path}: a cost model of other features (autoplace_features="
                              f"{meta}); retrain it with this version")
     return booster

@@ -172,6 +172,24 @@ def test_a_model_of_other_features_is_refused(tmp_path):
         XGBCostModel.load(tmp_path / "foreign.json")
 
 
+def test_a_model_of_pipeline_plans_is_not_a_placement_model(tmp_path):
+    """The pipeline search's model (its plans' features) saves and loads as itself, and
+    is refused as a placement model."""
+    from autoplace.pipeline.features import PLAN_FEATURES
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, len(PLAN_FEATURES)))
+    plans = XGBCostModel(features=PLAN_FEATURES, target="throughput").fit(X, X[:, 0] + 0.1)
+    plans.save(tmp_path / "plans.json")
+    again = XGBCostModel.load(tmp_path / "plans.json", features=PLAN_FEATURES,
+                              target="throughput")
+    assert np.allclose(again.predict(X), plans.predict(X), atol=1e-6)
+    with pytest.raises(CostModelError, match="other features"):
+        XGBCostModel.load(tmp_path / "plans.json", target="throughput")
+    with pytest.raises(CostModelError, match=r"shape \(n, 22\)"):
+        XGBCostModel(target="throughput").fit(X, X[:, 0])
+
+
 def test_same_data_same_model(biglittle_data):
     X, y, _ = biglittle_data
     a = XGBCostModel(seed=3).fit(X[:300], y[:300]).predict(X[300:])

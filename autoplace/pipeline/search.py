@@ -13,11 +13,17 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
 - ``split``: one op of a stage runs on fewer of its PEs, or on all again;
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one.
 
-Moves favour the slowest stage. A candidate whose analytic throughput is not above the best
+Moves favour the slowest stage. Each trial draws ``candidates`` moves and measures the one
+whose plan the cost model ranks first: the tuner's :class:`~autoplace.cost_model.XGBCostModel`
+on the plans' features (:mod:`autoplace.pipeline.features`), boosted on the stream's
+slowdown over the analytic period and refitted as streamed trials come in; before it is
+fitted, or without one (``model=None``), the analytic period ranks them. ``candidates=1`` is
+one move per trial, unranked. A candidate whose analytic throughput is not above the best
 streamed one is not streamed (no stream beats its busiest resource). Every candidate counts
 once (a memo by plan); each trial is reported to ``on_trial`` (the log). Deterministic with
 a seed, so a search run again with the trials of its log (``known``) replays them without
-measuring them again and goes on from where the log ends.
+measuring them again (the model refitted on the same trials) and goes on from where the log
+ends.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autoplace.cost_model import CostModel, XGBCostModel
 from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.stream import pipeline_period
 
@@ -37,6 +45,11 @@ MOVES = ("cut", "pe", "grow", "shrink", "split", "divide", "merge")
 #: what a trial found: streamed, does not fit, or bounded (its analytic throughput, which no
 #: stream exceeds, is not above the best streamed one, so it is not streamed)
 STATUSES = ("ok", "no-fit", "bounded")
+#: how each trial's move is picked (``--cost-model``): the learned model, the analytic
+#: period alone, or one move per trial, unranked
+RANKINGS = ("xgb", "analytic", "none")
+#: streamed trials before the model is first fitted, and the least growth to refit
+FIRST_FIT, REFIT = 8, 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,15 +86,28 @@ def measure(plan: PipelinePlan, costs: StageCosts, *,
     return "ok", period, f.period_s, plan.replicas / period if period > 0 else math.inf
 
 
+def ranking_model(ranking: str, seed: int = 0) -> tuple[CostModel | None, int]:
+    """``(model, candidates)`` of a :data:`RANKINGS` name."""
+    if ranking not in RANKINGS:
+        raise ValueError(f"ranking must be one of {RANKINGS}, got {ranking!r}")
+    if ranking == "xgb":
+        return XGBCostModel(seed=seed, target="throughput", features=PLAN_FEATURES), 8
+    return None, 8 if ranking == "analytic" else 1
+
+
 class PipelineSearch:
-    """Local search from a start plan over at most ``pes`` PEs (module docstring)."""
+    """Local search from a start plan over at most ``pes`` PEs (module docstring); by
+    default ranked by the learned model (``ranking_model("xgb")``)."""
 
     def __init__(self, costs: StageCosts, pes: int, *, seed: int = 0,
                  on_trial: Callable[[Trial], None] | None = None,
-                 known: Sequence[Trial] = ()):
+                 known: Sequence[Trial] = (), ranking: str = "xgb"):
         if not 1 <= pes:
             raise ValueError(f"pes >= 1 must hold, got {pes}")
         self.costs, self.pes, self.on_trial = costs, pes, on_trial
+        self.model, self.candidates = ranking_model(ranking, seed)
+        self.rows: tuple[list, list] = ([], [])  # streamed trials' features, log periods
+        self.fitted = 0  # rows the model was last fitted on
         self.rng = np.random.default_rng(seed)
         self.seen: dict[PipelinePlan, Trial] = {}
         self.known = {t.plan: t for t in known}  # measured before (a log): not again
@@ -96,11 +122,42 @@ class PipelineSearch:
         attempts = 0
         while len(self.seen) < trials and attempts < 50 * trials:
             attempts += 1
+            pool = self._pool()
+            if pool:
+                plan = self._pick(list(pool))
+                self._measure(plan, pool[plan])
+        return self.best
+
+    def _pool(self) -> dict[PipelinePlan, str]:
+        """Unmeasured plans of ``candidates`` moves from the best, with their moves."""
+        pool: dict[PipelinePlan, str] = {}
+        for _ in range(self.candidates):
             move = MOVES[int(self.rng.integers(len(MOVES)))]
             plan = self._propose(self.best.plan, move)
-            if plan is not None and plan not in self.seen:
-                self._measure(plan, move)
-        return self.best
+            if plan is not None and plan not in self.seen and plan not in pool:
+                pool[plan] = move
+        return pool
+
+    def _pick(self, plans: list[PipelinePlan]) -> PipelinePlan:
+        """The plan the model ranks first (the highest predicted throughput that fits)."""
+        if len(plans) == 1:
+            return plans[0]
+        X, fits = plan_features(plans, self.costs)
+        period = X[:, 0] if self.fitted == 0 else self.model.predict(X)
+        throughput = np.log([p.replicas for p in plans]) - period
+        return plans[int(np.argmax(np.where(fits, throughput, -np.inf)))]
+
+    def _learn(self, trial: Trial) -> None:
+        """Take a streamed trial in as a training row; refit once enough came in."""
+        if self.model is None or trial.status != "ok" or self.candidates == 1:
+            return
+        X, _ = plan_features([trial.plan], self.costs)
+        self.rows[0].append(X[0])
+        self.rows[1].append(math.log(trial.period_s))
+        n = len(self.rows[1])
+        if n >= FIRST_FIT and n >= self.fitted + max(REFIT, self.fitted // 10):
+            self.model.fit(np.array(self.rows[0]), np.array(self.rows[1]))
+            self.fitted = n
 
     def _measure(self, plan: PipelinePlan, move: str) -> Trial:
         before = self.known.get(plan)
@@ -119,6 +176,7 @@ class PipelineSearch:
         self.seen[plan] = trial
         if self.best is None or _better(trial.throughput, self.best.throughput):
             self.best = trial
+        self._learn(trial)
         return trial
 
     # -- moves ---------------------------------------------------------------------------
