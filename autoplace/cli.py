@@ -198,9 +198,12 @@ def make_measurer(args, graph, profile, space):
 
 
 def cmd_tune(args) -> int:
+    from autoplace.cli_pipeline import is_pipeline_job, tune_pipeline
     from autoplace.records import TuningLog
     from autoplace.search import TuneConfig, tune
 
+    if is_pipeline_job(args):
+        return tune_pipeline(args)
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
                         objective=args.objective,
                         sampler=args.sampler, storage=args.storage, study_name=args.study,

@@ -220,11 +220,47 @@ def _print_naive(plan, costs) -> None:
 MANIFEST = "manifest.json"
 
 
-def is_pipeline_compile(args) -> bool:
-    """``compile --objective throughput`` of a mesh profile builds a pipeline."""
+def is_pipeline_job(args) -> bool:
+    """``tune`` and ``compile`` for ``--objective throughput`` on a mesh profile search and
+    build a pipeline."""
     from autoplace.profile_io import load_profile
 
     return args.objective == "throughput" and load_profile(args.hw).mesh is not None
+
+
+#: ``tune`` options a pipeline search has no other value of: (option, attribute, default)
+_PLACEMENT_ONLY = (("--sampler", "sampler", "evolve"), ("--measurer", "measurer", "simulator"),
+                   ("--worker", "worker", False), ("--warm-start", "warm_start", []),
+                   ("--save-model", "save_model", None))
+
+
+def tune_pipeline(args) -> int:
+    """``tune --objective throughput`` on a mesh: the pipeline search of ``autoplace
+    pipeline`` from the DP's plan (the baseline) and ``--trials`` more, with tune's seed,
+    log, storage, study and cost model."""
+    import argparse
+
+    from autoplace.models import load_graph
+    from autoplace.pipeline.search import RANKINGS
+    from autoplace.profile_io import load_profile
+
+    given = [o for o, attr, default in _PLACEMENT_ONLY if getattr(args, attr) != default]
+    given += [f"--cost-model {args.cost_model}"] if args.cost_model not in RANKINGS else []
+    if given:
+        raise ValueError(f"tune --objective throughput on a mesh searches pipelines "
+                         f"(docs/pipeline.md): {', '.join(given)} only go with a placement "
+                         "search")
+    graph, profile = load_graph(args.model), load_profile(args.hw)
+    log = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
+    print(f"tuning {graph.name} on {profile.name} for throughput: a pipeline over the "
+          f"mesh's PEs (stages, PEs per stage, splits), log {log}")
+    code = cmd_pipeline(argparse.Namespace(
+        model=args.model, hw=args.hw, pes=None, max_split=None, plan=None,
+        trials=args.trials + 1, seed=args.seed, log=log, storage=args.storage,
+        study=args.study, manifest=None, plot=None, cost_model=args.cost_model))
+    print(f"next: autoplace compile {args.model} --hw {args.hw} --objective throughput "
+          f"--log {log} -o piped/")
+    return code
 
 
 def compile_pipeline(args) -> int:

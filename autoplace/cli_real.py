@@ -127,10 +127,10 @@ def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
 
 
 def cmd_compile(args) -> int:
-    from autoplace.cli_pipeline import compile_pipeline, is_pipeline_compile
+    from autoplace.cli_pipeline import compile_pipeline, is_pipeline_job
     from autoplace.deploy import compile_placed
 
-    if is_pipeline_compile(args):
+    if is_pipeline_job(args):
         return compile_pipeline(args)
     if not args.log:
         raise ValueError(f"compile {args.model}: --log LOG is needed (the placement to build "

@@ -140,3 +140,29 @@ def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tm
     other = optuna.create_study(study_name="taken", storage=open_storage(url))
     other.set_user_attr("kind", "placement")
     assert_one_line_error(cli(*args, "--study", "taken"), "study 'taken' is not the pipeline")
+
+
+def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
+    """``tune --objective throughput`` on a mesh profile runs the pipeline search (the DP's
+    plan, then --trials more) into its log, which ``compile --objective throughput --log``
+    reads; options of a placement search are refused before anything is logged."""
+    log = tmp_path / "t.jsonl"
+    t = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--trials", 20,
+            "--log", log, "--seed", 4, "--cost-model", "analytic", "--no-progress")
+    assert t.returncode == 0, t.stderr
+    assert "search: 21 trials in" in t.stdout
+    lines = read_lines(log)
+    assert [x["trial"] for x in lines] == list(range(21)) and lines[0]["move"] == "dp"
+    assert {x["seed"] for x in lines} == {4}
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
+    plan, best = best_plan(log, costs, load_profile("mesh").hash)
+    assert f"the best, trial {best['trial']} ({best['move']})" in t.stdout
+    assert f"--objective throughput --log {log} -o piped/" in t.stdout
+    other = tmp_path / "other.jsonl"
+    for option, named in ((("--sampler", "tpe"), "--sampler"),
+                          (("--measurer", "local"), "--measurer"),
+                          (("--cost-model", "simulator"), "--cost-model simulator")):
+        assert_one_line_error(cli("tune", "squeezenet", "--hw", "mesh", "--objective",
+                                  "throughput", "--log", other, *option),
+                              f"{named} only go with a placement search")
+        assert not other.exists()
