@@ -11,7 +11,6 @@ def register(sub) -> None:
     from autoplace.cli_args import positive_int, seed_arg
     from autoplace.pipeline.search import RANKINGS
 
-
     p = sub.add_parser("pipeline",
                        help="plan a stream of inferences over a mesh: stages over groups of "
                             "PEs, ops split across a stage's PEs, pipelines replicated (the "

@@ -17,13 +17,13 @@ Moves favour the slowest stage. Each trial draws ``candidates`` moves and measur
 whose plan the cost model ranks first: the tuner's :class:`~autoplace.cost_model.XGBCostModel`
 on the plans' features (:mod:`autoplace.pipeline.features`), boosted on the stream's
 slowdown over the analytic period and refitted as streamed trials come in; before it is
-fitted, or without one (``model=None``), the analytic period ranks them. ``candidates=1`` is
-one move per trial, unranked. A candidate whose analytic throughput is not above the best
-streamed one is not streamed (no stream beats its busiest resource). Every candidate counts
-once (a memo by plan); each trial is reported to ``on_trial`` (the log). Deterministic with
-a seed, so a search run again with the trials of its log (``known``) replays them without
-measuring them again (the model refitted on the same trials) and goes on from where the log
-ends.
+fitted, or without one (``ranking="analytic"``), the analytic period ranks them;
+``ranking="none"`` measures one move per trial, unranked. A candidate whose analytic
+throughput is not above the best streamed one is not streamed (no stream beats its busiest
+resource). Every candidate counts once (a memo by plan); each trial is reported to
+``on_trial`` (the log). Deterministic with a seed, so a search run again with the trials of
+its log (``known``) replays them without measuring them again (the model refitted on the same
+trials) and goes on from where the log ends.
 """
 
 from __future__ import annotations
@@ -143,13 +143,13 @@ class PipelineSearch:
         if len(plans) == 1:
             return plans[0]
         X, fits = plan_features(plans, self.costs)
-        period = X[:, 0] if self.fitted == 0 else self.model.predict(X)
-        throughput = np.log([p.replicas for p in plans]) - period
-        return plans[int(np.argmax(np.where(fits, throughput, -np.inf)))]
+        log_period = X[:, 0] if self.fitted == 0 else self.model.predict(X)
+        log_throughput = np.log([p.replicas for p in plans]) - log_period
+        return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
 
     def _learn(self, trial: Trial) -> None:
         """Take a streamed trial in as a training row; refit once enough came in."""
-        if self.model is None or trial.status != "ok" or self.candidates == 1:
+        if self.model is None or trial.status != "ok" or not trial.period_s > 0:
             return
         X, _ = plan_features([trial.plan], self.costs)
         self.rows[0].append(X[0])
