@@ -119,9 +119,9 @@ class PipelineSearch:
         if trials < 1:
             raise ValueError(f"trials >= 1 must hold, got {trials}")
         self._measure(start, "dp")
-        attempts = 0
-        while len(self.seen) < trials and attempts < 50 * trials:
-            attempts += 1
+        drawn = 0  # moves drawn: at most 50 per trial asked (the neighbourhood may run dry)
+        while len(self.seen) < trials and drawn < 50 * trials:
+            drawn += self.candidates
             pool = self._pool()
             if pool:
                 plan = self._pick(list(pool))
