@@ -138,8 +138,8 @@ def check_line(d: object) -> None:
         if not (none_ok and value is None) and (isinstance(value, bool)
                                                  or not isinstance(value, int) or value < 0):
             raise ValueError(f"{name!r} must be an integer >= 0, got {value!r}")
-    if not isinstance(d.get("pipeline", {}), dict):
-        raise ValueError(f"'pipeline' must be an object, got {_kind(d['pipeline'])}")
+    if d.get("pipeline") is not None:
+        _check_plan(d["pipeline"])
     result = d.get("result")
     if not isinstance(result, dict):
         raise ValueError(f"'result' must be an object, got {_kind(result)}")
@@ -152,6 +152,33 @@ def check_line(d: object) -> None:
             raise ValueError(f"{name!r} must be an object, got {_kind(figures)}")
         for key, value in figures.items():
             _finite(value, f"{name}.{key}")
+
+
+def _count(value: object, name: str, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
+def _check_plan(p: object) -> None:
+    """A pipeline trial's plan (autoplace.pipeline.log) as its readers rely on: stages as
+    ``[start, end, pes, splits or null]`` of integers, replicas, finite periods."""
+    if not isinstance(p, dict):
+        raise ValueError(f"'pipeline' must be an object, got {_kind(p)}")
+    stages = p.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise ValueError(f"pipeline 'stages' must be a non-empty list, got {stages!r}")
+    for st in stages:
+        if not isinstance(st, list) or len(st) != 4:
+            raise ValueError(f"a pipeline stage is [start, end, pes, splits], got {st!r}")
+        for value, name, least in zip(st[:3], ("start", "end", "pes"), (0, 1, 1)):
+            _count(value, f"a pipeline stage's {name}", least)
+        if st[3] is not None and not isinstance(st[3], list):
+            raise ValueError(f"a pipeline stage's splits must be a list or null, got {st[3]!r}")
+        for w in st[3] or ():
+            _count(w, "a pipeline stage's splits", 1)
+    _count(p.get("replicas"), "pipeline 'replicas'", 1)
+    _finite(p.get("period_s"), "pipeline period_s")
+    _finite(p.get("analytic_period_s"), "pipeline analytic_period_s")
 
 
 class TuningLog:
@@ -266,7 +293,8 @@ def _line_decoder(fast: bool = True):
 
     fields = [(k, object) for k in ("schema", *_HEADER, "result", "time") if k != "run"]
     line_type = msgspec.defstruct("Line", [*fields, ("placement", msgspec.Raw),
-                                           ("run", object, "")])  # schema 1 has no run
+                                           ("run", object, ""),  # schema 1 has no run
+                                           ("pipeline", object, None)])  # a pipeline trial
     decoder = msgspec.json.Decoder(line_type)
 
     def decode(line: bytes) -> dict:

@@ -24,7 +24,7 @@ from autoplace.pipeline.log import (
 )
 from autoplace.pipeline.search import PipelineSearch, Trial, measure
 from autoplace.profile_io import load_profile
-from autoplace.records import read
+from autoplace.records import RecordError, read
 
 
 @pytest.fixture(scope="module")
@@ -128,5 +128,15 @@ def test_a_tuning_record_is_not_a_pipeline_trial(mesh, logged, tmp_path):
     line["pipeline"] = {"stages": [[0, costs.n, 2, None]], "replicas": 1, "status": "ok",
                         "period_s": -1.0, "analytic_period_s": 1.0}
     path.write_text(json.dumps(line) + "\n")
-    with pytest.raises(TrialLogError, match=r"mixed.jsonl:1: pipeline period_s -1.0"):
+    with pytest.raises(TrialLogError, match=r"mixed.jsonl:1: 'pipeline period_s' must be a "
+                                            r"finite number >= 0, got -1.0"):
         read_lines(path)
+    for stages, wrong in (([["a", 3, 2, None]], "a pipeline stage's start must be an integer"),
+                          ([[0, 3, 2, 5]], "a pipeline stage's splits must be a list or null"),
+                          ([[0, 3]], r"a pipeline stage is \[start, end, pes, splits\]")):
+        line["pipeline"].update(stages=stages, period_s=1.0)
+        path.write_text(json.dumps(line) + "\n")
+        with pytest.raises(RecordError, match=f"mixed.jsonl:1: corrupt record: {wrong}"):
+            read(path)  # the tuner's reader: autoplace best, analysis.load
+        with pytest.raises(RecordError, match=wrong):
+            analysis.load(path)
