@@ -4,6 +4,7 @@ builds its stage libraries; ``run DIR`` streams inferences through them (docs/pi
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -91,6 +92,10 @@ def cmd_pipeline(args) -> int:
     from autoplace.pipeline import throughput_bound
     from autoplace.pipeline.baselines import equal_flops
 
+    if args.log and Path(args.log).exists():
+        from autoplace.pipeline.log import read_lines
+
+        read_lines(args.log)  # a malformed log is refused before anything is planned
     graph, profile, costs, plan, pes, secs = _planned(args)
     machine = costs.machine
     print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "
@@ -164,8 +169,6 @@ def _search(args, costs, profile, start, pes: int):
 
 def _plot(plan, costs, out: str) -> None:
     """grid.png and period.png in ``out``."""
-    from pathlib import Path
-
     from autoplace import plots
     from autoplace.pipeline.layout import grid_maps
     from autoplace.pipeline.stream import steady_window
@@ -265,8 +268,6 @@ def tune_pipeline(args) -> int:
 def compile_pipeline(args) -> int:
     """Plan (or read --plan), slice the model into stages, write their libraries and the
     manifest into the directory ``-o``."""
-    from pathlib import Path
-
     from autoplace.deploy.shard import SPLIT_KINDS
     from autoplace.deploy.stages import export_stages, slice_stages
     from autoplace.models import load_module_for
@@ -308,16 +309,12 @@ def run_args(p) -> None:
 
 def is_pipeline_dir(target: str) -> bool:
     """Whether ``target`` is a compiled pipeline: its directory, or its manifest."""
-    from pathlib import Path
-
     path = Path(target)
     return (path / MANIFEST).is_file() or path.name == MANIFEST
 
 
 def run_pipeline(args) -> int:
     """Stream inferences through the stage libraries: pipelined, then one at a time."""
-    from pathlib import Path
-
     from autoplace.deploy.run import random_inputs
     from autoplace.deploy.runner import PipelineRunner, load_stage_libraries
 
