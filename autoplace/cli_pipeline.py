@@ -92,10 +92,14 @@ def cmd_pipeline(args) -> int:
     from autoplace.pipeline import throughput_bound
     from autoplace.pipeline.baselines import equal_flops
 
-    if args.log and Path(args.log).exists():
+    if args.log and Path(args.log).exists():  # refused before anything is planned
         from autoplace.pipeline.log import read_lines
 
-        read_lines(args.log)  # a malformed log is refused before anything is planned
+        read_lines(args.log)
+    if args.storage:
+        from autoplace.search.storage import open_storage
+
+        open_storage(args.storage)
     graph, profile, costs, plan, pes, secs = _planned(args)
     machine = costs.machine
     print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "

@@ -159,6 +159,10 @@ def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
     assert f"the best, trial {best['trial']} ({best['move']})" in t.stdout
     assert f"--objective throughput --log {log} -o piped/" in t.stdout
     other = tmp_path / "other.jsonl"
+    bad = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--log", other,
+              "--storage", "bogus://x")
+    assert_one_line_error(bad, "--storage bogus://x: unknown scheme")
+    assert not other.exists() and "tuning squeezenet" in bad.stdout and "best:" not in bad.stdout
     for option, named in ((("--sampler", "tpe"), "--sampler"),
                           (("--measurer", "local"), "--measurer"),
                           (("--cost-model", "simulator"), "--cost-model simulator")):
