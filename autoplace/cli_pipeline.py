@@ -1,15 +1,17 @@
-"""Mesh pipelines on the command line: ``pipeline`` plans one; ``compile --objective throughput``
-builds its stage libraries; ``run DIR`` streams inferences through them (docs/pipeline.md)."""
+"""Mesh pipelines on the command line: ``pipeline`` plans one and searches from it (also
+``tune --objective throughput`` on a mesh); the stage libraries are built and run by
+:mod:`autoplace.cli_stages` (docs/pipeline.md)."""
 
 from __future__ import annotations
 
 import time
+import zlib
 from pathlib import Path
 
 
 def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
-    from autoplace.cli_args import positive_int, seed_arg
+    from autoplace.cli_args import positive_int, positive_seconds, seed_arg
     from autoplace.pipeline.search import RANKINGS
 
     p = sub.add_parser("pipeline",
@@ -35,6 +37,12 @@ def register(sub) -> None:
                         "sqlite:///PATH, postgresql://...); a search run again skips them")
     p.add_argument("--study", default=None, help="the study's name (default: one per graph "
                                                   "and mesh)")
+    p.add_argument("--worker", action="store_true",
+                   help="search as one of several workers sharing the study in --storage, "
+                        "each with its own --log: no plan is measured twice, --trials counts "
+                        "the whole study")
+    p.add_argument("--grace", type=positive_seconds, default=120.0, metavar="SECONDS",
+                   help="--worker: a worker silent this long is dead")
     p.add_argument("--manifest", default=None, metavar="FILE",
                    help="write the plan as a JSON manifest for a runtime (docs/pipeline.md)")
     p.add_argument("--plot", default=None, metavar="DIR",
@@ -56,7 +64,7 @@ def plan_args(p) -> None:
                         "instead of planning again")
 
 
-def _planned(args, log: str | None = None):
+def planned(args, log: str | None = None):
     """(graph, profile, costs, plan, pes, seconds) of ``args``: the DP's plan, --plan's, or
     the best of the pipeline log ``log``."""
     from autoplace.models import load_graph
@@ -100,11 +108,11 @@ def cmd_pipeline(args) -> int:
         from autoplace.search.storage import open_storage
 
         open_storage(args.storage)
-    graph, profile, costs, plan, pes, secs = _planned(args)
+    graph, profile, costs, plan, pes, secs = planned(args)
     machine = costs.machine
     print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "
           f"({machine.rows}x{machine.cols}), planned in {secs:.2f} s")
-    _print_plan(plan, costs)
+    print_plan(plan, costs)
     naive, bound = equal_flops(costs, pes), throughput_bound(costs, pes)
     if naive is not None:
         _print_naive(naive, costs)
@@ -123,38 +131,26 @@ def cmd_pipeline(args) -> int:
 
 def _search(args, costs, profile, start, pes: int):
     """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
-    from autoplace.pipeline.log import TrialLog
     from autoplace.pipeline.search import STATUSES, PipelineSearch
 
-    known, record, study = [], [], None
-    if args.storage:  # opened first: a bad URL appends nothing to the log
-        from autoplace.search.pipeline_study import known_in_study, open_pipeline_study
-
-        study = open_pipeline_study(args.storage, costs, profile.hash, args.study)
-        known += known_in_study(study)
-    log = None
-    if args.log:
-        log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed)
-        known += log.known()
-        record.append(log)  # the log first, the source of truth
-    if study is not None:
-        from autoplace.records import new_run_id
-        from autoplace.search.pipeline_study import StudyRecorder
-
-        record.append(StudyRecorder(study, costs, profile_hash=profile.hash, seed=args.seed,
-                                    run=log.run if log is not None else new_run_id()))
+    known, record, log, worker = _recorders(args, costs, profile)
+    mine = []  # trials this run measured
+    seed = args.seed if worker is None else (args.seed + zlib.crc32(worker.id.encode())) % 2**32
     t0 = time.perf_counter()
     try:
-        search = PipelineSearch(costs, pes, seed=args.seed, known=known,
-                                on_trial=lambda trial: [r(trial) for r in record],
+        search = PipelineSearch(costs, pes, seed=seed, known=known, shared=worker,
+                                on_trial=lambda trial: [r(trial) for r in (*record, mine.append)],
                                 ranking=args.cost_model)
         best = search.run(start, args.trials)
     finally:
-        if log is not None:
-            log.close()
+        for r in (log, worker):
+            if r is not None:
+                r.close()
     dp = search.seen[start]
     again = sum(1 for plan in search.seen if plan in search.known)
     counts = {s: sum(1 for t in search.seen.values() if t.status == s) for s in STATUSES}
+    if worker is not None:
+        print(f"worker {worker.id}: measured {len(mine)} of the study's trials")
     print(f"search: {len(search.seen)} trials in {time.perf_counter() - t0:.1f} s: "
           f"{counts['ok']} streamed (two inferences in flight per stage), "
           f"{counts['bounded']} bounded by their analytic throughput, {counts['no-fit']} "
@@ -167,8 +163,41 @@ def _search(args, costs, profile, start, pes: int):
           f"({best.throughput / dp.throughput:.3f}x)")
     if best.plan != start:
         print("tuned plan:")
-        _print_plan(best.plan, costs)
+        print_plan(best.plan, costs)
     return best.plan
+
+
+def _recorders(args, costs, profile):
+    """(known trials, recorders in order, the log, this worker) of --log, --storage and
+    --worker: the log first, the source of truth, then the study."""
+    from autoplace.pipeline.log import TrialLog
+
+    if args.worker and not (args.storage and args.log):
+        raise ValueError("--worker needs --storage (the study the workers share) and --log "
+                         "(this worker's own)")
+    known, record, study, log, worker = [], [], None, None, None
+    if args.storage:  # opened first: a bad URL appends nothing to the log
+        from autoplace.search.pipeline_study import known_in_study, open_pipeline_study
+        from autoplace.search.storage import open_storage
+
+        storage = open_storage(args.storage)
+        study = open_pipeline_study(args.storage, costs, profile.hash, args.study,
+                                    storage=storage)
+        known += known_in_study(study)
+    if args.log:
+        log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed)
+        known += log.known()
+        record.append(log)
+    if study is not None:
+        from autoplace.records import new_run_id
+        from autoplace.search.pipeline_study import PipelineWorker, StudyRecorder
+
+        kw = {"profile_hash": profile.hash, "seed": args.seed,
+              "run": log.run if log is not None else new_run_id()}
+        worker = PipelineWorker(study, storage, costs, log=Path(args.log), grace_s=args.grace,
+                                **kw) if args.worker else None
+        record.append(worker or StudyRecorder(study, costs, **kw))
+    return known, record, log, worker
 
 
 def _plot(plan, costs, out: str) -> None:
@@ -201,7 +230,7 @@ def _no_fit(costs, pes: int, what: str) -> str:
             f"({m.memory_bytes / 2**20:.2f} MiB each; --max-split raises the {costs.K})")
 
 
-def _print_plan(plan, costs) -> None:
+def print_plan(plan, costs) -> None:
     from autoplace.pipeline import evaluate
 
     f = evaluate(plan, costs)
@@ -223,9 +252,6 @@ def _print_naive(plan, costs) -> None:
 
 
 # -- compile and run -------------------------------------------------------------------
-MANIFEST = "manifest.json"
-
-
 def is_pipeline_job(args) -> bool:
     """``tune`` and ``compile`` for ``--objective throughput`` on a mesh profile search and
     build a pipeline."""
@@ -236,14 +262,13 @@ def is_pipeline_job(args) -> bool:
 
 #: ``tune`` options a pipeline search has no other value of: (option, attribute, default)
 _PLACEMENT_ONLY = (("--sampler", "sampler", "evolve"), ("--measurer", "measurer", "simulator"),
-                   ("--worker", "worker", False), ("--warm-start", "warm_start", []),
-                   ("--save-model", "save_model", None))
+                   ("--warm-start", "warm_start", []), ("--save-model", "save_model", None))
 
 
 def tune_pipeline(args) -> int:
     """``tune --objective throughput`` on a mesh: the pipeline search of ``autoplace
     pipeline`` from the DP's plan (the baseline) and ``--trials`` more, with tune's seed,
-    log, storage, study and cost model."""
+    log, storage, study, cost model and workers."""
     import argparse
 
     from autoplace.models import load_graph
@@ -263,125 +288,8 @@ def tune_pipeline(args) -> int:
     code = cmd_pipeline(argparse.Namespace(
         model=args.model, hw=args.hw, pes=None, max_split=None, plan=None,
         trials=args.trials + 1, seed=args.seed, log=log, storage=args.storage,
-        study=args.study, manifest=None, plot=None, cost_model=args.cost_model))
+        study=args.study, manifest=None, plot=None, cost_model=args.cost_model,
+        worker=args.worker, grace=args.grace))
     print(f"next: autoplace compile {args.model} --hw {args.hw} --objective throughput "
           f"--log {log} -o piped/")
     return code
-
-
-def compile_pipeline(args) -> int:
-    """Plan (or read --plan), slice the model into stages, write their libraries and the
-    manifest into the directory ``-o``."""
-    from autoplace.deploy.shard import SPLIT_KINDS
-    from autoplace.deploy.stages import export_stages, slice_stages
-    from autoplace.models import load_module_for
-    from autoplace.pipeline.manifest import write_manifest
-
-    graph, profile, costs, plan, _, _ = _planned(args, args.log)
-    mod = load_module_for(args.model, graph)
-    t0 = time.perf_counter()
-    splits = {graph.ops[i].name: ways for s in plan.stages
-              for i, ways in zip(range(s.start, s.end), s.ways())
-              if ways > 1 and graph.ops[i].kind in SPLIT_KINDS}
-    stages = slice_stages(mod, [op.name for op in graph.ops],
-                          [(s.start, s.end) for s in plan.stages], splits)
-    libraries = export_stages(stages, args.output)
-    path = Path(args.output) / MANIFEST
-    write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
-                   libraries=libraries)
-    _print_plan(plan, costs)
-    split = sum(len(s.shards) for s in stages)
-    print(f"{len(stages)} stage libraries compiled in {time.perf_counter() - t0:.1f} s, "
-          f"{split} of the {len(splits)} conv2d/matmul ops the plan splits split inside "
-          f"them -> {path}")
-    return 0
-
-
-def run_args(p) -> None:
-    """``run``'s options for a compiled pipeline."""
-    from autoplace.cli_args import positive_int
-
-    p.add_argument("--inferences", type=positive_int, default=None,
-                   help="pipeline: inferences streamed (default 16)")
-    p.add_argument("--check", action="store_true",
-                   help="pipeline: compare every output with the unplaced model's")
-    p.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
-                   help="pipeline: time each stage library on a board of the tracker")
-    p.add_argument("--rpc-key", default=None,
-                   help="pipeline: the key of those boards (default: each stage's unit's key)")
-
-
-def is_pipeline_dir(target: str) -> bool:
-    """Whether ``target`` is a compiled pipeline: its directory, or its manifest."""
-    path = Path(target)
-    return (path / MANIFEST).is_file() or path.name == MANIFEST
-
-
-def run_pipeline(args) -> int:
-    """Stream inferences through the stage libraries: pipelined, then one at a time."""
-    from autoplace.deploy.run import random_inputs
-    from autoplace.deploy.runner import PipelineRunner, load_stage_libraries
-
-    path = Path(args.target)
-    path = path / MANIFEST if path.is_dir() else path
-    manifest, libs = load_stage_libraries(path)
-    runner = PipelineRunner(libs)
-    feeds = [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()},
-                                                   args.seed + i)))
-             for i in range(args.inferences or 16)]
-    runner.run_sequential(feeds[:1])  # warm-up
-    piped, alone = runner.run(feeds), runner.run_sequential(feeds)
-    print(f"{path}: {manifest['graph']['name']} in {len(libs)} stages on this host; "
-          f"{len(feeds)} inferences: {piped.throughput:,.2f} inferences/s pipelined, "
-          f"{alone.throughput:,.2f} one at a time ({piped.throughput / alone.throughput:.2f}x)")
-    if args.check:
-        _check(manifest, feeds, piped.outputs)
-    if args.rpc_tracker:
-        _time_on_boards(args, manifest, path.parent)
-    return 0
-
-
-def _check(manifest: dict, feeds: list, outputs: list) -> None:
-    """Every output against the unplaced model's; ValueError naming the first that differs."""
-    import numpy as np
-
-    from autoplace.deploy import Loaded, compile_unplaced
-    from autoplace.models import load_module
-
-    model = manifest["graph"].get("model")
-    if model is None:
-        raise ValueError("--check: the manifest does not say which model it was built from")
-    mod, graph = load_module(model)
-    if graph.fingerprint != manifest["graph"]["fingerprint"]:
-        raise ValueError(f"--check: {model} is not the model the pipeline was built from")
-    loaded, worst = Loaded(compile_unplaced(mod)), 0.0
-    for n, (feed, out) in enumerate(zip(feeds, outputs)):
-        want = loaded.run(loaded.inputs([feed[i["name"]] for i in loaded.meta["inputs"]]))
-        for a, b in zip(out, want):
-            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-5, atol=1e-6):
-                raise ValueError(f"--check: inference {n}: the pipeline's output differs "
-                                 f"from the unplaced model's")
-            worst = max(worst, float(np.max(np.abs(a - b))) if a.size else 0.0)
-    print(f"check: all {len(outputs)} outputs equal the unplaced {model}'s "
-          f"(max abs difference {worst:.3g})")
-
-
-def _time_on_boards(args, manifest: dict, where) -> None:
-    """Each stage library timed on a board through RPC; the period composed from them."""
-    from autoplace.deploy.run import TimeSettings
-    from autoplace.measure.rpc_stages import time_stages_rpc
-
-    stages = manifest["stages"]
-    keys = [args.rpc_key or s.get("rpc_key") for s in stages]
-    if None in keys:
-        raise ValueError(f"--rpc-tracker: stage {keys.index(None)}'s unit has no rpc_key in "
-                         "the profile; give --rpc-key KEY")
-    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
-    times = time_stages_rpc([where / s["library"]["file"] for s in stages], keys,
-                            args.rpc_tracker, settings=settings, seed=args.seed)
-    for s, secs in zip(stages, times):
-        print(f"  stage {s['index']} on {keys[s['index']]}: {secs * 1e3:.4f} ms "
-              f"(planned {s['period_s'] * 1e3:.4f} ms)")
-    slowest = max(range(len(times)), key=times.__getitem__)
-    print(f"rpc: period {times[slowest] * 1e3:.4f} ms (stage {slowest}, the slowest), "
-          f"{1 / times[slowest]:,.1f} inferences/s per pipeline")

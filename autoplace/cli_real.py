@@ -46,7 +46,7 @@ def register(sub) -> None:
     r.add_argument("--hw", default=None, help="profile (with a model and --log)")
     r.add_argument("--log", default=None, help="tuning log (with a model and --hw)")
     _timing_args(r)
-    from autoplace.cli_pipeline import run_args
+    from autoplace.cli_stages import run_args
 
     run_args(r)
     r.set_defaults(run=cmd_run)
@@ -127,7 +127,8 @@ def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
 
 
 def cmd_compile(args) -> int:
-    from autoplace.cli_pipeline import compile_pipeline, is_pipeline_job
+    from autoplace.cli_pipeline import is_pipeline_job
+    from autoplace.cli_stages import compile_pipeline
     from autoplace.deploy import compile_placed
 
     if is_pipeline_job(args):
@@ -153,7 +154,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from autoplace.cli_pipeline import is_pipeline_dir, run_pipeline
+    from autoplace.cli_stages import is_pipeline_dir, run_pipeline
     from autoplace.deploy.run import Loaded, TimeSettings, median, random_inputs
 
     if is_pipeline_dir(args.target):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from test_cli import assert_one_line_error, cli
 
@@ -170,3 +171,41 @@ def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
                                   "throughput", "--log", other, *option),
                               f"{named} only go with a placement search")
         assert not other.exists()
+
+
+def test_two_workers_share_a_pipeline_study_and_measure_nothing_twice(tmp_path):
+    """Two ``--worker`` searches on one journal study, started together with the same seed:
+    between their logs every plan once, the DP's plan once, trial numbers the study's and
+    distinct, ``--trials`` counting the whole study."""
+    import subprocess
+    import sys
+
+    import optuna
+
+    from autoplace.pipeline.log import plan_of
+    from autoplace.search.storage import open_storage
+
+    mesh = tmp_path / "mesh8.toml"
+    text = Path(load_profile("mesh").source).read_text()
+    mesh.write_text(text.replace("rows = 4", "rows = 8").replace("cols = 4", "cols = 8"))
+    url = f"journal:{tmp_path / 'study.journal'}"
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "autoplace", "pipeline", "squeezenet", "--hw", str(mesh),
+         "--trials", "40", "--storage", url, "--worker", "--log", str(tmp_path / f"w{i}.jsonl")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    lines = read_lines(tmp_path / "w1.jsonl") + read_lines(tmp_path / "w2.jsonl")
+    plans = [plan_of(x) for x in lines]
+    assert len(lines) == 40 and len(set(plans)) == 40
+    assert len({x["trial"] for x in lines}) == 40 and [x["move"] for x in lines].count("dp") == 1
+    measured = [int(re.search(r"measured (\d+) of the study's", out).group(1))
+                for out, _ in outs]
+    assert sorted(measured) == sorted(len(read_lines(tmp_path / f"w{i}.jsonl")) for i in (1, 2))
+    storage = open_storage(url)
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0],
+                              storage=storage)
+    done = [t for t in study.trials if "strategy" in t.user_attrs]
+    assert sorted(t.number for t in done) == sorted(x["trial"] for x in lines)
+    assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--storage", url,
+                              "--worker"), "--worker needs --storage", "and --log")

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -97,16 +99,39 @@ def ranking_model(ranking: str, seed: int = 0) -> tuple[CostModel | None, int]:
     return None, 8 if ranking == "analytic" else 1
 
 
+class Shared(ABC):
+    """A search's side of a study shared with other workers' searches
+    (:class:`autoplace.search.pipeline_study.PipelineWorker`)."""
+
+    @abstractmethod
+    def claim(self, plan: PipelinePlan, baseline: bool, limit: int) -> int | None:
+        """The study's trial number under which this worker measures ``plan``, or None if
+        another worker measures it, or ``limit`` search trials are claimed already."""
+
+    @abstractmethod
+    def others(self) -> list[Trial]:
+        """Trials the other workers measured since the last call."""
+
+    @abstractmethod
+    def remaining(self, limit: int) -> int:
+        """Search trials still to measure for a study total of ``limit``."""
+
+
 class PipelineSearch:
     """Local search from a start plan over at most ``pes`` PEs (module docstring); by
-    default ranked by the learned model (``ranking_model("xgb")``)."""
+    default ranked by the learned model (``ranking_model("xgb")``). With ``shared``, one
+    of several workers: a trial is measured only under the study trial this worker claimed
+    for it (its number the study's), the others' trials are taken in as they come, and
+    ``trials`` counts the whole study."""
 
     def __init__(self, costs: StageCosts, pes: int, *, seed: int = 0,
                  on_trial: Callable[[Trial], None] | None = None,
-                 known: Sequence[Trial] = (), ranking: str = "xgb"):
+                 known: Sequence[Trial] = (), ranking: str = "xgb",
+                 shared: Shared | None = None):
         if not 1 <= pes:
             raise ValueError(f"pes >= 1 must hold, got {pes}")
-        self.costs, self.pes, self.on_trial = costs, pes, on_trial
+        self.costs, self.pes, self.on_trial, self.shared = costs, pes, on_trial, shared
+        self.lost: set[PipelinePlan] = set()  # claimed by other workers
         self.model, self.candidates = ranking_model(ranking, seed)
         self.rows: tuple[list, list] = ([], [])  # streamed trials' features, log periods
         self.fitted = 0  # rows the model was last fitted on
@@ -120,15 +145,33 @@ class PipelineSearch:
         """Measure ``start`` then up to ``trials - 1`` new candidates; the best trial."""
         if trials < 1:
             raise ValueError(f"trials >= 1 must hold, got {trials}")
-        self._measure(start, "dp")
+        self._take_in()
+        while start not in self.seen:  # a worker waits for the one that claimed it
+            self.lost.discard(start)
+            self._measure(start, "dp", trials)
+            if start not in self.seen:
+                time.sleep(0.05)
+                self._take_in()
         drawn = 0  # moves drawn: at most 50 per trial asked (the neighbourhood may run dry)
-        while len(self.seen) < trials and drawn < 50 * trials:
+        while self._left(trials) > 0 and drawn < 50 * trials:
             drawn += self.candidates
-            pool = self._pool()
+            self._take_in()
+            pool = self._pool() if self.best is not None else {}
             if pool:
                 plan = self._pick(list(pool))
-                self._measure(plan, pool[plan])
+                self._measure(plan, pool[plan], trials)
         return self.best
+
+    def _left(self, trials: int) -> int:
+        if self.shared is None:
+            return trials - len(self.seen)
+        return self.shared.remaining(trials - 1)  # search trials: all but the DP's plan
+
+    def _take_in(self) -> None:
+        """The other workers' new trials, as if this search had measured them."""
+        for trial in self.shared.others() if self.shared is not None else ():
+            if trial.plan not in self.seen:
+                self._seen(trial)
 
     def _pool(self) -> dict[PipelinePlan, str]:
         """Unmeasured plans of ``candidates`` moves from the best, with their moves."""
@@ -136,7 +179,8 @@ class PipelineSearch:
         for _ in range(self.candidates):
             move = MOVES[int(self.rng.integers(len(MOVES)))]
             plan = self._propose(self.best.plan, move)
-            if plan is not None and plan not in self.seen and plan not in pool:
+            if plan is not None and plan not in self.seen and plan not in pool \
+                    and plan not in self.lost:
                 pool[plan] = move
         return pool
 
@@ -161,25 +205,33 @@ class PipelineSearch:
             self.model.fit(np.array(self.rows[0]), np.array(self.rows[1]))
             self.fitted = n
 
-    def _measure(self, plan: PipelinePlan, move: str) -> Trial:
+    def _measure(self, plan: PipelinePlan, move: str, trials: int) -> None:
         before = self.known.get(plan)
         best = self.best.throughput if self.best is not None else None
         if before is not None and before.status == "bounded" and (
                 best is None or plan.replicas / before.analytic_period_s > best):
             before = None  # bounded by another run's best, which this run has not reached
         if before is not None:  # its figures from the log, nothing logged again
-            trial = dataclasses.replace(before, number=len(self.seen), move=move)
-        else:
-            status, period, analytic, throughput = measure(plan, self.costs, above=best)
-            trial = Trial(number=len(self.seen), move=move, plan=plan, status=status,
-                          period_s=period, analytic_period_s=analytic, throughput=throughput)
-            if self.on_trial is not None:
-                self.on_trial(trial)
-        self.seen[plan] = trial
+            number = before.number if self.shared is not None else len(self.seen)
+            self._seen(dataclasses.replace(before, number=number, move=move))
+            return
+        number = len(self.seen) if self.shared is None else \
+            self.shared.claim(plan, move == "dp", trials - 1)
+        if number is None:  # another worker's
+            self.lost.add(plan)
+            return
+        status, period, analytic, throughput = measure(plan, self.costs, above=best)
+        trial = Trial(number=number, move=move, plan=plan, status=status, period_s=period,
+                      analytic_period_s=analytic, throughput=throughput)
+        if self.on_trial is not None:
+            self.on_trial(trial)
+        self._seen(trial)
+
+    def _seen(self, trial: Trial) -> None:
+        self.seen[trial.plan] = trial
         if self.best is None or _better(trial.throughput, self.best.throughput):
             self.best = trial
         self._learn(trial)
-        return trial
 
     # -- moves ---------------------------------------------------------------------------
     def _stage_index(self, plan: PipelinePlan) -> int:

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.pipeline.costs import StageCosts
-from autoplace.pipeline.log import trial_fields, trial_of, trial_record
-from autoplace.pipeline.search import Trial
+from autoplace.pipeline.log import LEGACY_KIND, read_lines, trial_fields, trial_of, trial_record
+from autoplace.pipeline.plan import PipelinePlan
+from autoplace.pipeline.search import Shared, Trial
 from autoplace.search.storage import StorageError, open_storage, redact
+from autoplace.search.workers import BASELINE, SEARCH, SharedStudy, new_worker_id
 
 KIND = "pipeline"
 
@@ -32,20 +36,23 @@ def study_name(costs: StageCosts, profile_hash: str) -> str:
 
 
 def open_pipeline_study(url: str, costs: StageCosts, profile_hash: str,
-                        name: str | None = None) -> optuna.Study:
-    """The study of this graph and mesh in storage ``url`` (made if new); StorageError if
-    a study of that name is not a pipeline study."""
+                        name: str | None = None, *,
+                        storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
+    """The study of this graph and mesh in storage ``url`` (made if new; ``storage``: the
+    storage of ``url`` if the caller opened it); StorageError if a study of that name is not
+    a pipeline study."""
     name = name or study_name(costs, profile_hash)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=name, storage=open_storage(url),
+    study = optuna.create_study(study_name=name, storage=storage or open_storage(url),
                                 direction="maximize", load_if_exists=True)
-    kind = study.user_attrs.get("kind")
-    if kind is None and not study.trials:
-        study.set_user_attr("kind", KIND)
-        study.set_user_attr("graph_fp", costs.graph.fingerprint)
-        study.set_user_attr("profile_hash", profile_hash)
-    elif kind != KIND or study.user_attrs.get("graph_fp") != costs.graph.fingerprint \
-            or study.user_attrs.get("profile_hash") != profile_hash:
+    attrs = study.user_attrs
+    if attrs.get("kind") is None and "objective" not in attrs:  # new (a worker may be making
+        for key, value in (("graph_fp", costs.graph.fingerprint),  # it: the same values)
+                           ("profile_hash", profile_hash), ("kind", KIND)):  # kind last
+            study.set_user_attr(key, value)
+        attrs = study.user_attrs
+    if attrs.get("kind") != KIND or attrs.get("graph_fp") != costs.graph.fingerprint \
+            or attrs.get("profile_hash") != profile_hash:
         raise StorageError(f"--storage {redact(url)}: study {name!r} is not the pipeline "
                            f"study of {costs.graph.name} on this mesh")
     return study
@@ -74,3 +81,89 @@ def known_in_study(study: optuna.Study) -> list[Trial]:
     """The trials of a pipeline study, to resume a search without measuring them again."""
     return [trial_of(trial_fields(json.loads(t.user_attrs["line"])))
             for t in study.get_trials(deepcopy=False) if "line" in t.user_attrs]
+
+
+def _attrs(trial: Trial, line: dict) -> dict:
+    """A measured trial's attributes, ``strategy`` last (a trial that has it has them all)
+    and ``latency`` the value the study is told (see :mod:`autoplace.search.workers`)."""
+    ok = trial.throughput is not None and math.isfinite(trial.throughput)
+    return {"trial": trial.number, "line": json.dumps(line, allow_nan=False),
+            "latency": trial.throughput if ok else None, "strategy": trial.move}
+
+
+class PipelineWorker(Shared):
+    """One of several workers on a pipeline study (``--worker``), through the tuner's
+    :class:`~autoplace.search.workers.SharedStudy`: a plan is claimed (its stages and copies
+    as the genome) on a study trial asked for it before it is streamed, and measured only if
+    the claim wins; the worker logs the trial, then finishes the study trial with its record.
+    A dead worker's claims are finished from its log (``recover``) or freed."""
+
+    def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage,
+                 costs: StageCosts, *, profile_hash: str, seed: int, run: str, log: Path,
+                 grace_s: float):
+        self.study, self.costs = study, costs
+        self.profile_hash, self.seed, self.run = profile_hash, seed, run
+        self.asked: dict[int, optuna.Trial] = {}
+        self.taken = {t.number for t in study.get_trials(deepcopy=False)  # known_in_study's
+                      if "line" in t.user_attrs}
+        self.id = new_worker_id()
+        self.shared = SharedStudy(study, storage, grace_s=grace_s, worker=self.id, log=log,
+                                  recover=self._recover)
+
+    def claim(self, plan: PipelinePlan, baseline: bool, limit: int) -> int | None:
+        trial = self.study.ask()
+        self.taken.add(trial.number)
+        won = self.shared.claim([trial], [_genome(plan)], [BASELINE if baseline else SEARCH],
+                                limit)[0]
+        if not won:
+            self.study.tell(trial, state=TrialState.FAIL)
+            return None
+        self.asked[trial.number] = trial
+        return trial.number
+
+    def __call__(self, trial: Trial) -> None:
+        """Finish the study trial of ``trial`` (logged before) with its record."""
+        asked = self.asked.pop(trial.number)
+        line = trial_record(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed,
+                            run=self.run).to_dict()
+        attrs = _attrs(trial, line)
+        for key, value in attrs.items():
+            asked.set_user_attr(key, value)
+        value = attrs["latency"]
+        self.study.tell(asked, value, state=TrialState.COMPLETE if value is not None
+                        else TrialState.FAIL)
+
+    def others(self) -> list[Trial]:
+        new = [t for t in self.study.get_trials(deepcopy=False,
+                                                states=(TrialState.COMPLETE, TrialState.FAIL))
+               if t.number not in self.taken and "strategy" in t.user_attrs
+               and "line" in t.user_attrs]
+        self.taken.update(t.number for t in new)
+        return [trial_of(trial_fields(json.loads(t.user_attrs["line"]))) for t in new]
+
+    def remaining(self, limit: int) -> int:
+        return self.shared.remaining(limit)
+
+    def close(self) -> None:
+        self.shared.close()
+
+    def _recover(self, trial: FrozenTrial) -> dict | None:
+        """A dead worker's running trial's attributes, if its log holds its record."""
+        try:
+            lines = read_lines(trial.user_attrs["log"])
+        except (OSError, ValueError, KeyError):
+            return None
+        for x in lines:
+            if x["trial"] == trial.number and x["graph_fp"] == self.costs.graph.fingerprint:
+                found = trial_of(x)
+                return _attrs(found, {"kind": LEGACY_KIND, **x})
+        return None
+
+
+def _genome(plan: PipelinePlan) -> str:
+    """A plan as text: its stages (``start:end:pes`` and ``/ways`` where split fewer ways)
+    and copies."""
+    stages = " ".join(f"{s.start}:{s.end}:{s.pes}" + (f"/{','.join(map(str, s.splits))}"
+                                                       if s.splits else "")
+                      for s in plan.stages)
+    return f"{stages} x{plan.replicas}"

@@ -1,0 +1,130 @@
+"""``autoplace compile --objective throughput`` on a mesh and ``autoplace run DIR``: a
+pipeline's stage libraries built, streamed through on this host, timed on boards
+(docs/pipeline.md, "Stage libraries and the host runner")."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from autoplace.cli_pipeline import planned, print_plan
+
+MANIFEST = "manifest.json"
+
+
+def compile_pipeline(args) -> int:
+    """Plan (or read --plan), slice the model into stages, write their libraries and the
+    manifest into the directory ``-o``."""
+    from autoplace.deploy.shard import SPLIT_KINDS
+    from autoplace.deploy.stages import export_stages, slice_stages
+    from autoplace.models import load_module_for
+    from autoplace.pipeline.manifest import write_manifest
+
+    graph, profile, costs, plan, _, _ = planned(args, args.log)
+    mod = load_module_for(args.model, graph)
+    t0 = time.perf_counter()
+    splits = {graph.ops[i].name: ways for s in plan.stages
+              for i, ways in zip(range(s.start, s.end), s.ways())
+              if ways > 1 and graph.ops[i].kind in SPLIT_KINDS}
+    stages = slice_stages(mod, [op.name for op in graph.ops],
+                          [(s.start, s.end) for s in plan.stages], splits)
+    libraries = export_stages(stages, args.output)
+    path = Path(args.output) / MANIFEST
+    write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
+                   libraries=libraries)
+    print_plan(plan, costs)
+    split = sum(len(s.shards) for s in stages)
+    print(f"{len(stages)} stage libraries compiled in {time.perf_counter() - t0:.1f} s, "
+          f"{split} of the {len(splits)} conv2d/matmul ops the plan splits split inside "
+          f"them -> {path}")
+    return 0
+
+
+def run_args(p) -> None:
+    """``run``'s options for a compiled pipeline."""
+    from autoplace.cli_args import positive_int
+
+    p.add_argument("--inferences", type=positive_int, default=None,
+                   help="pipeline: inferences streamed (default 16)")
+    p.add_argument("--check", action="store_true",
+                   help="pipeline: compare every output with the unplaced model's")
+    p.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
+                   help="pipeline: time each stage library on a board of the tracker")
+    p.add_argument("--rpc-key", default=None,
+                   help="pipeline: the key of those boards (default: each stage's unit's key)")
+
+
+def is_pipeline_dir(target: str) -> bool:
+    """Whether ``target`` is a compiled pipeline: its directory, or its manifest."""
+    path = Path(target)
+    return (path / MANIFEST).is_file() or path.name == MANIFEST
+
+
+def run_pipeline(args) -> int:
+    """Stream inferences through the stage libraries: pipelined, then one at a time."""
+    from autoplace.deploy.run import random_inputs
+    from autoplace.deploy.runner import PipelineRunner, load_stage_libraries
+
+    path = Path(args.target)
+    path = path / MANIFEST if path.is_dir() else path
+    manifest, libs = load_stage_libraries(path)
+    runner = PipelineRunner(libs)
+    feeds = [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()},
+                                                   args.seed + i)))
+             for i in range(args.inferences or 16)]
+    runner.run_sequential(feeds[:1])  # warm-up
+    piped, alone = runner.run(feeds), runner.run_sequential(feeds)
+    print(f"{path}: {manifest['graph']['name']} in {len(libs)} stages on this host; "
+          f"{len(feeds)} inferences: {piped.throughput:,.2f} inferences/s pipelined, "
+          f"{alone.throughput:,.2f} one at a time ({piped.throughput / alone.throughput:.2f}x)")
+    if args.check:
+        _check(manifest, feeds, piped.outputs)
+    if args.rpc_tracker:
+        _time_on_boards(args, manifest, path.parent)
+    return 0
+
+
+def _check(manifest: dict, feeds: list, outputs: list) -> None:
+    """Every output against the unplaced model's; ValueError naming the first that differs."""
+    import numpy as np
+
+    from autoplace.deploy import Loaded, compile_unplaced
+    from autoplace.models import load_module
+
+    model = manifest["graph"].get("model")
+    if model is None:
+        raise ValueError("--check: the manifest does not say which model it was built from")
+    mod, graph = load_module(model)
+    if graph.fingerprint != manifest["graph"]["fingerprint"]:
+        raise ValueError(f"--check: {model} is not the model the pipeline was built from")
+    loaded, worst = Loaded(compile_unplaced(mod)), 0.0
+    for n, (feed, out) in enumerate(zip(feeds, outputs)):
+        want = loaded.run(loaded.inputs([feed[i["name"]] for i in loaded.meta["inputs"]]))
+        for a, b in zip(out, want):
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-5, atol=1e-6):
+                raise ValueError(f"--check: inference {n}: the pipeline's output differs "
+                                 f"from the unplaced model's")
+            worst = max(worst, float(np.max(np.abs(a - b))) if a.size else 0.0)
+    print(f"check: all {len(outputs)} outputs equal the unplaced {model}'s "
+          f"(max abs difference {worst:.3g})")
+
+
+def _time_on_boards(args, manifest: dict, where) -> None:
+    """Each stage library timed on a board through RPC; the period composed from them."""
+    from autoplace.deploy.run import TimeSettings
+    from autoplace.measure.rpc_stages import time_stages_rpc
+
+    stages = manifest["stages"]
+    keys = [args.rpc_key or s.get("rpc_key") for s in stages]
+    if None in keys:
+        raise ValueError(f"--rpc-tracker: stage {keys.index(None)}'s unit has no rpc_key in "
+                         "the profile; give --rpc-key KEY")
+    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
+    times = time_stages_rpc([where / s["library"]["file"] for s in stages], keys,
+                            args.rpc_tracker, settings=settings, seed=args.seed)
+    for s, secs in zip(stages, times):
+        print(f"  stage {s['index']} on {keys[s['index']]}: {secs * 1e3:.4f} ms "
+              f"(planned {s['period_s'] * 1e3:.4f} ms)")
+    slowest = max(range(len(times)), key=times.__getitem__)
+    print(f"rpc: period {times[slowest] * 1e3:.4f} ms (stage {slowest}, the slowest), "
+          f"{1 / times[slowest]:,.1f} inferences/s per pipeline")
