@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import time
-import zlib
 from pathlib import Path
 
 
@@ -100,14 +99,7 @@ def cmd_pipeline(args) -> int:
     from autoplace.pipeline import throughput_bound
     from autoplace.pipeline.baselines import equal_flops
 
-    if args.log and Path(args.log).exists():  # refused before anything is planned
-        from autoplace.pipeline.log import read_lines
-
-        read_lines(args.log)
-    if args.storage:
-        from autoplace.search.storage import open_storage
-
-        open_storage(args.storage)
+    opened = _open(args)  # a bad log or storage is refused before anything is planned
     graph, profile, costs, plan, pes, secs = planned(args)
     machine = costs.machine
     print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "
@@ -118,7 +110,7 @@ def cmd_pipeline(args) -> int:
         _print_naive(naive, costs)
     print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
     if args.trials > 1 or args.log or args.storage:
-        plan = _search(args, costs, profile, plan, pes)
+        plan = _search(args, costs, profile, plan, pes, opened)
     if args.manifest:
         from autoplace.pipeline.manifest import write_manifest
 
@@ -129,13 +121,28 @@ def cmd_pipeline(args) -> int:
     return 0
 
 
-def _search(args, costs, profile, start, pes: int):
+def _open(args) -> tuple[list[dict] | None, object]:
+    """``--log``'s lines (None if it does not exist yet) and ``--storage``'s storage."""
+    lines = storage = None
+    if args.log and Path(args.log).exists():
+        from autoplace.pipeline.log import read_lines
+
+        lines = read_lines(args.log)
+    if args.storage:
+        from autoplace.search.storage import open_storage
+
+        storage = open_storage(args.storage)
+    return lines, storage
+
+
+def _search(args, costs, profile, start, pes: int, opened):
     """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
     from autoplace.pipeline.search import STATUSES, PipelineSearch
+    from autoplace.search.workers import worker_seed
 
-    known, record, log, worker = _recorders(args, costs, profile)
+    known, record, log, worker = _recorders(args, costs, profile, *opened)
     mine = []  # trials this run measured
-    seed = args.seed if worker is None else (args.seed + zlib.crc32(worker.id.encode())) % 2**32
+    seed = args.seed if worker is None else worker_seed(args.seed, worker.id)
     t0 = time.perf_counter()
     try:
         search = PipelineSearch(costs, pes, seed=seed, known=known, shared=worker,
@@ -167,9 +174,10 @@ def _search(args, costs, profile, start, pes: int):
     return best.plan
 
 
-def _recorders(args, costs, profile):
-    """(known trials, recorders in order, the log, this worker) of --log, --storage and
-    --worker: the log first, the source of truth, then the study."""
+def _recorders(args, costs, profile, lines, storage):
+    """(known trials, recorders in order, the log, this worker) of --log (its ``lines``
+    read), --storage (its ``storage`` opened) and --worker: the log first, the source of
+    truth, then the study."""
     from autoplace.pipeline.log import TrialLog
 
     if args.worker and not (args.storage and args.log):
@@ -178,14 +186,12 @@ def _recorders(args, costs, profile):
     known, record, study, log, worker = [], [], None, None, None
     if args.storage:  # opened first: a bad URL appends nothing to the log
         from autoplace.search.pipeline_study import known_in_study, open_pipeline_study
-        from autoplace.search.storage import open_storage
 
-        storage = open_storage(args.storage)
         study = open_pipeline_study(args.storage, costs, profile.hash, args.study,
                                     storage=storage)
         known += known_in_study(study)
     if args.log:
-        log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed)
+        log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed, lines=lines)
         known += log.known()
         record.append(log)
     if study is not None:

@@ -51,6 +51,22 @@ def sequence(graph, times: int):
     return OpGraph(name=f"{graph.name}x{times}", ops=tuple(ops), edges=tuple(edges))
 
 
+def mesh_costs(graph, rows: int, cols: int):
+    """The stage model of ``graph`` on the bundled mesh with ``rows`` x ``cols`` PEs."""
+    from autoplace.pipeline import MeshMachine, StageCosts
+    from autoplace.profile_io import load_profile
+
+    text = (ROOT / "hwprofiles" / "mesh.toml").read_text()
+    text = re.sub(r"(?m)^rows = \d+", f"rows = {rows}", text)
+    text = re.sub(r"(?m)^cols = \d+", f"cols = {cols}", text)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
+        fh.write(text)
+    try:
+        return StageCosts(graph, MeshMachine.of(load_profile(fh.name)))
+    finally:
+        os.unlink(fh.name)
+
+
 def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     """Plan one case in this process (run by the parent in a subprocess)."""
     from autoplace.models import load_graph
@@ -68,18 +84,12 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
         (model, 1)
     graph = load_graph(base)
     graph = sequence(graph, times) if times > 1 else graph
-    text = (ROOT / "hwprofiles" / "mesh.toml").read_text()
-    text = re.sub(r"(?m)^rows = \d+", f"rows = {rows}", text)
-    text = re.sub(r"(?m)^cols = \d+", f"cols = {cols}", text)
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
-        fh.write(text)
     warm = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     best_pipeline(warm)  # the kernel compiled or loaded, outside the timing
     t0 = time.perf_counter()
-    costs = StageCosts(graph, MeshMachine.of(load_profile(fh.name)))
+    costs = mesh_costs(graph, rows, cols)
     plan = best_pipeline(costs)
     plan_s = time.perf_counter() - t0
-    os.unlink(fh.name)
     naive = equal_flops(costs)
     out = {"ops": len(graph.ops), "plan_s": plan_s, "load": os.getloadavg()[0],
            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

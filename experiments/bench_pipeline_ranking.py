@@ -16,35 +16,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from bench_pipeline import mesh_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("squeezenet", 8, 8), ("inception_v1", 8, 8), ("resnet50", 16, 16),
          ("resnet50", 32, 32), ("resnet50", 96, 76)]
 AT = (10, 25, 50, 100, 300)
-
-
-def costs_of(model: str, rows: int, cols: int):
-    from autoplace.models import load_graph
-    from autoplace.pipeline import MeshMachine, StageCosts
-    from autoplace.profile_io import load_profile
-
-    text = (ROOT / "hwprofiles" / "mesh.toml").read_text()
-    text = re.sub(r"(?m)^rows = \d+", f"rows = {rows}", text)
-    text = re.sub(r"(?m)^cols = \d+", f"cols = {cols}", text)
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
-        fh.write(text)
-    try:
-        return StageCosts(load_graph(model), MeshMachine.of(load_profile(fh.name)))
-    finally:
-        os.unlink(fh.name)
 
 
 def curve(costs, start, pes: int, ranking: str, trials: int, seed: int) -> np.ndarray:
@@ -59,10 +42,11 @@ def curve(costs, start, pes: int, ranking: str, trials: int, seed: int) -> np.nd
 
 
 def case_rows(model: str, rows: int, cols: int, trials: int, seeds: int) -> list[dict]:
+    from autoplace.models import load_graph
     from autoplace.pipeline import best_pipeline
     from autoplace.pipeline.search import RANKINGS
 
-    costs = costs_of(model, rows, cols)
+    costs = mesh_costs(load_graph(model), rows, cols)
     start = best_pipeline(costs)
     out = []
     for ranking in RANKINGS[::-1]:  # none first: the baseline

@@ -74,15 +74,17 @@ def _finite(x: float | None) -> float | None:
 
 class TrialLog:
     """Appends the records of trials to ``path`` (the log is read, and refused if
-    malformed, before anything is appended). ``run``: the id of the run; by default the
-    last one of this graph and mesh in the log (a search run again goes on from its
-    trials), else a new one."""
+    malformed, before anything is appended; ``lines``: what :func:`read_lines` gave if the
+    caller read it). ``run``: the id of the run; by default the last one of this graph and
+    mesh in the log (a search run again goes on from its trials), else a new one."""
 
     def __init__(self, path: str | Path, costs: StageCosts, *, profile_hash: str, seed: int,
-                 run: str | None = None):
+                 run: str | None = None, lines: list[dict] | None = None):
         self.path, self.costs = Path(path), costs
         self.profile_hash, self.seed = profile_hash, seed
-        self.lines = read_lines(self.path) if self.path.exists() else []
+        if lines is None:
+            lines = read_lines(self.path) if self.path.exists() else []
+        self.lines = lines
         runs = [x["run"] for x in _mine(self.lines, costs, profile_hash) if x["run"]]
         self.run = run or (runs[-1] if runs else new_run_id())
         self._log = TuningLog(self.path)

@@ -83,4 +83,3 @@ def _evictions(space: SearchSpace, choice: np.ndarray, scope: int) -> np.ndarray
             row[i] = j
             rows.append(row)
     return np.array(rows, dtype=np.int64).reshape(-1, space.n_ops)
-

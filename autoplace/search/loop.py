@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import warnings
-import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -32,7 +31,13 @@ from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
 from autoplace.search.strategy import Proposal, SearchStrategy
-from autoplace.search.workers import BASELINE, SEARCH, SharedStudy, new_worker_id
+from autoplace.search.workers import (
+    BASELINE,
+    SEARCH,
+    SharedStudy,
+    new_worker_id,
+    worker_seed,
+)
 from autoplace.space import Placement, SearchSpace
 
 #: rounds in a row whose every candidate was measured before, after which the search ends
@@ -357,7 +362,7 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
         if needs_study(config) else None
     worker = new_worker_id() if config.worker else None
     if worker is not None:  # workers proposing alike would only lose claims to each other
-        config = replace(config, seed=(config.seed + zlib.crc32(worker.encode())) % 2**32)
+        config = replace(config, seed=worker_seed(config.seed, worker))
     strategy = make_strategy(space, study, config, warm=warm,
                              stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,

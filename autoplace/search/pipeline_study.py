@@ -69,18 +69,21 @@ class StudyRecorder:
     def __call__(self, trial: Trial) -> None:
         line = trial_record(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed,
                             run=self.run).to_dict()
-        ok = trial.throughput is not None and math.isfinite(trial.throughput)
+        attrs = _attrs(trial, line)
+        value = attrs["latency"]
         self.study.add_trial(optuna.trial.create_trial(
-            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
-            value=trial.throughput if ok else None, params={}, distributions={},
-            user_attrs={"trial": trial.number, "strategy": trial.move,
-                        "line": json.dumps(line, allow_nan=False)}))
+            state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
+            value=value, params={}, distributions={}, user_attrs=attrs))
 
 
 def known_in_study(study: optuna.Study) -> list[Trial]:
     """The trials of a pipeline study, to resume a search without measuring them again."""
-    return [trial_of(trial_fields(json.loads(t.user_attrs["line"])))
-            for t in study.get_trials(deepcopy=False) if "line" in t.user_attrs]
+    return [_trial(t) for t in study.get_trials(deepcopy=False) if "line" in t.user_attrs]
+
+
+def _trial(t: FrozenTrial) -> Trial:
+    """The trial a study trial's record (``line``) holds."""
+    return trial_of(trial_fields(json.loads(t.user_attrs["line"])))
 
 
 def _attrs(trial: Trial, line: dict) -> dict:
@@ -139,7 +142,7 @@ class PipelineWorker(Shared):
                if t.number not in self.taken and "strategy" in t.user_attrs
                and "line" in t.user_attrs]
         self.taken.update(t.number for t in new)
-        return [trial_of(trial_fields(json.loads(t.user_attrs["line"]))) for t in new]
+        return [_trial(t) for t in new]
 
     def remaining(self, limit: int) -> int:
         return self.shared.remaining(limit)

@@ -26,6 +26,7 @@ import secrets
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -188,6 +189,12 @@ def _finish_attrs(attrs: dict):
     keeps its strategy and is not measured again; an unmeasured one is free to claim)."""
     latency = attrs.get("latency") if "strategy" in attrs else None
     return (latency, TrialState.COMPLETE) if latency is not None else (None, TrialState.FAIL)
+
+
+def worker_seed(seed: int, worker: str) -> int:
+    """A worker's own seed: ``seed`` shifted by a hash of its id, so that workers started
+    with one seed do not propose alike (and only lose claims to each other)."""
+    return (seed + zlib.crc32(worker.encode())) % 2**32
 
 
 def new_worker_id() -> str:
