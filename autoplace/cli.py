@@ -273,7 +273,7 @@ def cmd_best(args) -> int:
 def _format_plan(pipeline) -> str:
     """A pipeline record's plan: its stages' ops and PEs, and its copies."""
     stages = ", ".join(f"ops {a}-{b - 1} on {k} PE{'s' if k > 1 else ''}"
-                       for a, b, k, _ in pipeline["stages"])
+                       for a, b, k, *_ in pipeline["stages"])
     copies = pipeline["replicas"]
     return f"  stages: {stages}; {copies} cop{'ies' if copies > 1 else 'y'} of the pipeline"
 

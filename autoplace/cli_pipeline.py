@@ -208,17 +208,10 @@ def _recorders(args, costs, profile, lines, storage):
 
 def _plot(plan, costs, out: str) -> None:
     """grid.png and period.png in ``out``."""
-    from autoplace import plots
-    from autoplace.pipeline.layout import grid_maps
-    from autoplace.pipeline.stream import steady_window
+    from autoplace.report_pipeline import plan_pictures
 
-    Path(out).mkdir(parents=True, exist_ok=True)
-    title = f"{costs.graph.name} on {costs.machine.name}"
-    plots.save(plots.pipeline_grid(*grid_maps(plan, costs), title=title), Path(out) / "grid.png")
-    start, period, work = steady_window(plan, costs)
-    plots.save(plots.pipeline_period(work, start, period, len(plan.stages)),
-               Path(out) / "period.png")
-    print(f"pictures: {Path(out) / 'grid.png'}, {Path(out) / 'period.png'}")
+    paths = plan_pictures(plan, costs, Path(out))
+    print(f"pictures: {paths['grid']}, {paths['period']}")
 
 
 def _no_fit(costs, pes: int, what: str) -> str:
@@ -245,8 +238,10 @@ def print_plan(plan, costs) -> None:
           f"{f.period_s * 1e3:.4f} ms, latency {f.latency_s * 1e3:.4f} ms")
     names = [op.name for op in costs.graph.ops]
     for s, period, memory in zip(plan.stages, f.stage_period_s, f.stage_memory):
+        units = ", ".join(f"{n} on {u}" for u, n in costs.ops_per_unit(s).items())
         print(f"  ops {s.start:>4}-{s.end - 1:<4} {names[s.start]} .. {names[s.end - 1]}: "
-              f"{s.pes} PEs, period {period * 1e3:.4f} ms, {memory / 2**20:.2f} MiB per PE")
+              f"{s.pes} PEs, period {period * 1e3:.4f} ms, {memory / 2**20:.2f} MiB per PE; "
+              f"{units}")
 
 
 def _print_naive(plan, costs) -> None:

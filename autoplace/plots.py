@@ -253,7 +253,7 @@ def occupancy(occ: pd.DataFrame, *, capacities: Mapping[str, int] | None = None,
 
 def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Figure:
     """A pipelined plan on the mesh (:func:`autoplace.pipeline.layout.grid_maps`): each PE's
-    stage (-1: unused, blank) and the share of each period its cores compute."""
+    stage (-1: unused, blank) and the share of each period its busiest unit computes."""
     rows, cols = stage.shape
     width = min(16.0, 2.5 + 0.12 * cols * 2)
     fig = Figure(figsize=(width, 1.5 + width * rows / (2.2 * cols)), layout="constrained")
@@ -266,7 +266,7 @@ def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Fi
     fig.colorbar(im, ax=left, label="stage", ticks=range(n), fraction=0.04)
     im = right.imshow(np.ma.masked_less(busy, 0), cmap="Blues", vmin=0.0, vmax=1.0,
                       interpolation="nearest")
-    right.set_title("busy share of a period (compute)")
+    right.set_title("busy share of a period (the busiest unit)")
     fig.colorbar(im, ax=right, label="busy", fraction=0.04)
     for ax in (left, right):
         ax.set_xlabel("column")
@@ -275,12 +275,12 @@ def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Fi
     return fig
 
 
-def pipeline_period(work: Sequence[tuple], start: float, period: float, stages: int, *,
-                    title: str = "") -> Figure:
+def pipeline_period(work: Sequence[tuple], start: float, period: float,
+                    lanes_: Sequence[str], *, title: str = "") -> Figure:
     """One period of a pipeline's stream in steady state (``work`` of
-    :func:`autoplace.pipeline.stream.steady_window`): per stage, its PEs and its DMA
-    engines, each piece of work coloured by the inference it belongs to."""
-    lanes_ = [f"stage{s}.{what}" for s in range(stages) for what in ("pes", "dma")]
+    :func:`autoplace.pipeline.stream.steady_window`): per stage (``lanes_``:
+    :func:`autoplace.pipeline.stream.lanes`), its PEs' units and its DMA engines, each
+    piece of work coloured by the inference it belongs to."""
     row = {name: i for i, name in enumerate(lanes_)}
     fig = Figure(figsize=(11, 1.4 + 0.32 * len(lanes_)), layout="constrained")
     ax = fig.add_subplot()

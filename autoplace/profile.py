@@ -140,6 +140,8 @@ class MeshGrid:
     uplink_scopes: tuple[str, ...] = ()
     uplink_to: str | None = None
     generated_copies: int = 0
+    #: whether a PE's units run ops of different inferences at once (``units_overlap``)
+    units_overlap: bool = False
 
     @property
     def size(self) -> int:
@@ -263,6 +265,9 @@ class Profile:
                 }
                 for c in self.copies
             ],
+            # only when set, so that profiles without it keep their hash
+            **({"units_overlap": True} if self.mesh is not None and self.mesh.units_overlap
+               else {}),
         }
 
     @functools.cached_property

@@ -18,6 +18,7 @@ and adds their units, scopes and copy paths to the top-level ones::
     [mesh]
     rows = 4                   # PE count = rows * cols; PE k = r * cols + c is named "pe<k>"
     cols = 4
+    units_overlap = false      # optional: a PE's units run ops of different inferences at once
     [mesh.units.arm]           # unit template, same keys as [units.*] -> pe0.arm, pe1.arm, ...
     target = { kind = "llvm", num-cores = 1 }
     accepts = ["*"]

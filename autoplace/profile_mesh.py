@@ -129,8 +129,9 @@ def expand_mesh(mesh: Table, parts: ProfileParts) -> None:
     units = _add_units(mesh, parts, n)
     suffixes = _add_scopes(mesh, parts, n, units)
     link, uplink = mesh.table("link", None), mesh.table("uplink", None)
+    overlap = mesh.get("units_overlap", (bool,), "a boolean", False)
     mesh.finish()
-    grid = MeshGrid(rows=rows, cols=cols, scopes=tuple(suffixes))
+    grid = MeshGrid(rows=rows, cols=cols, scopes=tuple(suffixes), units_overlap=overlap)
     if link is not None:
         scopes, paths = _links(link, suffixes, rows, cols)
         parts.copies += [("mesh.link", c) for c in paths]

@@ -161,21 +161,26 @@ def _count(value: object, name: str, least: int) -> None:
 
 def _check_plan(p: object) -> None:
     """A pipeline trial's plan (autoplace.pipeline.log) as its readers rely on: stages as
-    ``[start, end, pes, splits or null]`` of integers, replicas, finite periods."""
+    ``[start, end, pes, splits or null, units or null]`` (units may be left out) of integers
+    and unit names, replicas, finite periods."""
     if not isinstance(p, dict):
         raise ValueError(f"'pipeline' must be an object, got {_kind(p)}")
     stages = p.get("stages")
     if not isinstance(stages, list) or not stages:
         raise ValueError(f"pipeline 'stages' must be a non-empty list, got {stages!r}")
     for st in stages:
-        if not isinstance(st, list) or len(st) != 4:
-            raise ValueError(f"a pipeline stage is [start, end, pes, splits], got {st!r}")
+        if not isinstance(st, list) or len(st) not in (4, 5):
+            raise ValueError(f"a pipeline stage is [start, end, pes, splits, units], got {st!r}")
         for value, name, least in zip(st[:3], ("start", "end", "pes"), (0, 1, 1)):
             _count(value, f"a pipeline stage's {name}", least)
         if st[3] is not None and not isinstance(st[3], list):
             raise ValueError(f"a pipeline stage's splits must be a list or null, got {st[3]!r}")
         for w in st[3] or ():
             _count(w, "a pipeline stage's splits", 1)
+        units = st[4] if len(st) == 5 else None
+        if units is not None and not (isinstance(units, list)
+                                      and all(isinstance(u, str) and u for u in units)):
+            raise ValueError(f"a pipeline stage's units must be unit names or null, got {units!r}")
     _count(p.get("replicas"), "pipeline 'replicas'", 1)
     _finite(p.get("period_s"), "pipeline period_s")
     _finite(p.get("analytic_period_s"), "pipeline analytic_period_s")

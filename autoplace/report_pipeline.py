@@ -20,7 +20,7 @@ from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bou
 from autoplace.pipeline.layout import grid_maps
 from autoplace.pipeline.log import best_of, is_pipeline_line, read_lines
 from autoplace.pipeline.machine import MAX_SPLIT
-from autoplace.pipeline.stream import steady_window
+from autoplace.pipeline.stream import lanes, steady_window
 from autoplace.report import STYLE, ReportError, html_img, html_table, logged_inputs
 
 
@@ -41,7 +41,7 @@ def _costs(lines: list[dict], log: Path, model: str | None, hw: str | None) -> S
 
 
 def stage_table(plan, costs: StageCosts) -> pd.DataFrame:
-    """One row per stage of ``plan``: its ops, PEs, splits and figures."""
+    """One row per stage of ``plan``: its ops, PEs, splits, units and figures."""
     names = [op.name for op in costs.graph.ops]
     rows = []
     for n, s in enumerate(plan.stages):
@@ -49,6 +49,8 @@ def stage_table(plan, costs: StageCosts) -> pd.DataFrame:
         rows.append({"stage": n, "ops": f"{s.start}-{s.end - 1}",
                      "first .. last": f"{names[s.start]} .. {names[s.end - 1]}",
                      "PEs": s.pes, "ways per op": f"{min(ways)}-{max(ways)}",
+                     "ops per unit": ", ".join(f"{u} {n}" for u, n in
+                                               costs.ops_per_unit(s).items()),
                      "compute (ms)": f["compute"] * 1e3, "comm (ms)": f["comm"] * 1e3,
                      "period (ms)": f["period"] * 1e3, "MiB per PE": f["memory"] / 2**20})
     return pd.DataFrame(rows)
@@ -92,16 +94,25 @@ def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None
     return page
 
 
-def _pictures(plan, costs: StageCosts, trials: pd.DataFrame, bound: float,
-              out: Path) -> dict[str, Path]:
+def plan_pictures(plan, costs: StageCosts, out: Path) -> dict[str, Path]:
+    """``grid.png`` (the plan on the grid) and ``period.png`` (one period of its stream in
+    steady state) in ``out``; their paths by name."""
     out.mkdir(parents=True, exist_ok=True)
     name = f"{costs.graph.name} on {costs.machine.name}"
     start, period, work = steady_window(plan, costs)
-    figures = {
+    return _save(out, {
         "grid": plots.pipeline_grid(*grid_maps(plan, costs), title=name),
-        "period": plots.pipeline_period(work, start, period, len(plan.stages)),
-        "search": plots.pipeline_search(trials, bound=bound, title=f"{name}: the search"),
-    }
+        "period": plots.pipeline_period(work, start, period, lanes(plan, costs))})
+
+
+def _pictures(plan, costs: StageCosts, trials: pd.DataFrame, bound: float,
+              out: Path) -> dict[str, Path]:
+    name = f"{costs.graph.name} on {costs.machine.name}"
+    search = plots.pipeline_search(trials, bound=bound, title=f"{name}: the search")
+    return {**plan_pictures(plan, costs, out), **_save(out, {"search": search})}
+
+
+def _save(out: Path, figures: dict) -> dict[str, Path]:
     paths = {}
     for key, fig in figures.items():
         paths[key] = out / f"{key}.png"

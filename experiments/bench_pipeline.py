@@ -4,7 +4,9 @@
 
 Each case runs in a fresh subprocess on one core (``taskset -c 0``): the mesh is the bundled
 ``hwprofiles/mesh.toml`` with rows and cols changed; the graph a bundled model, or
-``densenet121x3`` (three densenet121 one after another: 903 ops). Figures: planning time
+``densenet121x3`` (three densenet121 one after another: 903 ops); ``+overlap``: the mesh's
+PEs run ops of different inferences on their ARM core and NPU at once (``units_overlap``,
+where the search moves ops between units). Figures: planning time
 (profile load, stage tables, :func:`best_pipeline`, the numba kernel compiled or loaded from
 its cache beforehand) and peak RSS; throughput of the DP's plan, of the equal-FLOP baseline
 beside it (their ratio) and the bound (``throughput_bound``); PEs used; the 1-minute load
@@ -14,8 +16,10 @@ throughput), peak RSS after it, the throughput of the DP's plan and of the best 
 their streams (two inferences in flight per stage), their ratio and the best's against the
 bound. "plan + search s" is the issue's budget (120 s, 2 GB for 7,296 PEs and ~1,000 ops).
 The search is the default one (each trial the best of 8 moves as the XGBoost cost model ranks
-them); beside it, as a ratio, the search before it ranked moves (``ranking="none"``: one move
-per trial), after 100 trials and after all of them (untimed).
+them); beside it, as ratios, the search before it ranked moves (``ranking="none"``: one move
+per trial), after 100 trials and after all of them, and the search without its ``unit`` move
+(every op on its default unit, as before units were searched; untimed). "vs previous": the
+case's plan + search time over the one in the results file this run replaces (``--out``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(model, mesh) for mesh in ((16, 16), (32, 32), (96, 76))
-         for model in ("resnet50", "densenet121", "densenet121x3")]
+         for model in ("resnet50", "densenet121", "densenet121x3")] + [
+    ("resnet50+overlap", (16, 16)), ("densenet121+overlap", (16, 16)),
+    ("densenet121x3+overlap", (96, 76))]
 
 
 def sequence(graph, times: int):
@@ -51,12 +57,15 @@ def sequence(graph, times: int):
     return OpGraph(name=f"{graph.name}x{times}", ops=tuple(ops), edges=tuple(edges))
 
 
-def mesh_costs(graph, rows: int, cols: int):
-    """The stage model of ``graph`` on the bundled mesh with ``rows`` x ``cols`` PEs."""
+def mesh_costs(graph, rows: int, cols: int, *, overlap: bool = False):
+    """The stage model of ``graph`` on the bundled mesh with ``rows`` x ``cols`` PEs (whose
+    units run ops of different inferences at once with ``overlap``)."""
     from autoplace.pipeline import MeshMachine, StageCosts
     from autoplace.profile_io import load_profile
 
     text = (ROOT / "hwprofiles" / "mesh.toml").read_text()
+    if overlap:
+        text = re.sub(r"(?m)^\[mesh\]$", "[mesh]\nunits_overlap = true", text)
     text = re.sub(r"(?m)^rows = \d+", f"rows = {rows}", text)
     text = re.sub(r"(?m)^cols = \d+", f"cols = {cols}", text)
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
@@ -80,6 +89,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     from autoplace.pipeline.baselines import equal_flops
     from autoplace.profile_io import load_profile
 
+    model, overlap = model.removesuffix("+overlap"), model.endswith("+overlap")
     base, times = (model.split("x")[0], int(model.split("x")[1])) if "x" in model else \
         (model, 1)
     graph = load_graph(base)
@@ -87,7 +97,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     warm = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     best_pipeline(warm)  # the kernel compiled or loaded, outside the timing
     t0 = time.perf_counter()
-    costs = mesh_costs(graph, rows, cols)
+    costs = mesh_costs(graph, rows, cols, overlap=overlap)
     plan = best_pipeline(costs)
     plan_s = time.perf_counter() - t0
     naive = equal_flops(costs)
@@ -108,7 +118,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
 
 def search(costs, plan, pes: int, trials: int) -> dict:
     """The pipeline search from the DP's plan: its time and the streamed throughputs."""
-    from autoplace.pipeline.search import PipelineSearch
+    from autoplace.pipeline.search import MOVES, PipelineSearch
 
     t0 = time.perf_counter()
     s = PipelineSearch(costs, pes, seed=0)
@@ -120,6 +130,9 @@ def search(costs, plan, pes: int, trials: int) -> dict:
     unranked = PipelineSearch(costs, pes, seed=0, ranking="none")
     out["unranked"] = unranked.run(plan, trials).throughput
     out["unranked_100"] = best_after(unranked, 100)
+    moves = tuple(m for m in MOVES if m != "unit")
+    out["default_units"] = PipelineSearch(costs, pes, seed=0, moves=moves).run(
+        plan, trials).throughput
     return out
 
 
@@ -137,31 +150,58 @@ def run(model: str, rows: int, cols: int, trials: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def table(results: list[tuple[str, tuple[int, int], dict]]) -> str:
+def previous_times(path: Path) -> dict[tuple[str, str], float]:
+    """``(graph (ops), mesh (PEs)) -> plan + search s`` of a results file this script wrote
+    (empty if there is none)."""
+    if not path.exists():
+        return {}
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]]
+            for line in path.read_text().splitlines() if line.startswith("| ")]
+    if not rows or "plan + search s" not in rows[0]:
+        return {}
+    col = rows[0].index("plan + search s")
+    return {(r[0], r[1]): float(r[col]) for r in rows[1:] if len(r) > col and _number(r[col])}
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def table(results: list[tuple[str, tuple[int, int], dict]],
+          previous: dict[tuple[str, str], float]) -> str:
     lines = ["| graph (ops) | mesh (PEs) | plan s | DP inferences/s | equal-FLOP | DP / "
              "equal-FLOP | DP / bound | stages x PEs x replicas (used) | trials (streamed) | "
-             "plan + search s | peak RSS MiB | DP streamed | tuned streamed | tuned / DP | tuned / "
-             "bound | @100: tuned / unranked | tuned / unranked | load |", "|---" * 18 + "|"]
+             "plan + search s | vs previous | peak RSS MiB | DP streamed | tuned streamed | "
+             "tuned / DP | tuned / bound | @100: tuned / unranked | tuned / unranked | "
+             "tuned / default units | load |", "|---" * 20 + "|"]
     nan = float("nan")
     for model, (rows, cols), r in results:
         if "error" in r:
-            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 15)
+            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 17)
             continue
         dp, naive, tuned = r.get("dp"), r.get("naive"), r.get("tuned")
         shape = (f"{r['stages']} x {r['pes']} x {r['replicas']} ({r['used']})" if dp
                  else "no plan fits")
+        graph, mesh = f"{model} ({r['ops']})", f"{rows}x{cols} ({rows * cols:,})"
+        took = r["plan_s"] + r.get("search_s", 0)
+        before = previous.get((graph, mesh))
         lines.append(
-            f"| {model} ({r['ops']}) | {rows}x{cols} ({rows * cols:,}) | {r['plan_s']:.2f} | "
+            f"| {graph} | {mesh} | {r['plan_s']:.2f} | "
             f"{dp or 0:,.0f} | {naive or 0:,.0f} | "
             f"{dp / naive if dp and naive else nan:.2f} | "
             f"{dp / r['bound'] if dp else nan:.2f} | {shape} | {r.get('trials', 0)} "
             f"({r.get('streamed', 0)}) | "
-            f"{r['plan_s'] + r.get('search_s', 0):.1f} | {r['rss_mib']:.0f} | "
+            f"{took:.1f} | {took / before if before else nan:.2f} | {r['rss_mib']:.0f} | "
             f"{r.get('dp_stream') or 0:,.0f} | {tuned or 0:,.0f} | "
             f"{tuned / r['dp_stream'] if tuned and r.get('dp_stream') else nan:.3f} | "
             f"{tuned / r['bound'] if tuned else nan:.2f} | "
             f"{r['tuned_100'] / r['unranked_100'] if tuned else nan:.3f} | "
-            f"{tuned / r['unranked'] if tuned else nan:.3f} | {r['load']:.1f} |")
+            f"{tuned / r['unranked'] if tuned else nan:.3f} | "
+            f"{tuned / r['default_units'] if tuned else nan:.3f} | {r['load']:.1f} |")
     return "\n".join(lines)
 
 
@@ -185,8 +225,10 @@ def main() -> None:
         print(f"{model} {rows}x{cols}: {results[-1][2]}", file=sys.stderr, flush=True)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip()
+    previous = previous_times(Path(args.out)) if args.out else {}
     text = (f"`python experiments/bench_pipeline.py` at {rev}, {time.strftime('%Y-%m-%d')}, "
-            "each case in a subprocess on core 0 (load: last column)\n\n" + table(results))
+            "each case in a subprocess on core 0 (load: last column)\n\n"
+            + table(results, previous))
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -159,7 +159,7 @@ def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
     from autoplace.models import load_graph
     from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
     from autoplace.pipeline.layout import grid_maps
-    from autoplace.pipeline.stream import steady_window
+    from autoplace.pipeline.stream import lanes, steady_window
     from autoplace.profile_io import load_profile
 
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
@@ -171,7 +171,7 @@ def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
     assert np.ma.getdata(left.images[0].get_array()).shape == (8, 8)
     assert right.images[0].get_array().max() <= 1.0
     start, period, work = steady_window(plan, costs)
-    fig = plots.pipeline_period(work, start, period, len(plan.stages))
+    fig = plots.pipeline_period(work, start, period, lanes(plan, costs))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [f"stage{s}.{w}" for s in range(len(plan.stages)) for w in ("pes", "dma")]

@@ -6,17 +6,26 @@ its output channels: each PE holds ``1/k`` of the op's weights and computes ``1/
 output. A channel-wise op (elementwise, norm, pool) reads only its own slice of its inputs;
 any other op needs every input channel, so the input slices rotate along the line while it
 computes (compute-then-shift, as T10 does): ``(k-1)/k`` of its inputs pass each PE's DMA
-engine, and a PE holds two input slices at a time. Each op runs on the PE's fastest unit
-that accepts it; a PE runs one op at a time. Per inference a stage's PEs are busy with
+engine, and a PE holds two input slices at a time. Each op runs on one unit of the PE (a
+stage's ``units`` may say which). By default a PE runs one op at a time, each on the unit
+that runs its slice fastest. On a mesh whose PEs' units overlap (``units_overlap``), each
+unit runs one op at a time and a PE's units work on different inferences at once (the core
+on one inference's norm while the accelerator runs the next one's conv); an op's default
+unit is then the one that runs it whole fastest (whatever the split, so that each unit's
+work falls as a stage's PEs grow). Per inference a stage's PEs are busy with
 
-- **compute**: the sum of the op slice times, and
+- **compute**: the sum of its op slice times, or with overlapping units, the busiest
+  unit's sum, and
 - **communication** on the DMA engines: the rotations, the stage's input from the previous
   stage (every tensor crossing the cut before it, forwarded through it when a later stage
   reads it), its output to the next one, and graph inputs and outputs over the uplink,
 
 which overlap across inferences, so the stage's **period** is ``max(compute,
-communication)``. Per PE, ``1/k`` of the stage's weights, of its inputs and outputs
-double-buffered, and of its largest op's working set must fit the local memory.
+communication)``; one inference's **latency** through it is all its op slice times plus its
+communication. Per PE, ``1/k`` of the stage's weights, of its inputs and outputs
+double-buffered, and the working set of its largest op (with overlapping units, of each
+unit's largest op: every unit may be busy with another inference's op) must fit the local
+memory.
 
 Every per-op quantity is tabulated for ``k = 1 .. K`` and summed along the op order, so a
 stage's figures are a few lookups (:meth:`StageCosts.stage`), and the dynamic program of
@@ -24,6 +33,8 @@ stage's figures are a few lookups (:meth:`StageCosts.stage`), and the dynamic pr
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -38,9 +49,14 @@ CHANNELWISE = ("elementwise", "norm", "pool")
 
 class StageCosts:
     """The stage model of one graph on one mesh, for stages of up to ``K`` PEs (module
-    docstring). Arrays ``[K, n + 1]`` are prefix sums over ops for ``k = 1 .. K`` PEs;
-    ``cut[c]`` is the bytes crossing the cut before op ``c``; ``S_io`` prefix sums of graph
-    input and output bytes; ``working[o]``: op ``o``'s working set unsplit."""
+    docstring). ``unit_secs[u, k - 1, o]``: op ``o``'s slice time on unit ``u`` split ``k``
+    ways (inf where ``u`` does not run it); ``default_unit[k - 1, o]``: the unit ``o`` runs on
+    by default, and ``secs[k - 1, o]`` its slice time there. The PE's ``R`` resources are its
+    units when they overlap, else the PE itself; ``resource[o]``: the one ``o`` occupies by
+    default. Arrays ``[.., K, n + 1]`` are prefix sums over ops for ``k = 1 .. K`` PEs:
+    ``S_busy[r]`` of the ops on resource ``r`` by default, ``S_secs`` of all; ``cut[c]`` is
+    the bytes crossing the cut before op ``c``; ``S_io`` prefix sums of graph input and
+    output bytes; ``working[o]``: op ``o``'s working set unsplit."""
 
     def __init__(self, graph: OpGraph, machine: MeshMachine, *, max_pes: int | None = None):
         self.graph, self.machine = graph, machine
@@ -54,11 +70,19 @@ class StageCosts:
         for e in graph.edges:
             used[e.src] = True
         rotates = np.array([op.kind not in CHANNELWISE for op in ops]) & (produced > 0)
-        self.secs, self.unit = self._op_seconds(k)
+        self.unit_secs = self._unit_seconds(k)
+        fastest = np.argmin(self.unit_secs, axis=0)  # [K, n]: per split
+        self.overlap = machine.units_overlap
+        self.default_unit = np.repeat(fastest[:1], self.K, axis=0) if self.overlap else fastest
+        self.secs = np.take_along_axis(self.unit_secs, self.default_unit[None], axis=0)[0]
+        self.R = self.U if self.overlap else 1
+        self.resource = self.resources(self.default_unit[0])
         self.rotation = np.where(rotates & (k > 1), produced * (k - 1) / k / machine.link_bps
                                  + (k - 1) * machine.link_s, 0.0)
-        weights = np.array([op.weight_bytes for op in ops], dtype=np.float64)
+        on = self.resources(self.default_unit)[None] == np.arange(self.R)[:, None, None]
+        self.S_busy = _prefix(np.where(on, self.secs[None], 0.0))
         self.S_secs, self.S_rotation = _prefix(self.secs), _prefix(self.rotation)
+        weights = np.array([op.weight_bytes for op in ops], dtype=np.float64)
         self.S_weights = np.concatenate([[0.0], np.cumsum(weights)])
         io = np.array([op.input_bytes for op in ops], dtype=np.float64) + np.where(used, 0.0, out)
         self.S_io = np.concatenate([[0.0], np.cumsum(io)])  # graph inputs and outputs
@@ -66,28 +90,36 @@ class StageCosts:
         inputs = np.array([op.input_bytes for op in ops], dtype=np.float64)
         self.working = np.where(rotates, 2 * produced, produced) + inputs + out
 
-    def _op_seconds(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each op's slice time ``[K, n]`` on its fastest PE unit, and that unit's index."""
+    @property
+    def U(self) -> int:
+        """The number of units of a PE."""
+        return len(self.machine.units)
+
+    def resources(self, units: np.ndarray) -> np.ndarray:
+        """The resource ops on ``units`` occupy: their units when they overlap, else 0 (the
+        PE)."""
+        return np.asarray(units) if self.overlap else np.zeros_like(units)
+
+    def _unit_seconds(self, k: np.ndarray) -> np.ndarray:
+        """Each op's slice time ``[U, K, n]`` on each PE unit (inf where it does not run
+        it); ProfileError naming an op no unit runs."""
         m, n = self.machine, len(self.graph.ops)
-        best = np.full((len(k), n), np.inf)
-        unit = np.zeros((len(k), n), dtype=np.int64)
+        secs = np.full((len(m.units), len(k), n), np.inf)
         for u, spec in enumerate(m.units):
             for i, op in enumerate(self.graph.ops):
                 if not spec.accepts_kind(op.kind):
                     continue
                 internal = (op.bytes_read - op.external_bytes + op.output_bytes) / k[:, 0]
-                t = roofline_seconds(op.flops / k[:, 0], internal, op.input_bytes / k[:, 0],
-                                     op.weight_bytes / k[:, 0], spec.flops_per_s(op.kind),
-                                     m.memory_bps, m.memory_bps, m.memory_bps,
-                                     spec.launch_overhead_s)
-                better = t < best[:, i]
-                best[better, i], unit[better, i] = t[better], u
-        bad = np.flatnonzero(np.isinf(best[0]))
+                secs[u, :, i] = roofline_seconds(
+                    op.flops / k[:, 0], internal, op.input_bytes / k[:, 0],
+                    op.weight_bytes / k[:, 0], spec.flops_per_s(op.kind), m.memory_bps,
+                    m.memory_bps, m.memory_bps, spec.launch_overhead_s)
+        bad = np.flatnonzero(np.isinf(secs[:, 0, :]).all(axis=0))
         if len(bad):
             op = self.graph.ops[bad[0]]
             raise ProfileError(f"mesh {m.name}: no PE unit accepts op {op.name!r} (kind "
                                f"{op.kind})")
-        return best, unit
+        return secs
 
     def _cut_bytes(self) -> np.ndarray:
         """``cut[c]``: bytes of the edges crossing the cut before op ``c`` (from an op before
@@ -102,67 +134,116 @@ class StageCosts:
     def n(self) -> int:
         return len(self.graph.ops)
 
+    def unit_index(self, name: str) -> int:
+        """The index of the PE unit ``name``; ValueError naming the units if none is."""
+        names = [u.name for u in self.machine.units]
+        if name not in names:
+            raise ValueError(f"mesh {self.machine.name} has no PE unit {name!r} (units: "
+                             f"{', '.join(names)})")
+        return names.index(name)
+
     def stage(self, i: int, j: int, k: int) -> dict[str, float]:
-        """The figures of stage ``[i, j)`` on ``k`` PEs (``1 <= k <= K``): ``compute``,
-        ``comm`` (of which ``incoming``: the tensors crossing the cut before it), ``period``
-        (their max), ``memory`` (bytes per PE), ``fits``, ``latency`` (one inference through
-        it: compute + communication, nothing overlapped)."""
+        """The figures of stage ``[i, j)`` on ``k`` PEs (``1 <= k <= K``), every op on its
+        default unit: ``compute`` (the busiest resource's work), ``work`` (all), ``comm``
+        (of which ``incoming``: the tensors crossing the cut before it), ``period`` (the max
+        of compute and comm), ``memory`` (bytes per PE), ``fits``, ``latency`` (one
+        inference through it: work + comm, nothing overlapped)."""
         if not (0 <= i < j <= self.n and 1 <= k <= self.K):
             raise ValueError(f"stage [{i}, {j}) on {k} PEs is out of range "
                              f"(n={self.n}, K={self.K})")
         r, m = k - 1, self.machine
-        compute = float(self.S_secs[r, j] - self.S_secs[r, i])
         incoming = _move(self.cut[i], m.link_bps, m.link_s)
         comm = float(self.S_rotation[r, j] - self.S_rotation[r, i] + incoming
                      + _move(self.cut[j], m.link_bps, m.link_s)
                      + _move(self.S_io[j] - self.S_io[i], m.uplink_bps, m.uplink_s))
-        memory = self.memory(i, j, k)
-        return {"compute": compute, "comm": comm, "incoming": float(incoming),
-                "period": max(compute, comm),
-                "memory": memory, "fits": memory <= m.memory_bytes,
-                "latency": compute + comm}
+        busy = self.S_busy[:, r, j] - self.S_busy[:, r, i]
+        return self._figures(busy, comm, float(incoming), self.memory(i, j, k))
+
+    def _figures(self, busy: np.ndarray, comm: float, incoming: float,
+                 memory: float) -> dict[str, float]:
+        compute, work = float(busy.max()), float(busy.sum())
+        return {"compute": compute, "work": work, "comm": comm, "incoming": incoming,
+                "period": max(compute, comm), "memory": memory,
+                "fits": memory <= self.machine.memory_bytes, "latency": work + comm}
+
+    def op_units(self, stage) -> np.ndarray:
+        """The unit index of each op of ``stage`` (its ``units``, else the defaults);
+        ValueError if a unit is not the mesh's or does not run its op."""
+        ops = np.arange(stage.start, stage.end)
+        if stage.units is None:
+            return self.default_unit[np.asarray(stage.ways()) - 1, ops]
+        units = np.array([self.unit_index(u) for u in stage.units], dtype=np.int64)
+        bad = np.flatnonzero(np.isinf(self.unit_secs[units, 0, ops]))
+        if len(bad):
+            op = self.graph.ops[ops[bad[0]]]
+            raise ValueError(f"PE unit {stage.units[bad[0]]!r} does not run op {op.name!r} "
+                             f"(kind {op.kind})")
+        return units
+
+    def with_units(self, stage, units: np.ndarray):
+        """``stage`` with its ops on ``units`` (indices): its ``units`` None when every op is
+        on its default unit, so that a plan has one form."""
+        units = np.asarray(units)
+        ops = np.arange(stage.start, stage.end)
+        default = np.array_equal(units, self.default_unit[np.asarray(stage.ways()) - 1, ops])
+        names = None if default else tuple(self.machine.units[u].name for u in units)
+        return dataclasses.replace(stage, units=names)
+
+    def ops_per_unit(self, stage) -> dict[str, int]:
+        """How many ops of ``stage`` each PE unit runs (units that run none left out)."""
+        counts = np.bincount(self.op_units(stage), minlength=self.U)
+        return {u.name: int(c) for u, c in zip(self.machine.units, counts) if c}
 
     def of(self, stage) -> dict[str, float]:
         """:meth:`stage` of a :class:`~autoplace.pipeline.plan.Stage`, whose ops may be split
-        fewer ways than it has PEs (its ``splits``)."""
-        if stage.splits is None:
+        fewer ways than it has PEs (its ``splits``) and run on other units (its ``units``)."""
+        if stage.splits is None and stage.units is None:
             return self.stage(stage.start, stage.end, stage.pes)
         f = self.stage(stage.start, stage.end, stage.pes)
         ops = np.arange(stage.start, stage.end)
-        rows = np.asarray(stage.splits) - 1
-        compute = float(self.secs[rows, ops].sum())
+        rows, units = np.asarray(stage.ways()) - 1, self.op_units(stage)
+        busy = np.bincount(self.resources(units), weights=self.unit_secs[units, rows, ops],
+                           minlength=self.R)
         comm = f["comm"] - float(self.S_rotation[stage.pes - 1, stage.end]
                                  - self.S_rotation[stage.pes - 1, stage.start]) \
             + float(self.rotation[rows, ops].sum())
-        memory = self.mixed_memory(stage.start, stage.end, stage.pes, rows + 1)
-        return {**f, "compute": compute, "comm": comm, "period": max(compute, comm),
-                "memory": memory, "fits": memory <= self.machine.memory_bytes,
-                "latency": compute + comm}
+        memory = self.mixed_memory(stage.start, stage.end, stage.pes, rows + 1, units)
+        return self._figures(busy, comm, f["incoming"], memory)
 
-    def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray) -> float:
+    def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray,
+                     units: np.ndarray) -> float:
         """Bytes the fullest PE holds when op ``o`` of stage ``[i, j)`` is split ``ways[o]``
-        ways: every op's slice may sit on the same PE (the first ``ways`` PEs hold an op),
-        the stage's buffers spread over all ``k``."""
+        ways and runs on unit ``units[o]``: every op's slice may sit on the same PE (the
+        first ``ways`` PEs hold an op), the stage's buffers spread over all ``k``."""
         buffers = self.cut[i] + self.cut[j] + self.S_io[j] - self.S_io[i]
         weights = np.array([op.weight_bytes for op in self.graph.ops[i:j]], dtype=np.float64)
         return float((weights / ways).sum() + 2 * buffers / k
-                     + (self.working[i:j] / ways).max())
+                     + _largest_per(self.working[i:j] / ways, self.resources(units), self.R))
 
     def memory(self, i: int, j: int, k: int) -> float:
         """Bytes a PE of stage ``[i, j)`` on ``k`` PEs holds: its slice of the weights, of
-        the stage's inputs and outputs double-buffered, and of its largest op's working set."""
+        the stage's inputs and outputs double-buffered, and of the working set of each
+        unit's largest op."""
         return float(self.unsplit_memory(i, j)) / k
 
     def unsplit_memory(self, i: int, j: int) -> float:
         """What stage ``[i, j)`` holds in all (``k`` PEs hold ``1/k`` of it each)."""
         buffers = self.cut[i] + self.cut[j] + self.S_io[j] - self.S_io[i]
         return float(self.S_weights[j] - self.S_weights[i] + 2 * buffers
-                     + self.working[i:j].max())
+                     + _largest_per(self.working[i:j], self.resource[i:j], self.R))
+
+
+def _largest_per(working: np.ndarray, resource: np.ndarray, R: int) -> float:
+    """The sum over resources of the largest ``working`` of the ops on each."""
+    most = np.zeros(R)
+    np.maximum.at(most, resource, working)
+    return float(most.sum())
 
 
 def _prefix(x: np.ndarray) -> np.ndarray:
-    """Prefix sums along the ops: ``[K, n] -> [K, n + 1]`` starting at 0."""
-    return np.concatenate([np.zeros((x.shape[0], 1)), np.cumsum(x, axis=1)], axis=1)
+    """Prefix sums along the ops (the last axis), starting at 0."""
+    zeros = np.zeros((*x.shape[:-1], 1))
+    return np.concatenate([zeros, np.cumsum(x, axis=-1)], axis=-1)
 
 
 def _move(nbytes: float, bps: float, latency: float) -> float:

@@ -4,10 +4,13 @@ PEs are counted, never labelled (Tarnawski et al., NeurIPS 2020; Piper, NeurIPS 
 period ``tau``, :func:`_fewest` finds the fewest PEs of a pipeline whose every stage has
 period <= tau (every stage's least ``k``: its compute falls and its communication grows with
 ``k``, so the least ``k`` whose compute is within ``tau`` and whose PEs hold the stage is the
-only one to try). :func:`least_period` bisects ``tau`` for a PE budget: exact to a relative
-:data:`TOLERANCE`. :func:`best_pipeline` maximises throughput over replication: each budget
-``m`` gives ``P // m`` copies of the pipeline, and budgets whose upper bound cannot beat the
-best found are skipped (the bound: :func:`work_bound`).
+only one to try). :func:`least_period` bisects
+``tau`` for a PE budget: exact to a relative :data:`TOLERANCE`. :func:`best_pipeline`
+maximises throughput over replication: each budget ``m`` gives ``P // m`` copies of the
+pipeline, and budgets whose upper bound cannot beat the best found are skipped (the bound:
+:func:`work_bound`). Every op runs on its default unit (:class:`StageCosts`): the program
+is exact for that; which ops do better on another unit is the search's
+(:mod:`autoplace.pipeline.search`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 
 import numba
 import numpy as np
+from scipy import optimize, sparse
 
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
@@ -29,9 +33,10 @@ def fewest_pes(costs: StageCosts, tau: float) -> PipelinePlan | None:
     """The pipeline with the fewest PEs whose every stage has period <= ``tau``; None if
     there is none (an op too slow, or too big for ``K`` PEs' memory)."""
     m = costs.machine
-    f, back_i, back_k = _fewest(tau, costs.S_secs, costs.S_rotation, costs.S_weights, costs.cut,
-                                costs.S_io, costs.working, float(m.memory_bytes), m.link_bps,
-                                m.link_s, m.uplink_bps, m.uplink_s)
+    f, back_i, back_k = _fewest(tau, costs.S_busy, costs.S_rotation, costs.S_weights,
+                                costs.cut, costs.S_io, costs.working, costs.resource,
+                                float(m.memory_bytes), m.link_bps, m.link_s, m.uplink_bps,
+                                m.uplink_s)
     if f[-1] >= _NONE:
         return None
     stages, j = [], costs.n
@@ -50,7 +55,7 @@ def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0,
     fewest = fewest_pes(costs, math.inf) if fewest is None else fewest
     if fewest is None or fewest.pes > budget:
         return None
-    # the slowest op, split all it can be, bounds every period from below
+    # the slowest op, split all it can be on its default unit, bounds every period from below
     lo = max(float(costs.secs[-1].max()), at_least) * (1 - 1e-12)
     top, hi = evaluate(fewest, costs).period_s, lo  # the fewest PEs' period: enough
     while (best := fewest_pes(costs, hi)) is None or best.pes > budget:
@@ -70,17 +75,41 @@ def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0,
 
 
 def work_bound(costs: StageCosts) -> float:
-    """PE-seconds per inference at least: every op's least total time over its slices
-    (``k`` slices take ``k`` times a slice's time)."""
-    d = np.arange(1, costs.K + 1)[:, None]
-    return float((costs.secs * d).min(axis=0).sum())
+    """Seconds per inference of one PE at least, busy with useful work: with overlapping
+    units, the least ``T`` such that every op can be given to units (fractionally), each
+    unit's share of its least unit-seconds over its splits (``k`` slices take ``k`` times a
+    slice's time) within ``T`` (a linear program; when a PE runs one op at a time, the sum of each
+    op's least over its units). ``P`` PEs take ``1/P`` of it at least."""
+    d = np.arange(1, costs.K + 1)[None, :, None]
+    least = (costs.unit_secs * d).min(axis=1)  # [U, n] unit-seconds, inf: not run there
+    if costs.R == 1:
+        return float(least.min(axis=0).sum())
+    u_of, o_of = np.nonzero(np.isfinite(least))
+    nvar = len(u_of) + 1  # x[u, o] for every unit that runs the op, then T
+    c = np.zeros(nvar)
+    c[-1] = 1.0
+    rows = np.arange(len(u_of))
+    A_ub = sparse.coo_array((np.concatenate([least[u_of, o_of], -np.ones(costs.U)]),
+                             (np.concatenate([u_of, np.arange(costs.U)]),
+                              np.concatenate([rows, np.full(costs.U, nvar - 1)]))),
+                            shape=(costs.U, nvar))
+    A_eq = sparse.coo_array((np.ones(len(u_of)), (o_of, rows)), shape=(costs.n, nvar))
+    res = optimize.linprog(c, A_ub=A_ub.tocsr(), b_ub=np.zeros(costs.U), A_eq=A_eq.tocsr(),
+                           b_eq=np.ones(costs.n), bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the work bound's linear program failed: {res.message}")
+    return float(res.fun) * (1 - 1e-7)  # below the solver's tolerance: still a bound
+
+
+def slowest_op(costs: StageCosts) -> float:
+    """No period beats the slowest op split fully on the unit that runs it fastest."""
+    return float(costs.unit_secs[:, -1, :].min(axis=0).max())
 
 
 def throughput_bound(costs: StageCosts, pes: int) -> float:
     """Inferences per second no plan on ``pes`` PEs beats: all of them busy with useful
-    work (:func:`work_bound`), and no pipeline faster than its slowest op split fully."""
-    per_pe = pes / work_bound(costs)
-    return min(per_pe, pes / float(costs.secs[-1].max()))
+    work (:func:`work_bound`), and no pipeline faster than :func:`slowest_op`."""
+    return min(pes / work_bound(costs), pes / slowest_op(costs))
 
 
 def best_pipeline(costs: StageCosts, pes: int | None = None) -> PipelinePlan | None:
@@ -106,25 +135,26 @@ def best_pipeline(costs: StageCosts, pes: int | None = None) -> PipelinePlan | N
 
 
 @numba.njit(cache=True, nogil=True)
-def _fewest(tau, S_secs, S_rotation, S_weights, cut, S_io, working, capacity, link_bps,
-            link_s, up_bps, up_s):  # pragma: no cover - compiled
+def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, capacity,
+            link_bps, link_s, up_bps, up_s):  # pragma: no cover - compiled
     """``f[j]``: the fewest PEs of a pipeline over ops ``[0, j)`` whose stages all have
     period <= ``tau`` (``_NONE``: none); the last stage's start and PEs per ``j``."""
-    K, n1 = S_secs.shape
+    R, K, n1 = S_busy.shape
     f = np.full(n1, _NONE, dtype=np.int64)
     back_i, back_k = np.full(n1, -1, dtype=np.int64), np.zeros(n1, dtype=np.int64)
+    largest = np.zeros(R)
     f[0] = 0
     for j in range(1, n1):
-        largest = 0.0
+        largest[:] = 0.0
         for i in range(j - 1, -1, -1):
-            largest = max(largest, working[i])
-            if S_secs[K - 1, j] - S_secs[K - 1, i] > tau:
+            largest[resource[i]] = max(largest[resource[i]], working[i])  # its largest op
+            if _busiest(S_busy, K - 1, i, j) > tau:
                 break  # a longer stage computes longer still
             if f[i] >= _NONE:
                 continue
-            r = _first(S_secs, i, j, 0, tau)  # fewest PEs (k = r + 1) computing in time
+            r = _first(S_busy, i, j, tau)  # fewest PEs (k = r + 1) computing in time
             held = S_weights[j] - S_weights[i] + 2.0 * (cut[i] + cut[j] + S_io[j] - S_io[i]) \
-                + largest
+                + largest.sum()
             r = max(r, int(np.ceil(held / capacity)) - 1)  # ... and holding the stage
             if r >= K:
                 continue
@@ -136,16 +166,25 @@ def _fewest(tau, S_secs, S_rotation, S_weights, cut, S_io, working, capacity, li
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _first(S, i, j, lo, limit):  # pragma: no cover - compiled
-    """The least row ``r >= lo`` with ``S[r, j] - S[r, i] <= limit`` (rows nonincreasing),
-    or ``K`` if none."""
-    K = S.shape[0]
-    if S[K - 1, j] - S[K - 1, i] > limit:
+def _busiest(S_busy, r, i, j):  # pragma: no cover - compiled
+    """The busiest resource's work in stage ``[i, j)`` split ``r + 1`` ways."""
+    most = 0.0
+    for u in range(S_busy.shape[0]):
+        most = max(most, S_busy[u, r, j] - S_busy[u, r, i])
+    return most
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _first(S_busy, i, j, limit):  # pragma: no cover - compiled
+    """The least row ``r`` with :func:`_busiest` ``<= limit`` (every resource's work
+    is nonincreasing in ``r``), or ``K`` if none."""
+    K = S_busy.shape[1]
+    if _busiest(S_busy, K - 1, i, j) > limit:
         return K
-    hi = K - 1
+    lo, hi = 0, K - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if S[mid, j] - S[mid, i] <= limit:
+        if _busiest(S_busy, mid, i, j) <= limit:
             hi = mid
         else:
             lo = mid + 1

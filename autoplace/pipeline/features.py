@@ -52,7 +52,7 @@ def _features(plan: PipelinePlan, costs: StageCosts) -> tuple[list[float], bool]
     P = max(float(period.max()), 1e-15)
     share = period / P
     overlap = np.minimum(compute, comm) / P
-    latency = float((compute + comm).sum())
+    latency = float(sum(f["latency"] for f in figures))
     second = float(np.sort(share)[-2]) if len(share) > 1 else 0.0
     return [np.log(P), np.log(max(latency / P, 1e-12)), len(share), float(share.mean()),
             second, float((share > 0.95).sum()), float((share > 0.8).sum()),

@@ -35,7 +35,7 @@ def layout(plan: PipelinePlan, rows: int, cols: int) -> list[list[list[tuple[int
 
 def grid_maps(plan: PipelinePlan, costs: StageCosts) -> tuple[np.ndarray, np.ndarray]:
     """``(stage, busy)``, each ``[rows, cols]``: the stage index of every PE (-1: unused)
-    and the share of a period its cores compute (-1: unused)."""
+    and the share of a period its busiest unit computes (-1: unused)."""
     m = costs.machine
     figures = evaluate(plan, costs)
     stage, busy = np.full((m.rows, m.cols), -1), np.full((m.rows, m.cols), -1.0)

@@ -7,7 +7,9 @@ tuner's :class:`~autoplace.records.TuningLog` (one whole line per write, a torn 
 seconds per inference over every copy (1 / throughput: the throughput objective's value;
 null unless the plan was streamed), an ``out_of_memory`` error when it does not fit. Its
 ``placement`` is empty: the plan is in ``pipeline`` — ``stages`` as ``[start, end, pes,
-splits]`` (``splits`` null when every op uses all the stage's PEs), ``replicas``,
+splits, units]`` (``splits`` null when every op uses all the stage's PEs, ``units`` the PE
+unit of each op, null when each runs on its default unit; lines before units were searched
+have no ``units``), ``replicas``,
 ``status`` (``ok``; ``no-fit``; ``bounded``: its analytic throughput showed it cannot beat
 the best, so it was not streamed), ``period_s`` (one copy's stream) and
 ``analytic_period_s``. :func:`autoplace.analysis.load` reads a pipeline log as it reads a
@@ -49,11 +51,16 @@ def trial_record(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: in
                   profile_hash=profile_hash, strategy=trial.move, trial=trial.number,
                   seed=seed, run=run, measurer=MEASURER, placement=Placement(ops={}, copies={}),
                   result=_result(trial, costs),
-                  pipeline={"stages": [[s.start, s.end, s.pes, list(s.splits) if s.splits
-                                        else None] for s in trial.plan.stages],
+                  pipeline={"stages": [stage_entry(s) for s in trial.plan.stages],
                             "replicas": trial.plan.replicas, "status": trial.status,
                             "period_s": _finite(trial.period_s),
                             "analytic_period_s": _finite(trial.analytic_period_s)})
+
+
+def stage_entry(stage: Stage) -> list:
+    """A stage as a log writes it: ``[start, end, pes, splits or null, units or null]``."""
+    return [stage.start, stage.end, stage.pes, list(stage.splits) if stage.splits else None,
+            list(stage.units) if stage.units else None]
 
 
 def _result(trial: Trial, costs: StageCosts) -> MeasureResult:
@@ -159,8 +166,9 @@ def _no_constant(name: str):
 
 def plan_of(line: dict) -> PipelinePlan:
     """The plan of a trial's fields."""
-    stages = tuple(Stage(int(a), int(b), int(k), tuple(map(int, w)) if w else None)
-                   for a, b, k, w in line["stages"])
+    stages = tuple(Stage(int(a), int(b), int(k), tuple(map(int, w)) if w else None,
+                         tuple(map(str, units[0])) if units and units[0] else None)
+                   for a, b, k, w, *units in line["stages"])
     return PipelinePlan(stages=stages, replicas=int(line["replicas"]))
 
 

@@ -23,7 +23,9 @@ class MeshMachine:
     """The PEs of a mesh: ``rows x cols``, each with ``units`` (named by their suffix: ``arm``,
     ``npu``), a local scope of ``memory_bytes`` at ``memory_bps``, and links to its four
     neighbours at ``link_bps`` with ``link_s`` latency per copy; ``uplink_bps`` and
-    ``uplink_s``: a PE's path to the shared memory that holds the graph's inputs and outputs."""
+    ``uplink_s``: a PE's path to the shared memory that holds the graph's inputs and outputs;
+    ``units_overlap``: whether a PE's units run ops of different inferences at once (else a
+    PE runs one op at a time)."""
 
     name: str
     rows: int
@@ -36,6 +38,7 @@ class MeshMachine:
     uplink_bps: float
     uplink_s: float
     max_split: int = MAX_SPLIT
+    units_overlap: bool = False
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1 or not self.units:
@@ -68,7 +71,7 @@ class MeshMachine:
         return cls(name=profile.name, rows=grid.rows, cols=grid.cols, units=units,
                    memory_bytes=local.capacity_bytes, memory_bps=local.bandwidth_bps,
                    link_bps=link_bps, link_s=link_s, uplink_bps=uplink_bps,
-                   uplink_s=uplink_s, max_split=max_split)
+                   uplink_s=uplink_s, max_split=max_split, units_overlap=grid.units_overlap)
 
 
 def _neighbour(grid, suffix: str) -> str | None:

@@ -51,14 +51,15 @@ def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
     g, m = costs.graph, costs.machine
     ops = range(stage.start, stage.end)
     row = dict(zip(ops, (w - 1 for w in stage.ways())))  # op -> its row in the tables
+    unit = dict(zip(ops, costs.op_units(stage).tolist()))
     f = costs.of(stage)
     rotating = [g.ops[i].name for i in ops if costs.rotation[row[i], i] > 0]
-    busiest = max(ops, key=lambda i: costs.secs[row[i], i])  # the op that takes longest
+    busiest = max(ops, key=lambda i: costs.unit_secs[unit[i], row[i], i])  # the longest op
     return {
         "index": index, "pes": stage.pes, "split": max(stage.ways()),
-        "rpc_key": m.units[costs.unit[row[busiest], busiest]].rpc_key,
+        "rpc_key": m.units[unit[busiest]].rpc_key,
         "ops": [{"name": g.ops[i].name, "kind": g.ops[i].kind, "split": row[i] + 1,
-                 "unit": m.units[costs.unit[row[i], i]].name} for i in ops],
+                 "unit": m.units[unit[i]].name} for i in ops],
         "period_s": f["period"], "compute_s": f["compute"], "comm_s": f["comm"],
         "buffers": {"scope": "local", "bytes_per_pe": f["memory"],
                     "input_bytes": float(costs.cut[stage.start]),
@@ -126,4 +127,8 @@ def _read_stage(s: dict, costs: StageCosts) -> Stage:
         raise ValueError(f"stage {s['index']}: ops are not consecutive in the graph")
     pes = int(s["pes"])
     ways = tuple(int(op.get("split", pes)) for op in s["ops"])
-    return Stage(start, start + len(names), pes, None if set(ways) == {pes} else ways)
+    stage = Stage(start, start + len(names), pes, None if set(ways) == {pes} else ways)
+    units = [costs.unit_index(str(op["unit"])) for op in s["ops"]]
+    stage = costs.with_units(stage, units)
+    costs.op_units(stage)  # each unit runs its op
+    return stage

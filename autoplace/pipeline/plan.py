@@ -16,20 +16,25 @@ from autoplace.pipeline.costs import StageCosts
 @dataclass(frozen=True)
 class Stage:
     """Ops ``[start, end)`` on ``pes`` PEs; ``splits``: the ways each op is split (1 to
-    ``pes``), or None: every op over all ``pes``."""
+    ``pes``), or None: every op over all ``pes``; ``units``: the PE unit (by name) that runs
+    each op, or None: each op on the unit that runs it whole fastest."""
 
     start: int
     end: int
     pes: int
     splits: tuple[int, ...] | None = None
+    units: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.splits is None:
-            return
-        if len(self.splits) != self.end - self.start or not all(
-                1 <= w <= self.pes for w in self.splits):
+        n = self.end - self.start
+        if self.splits is not None and (len(self.splits) != n or not all(
+                1 <= w <= self.pes for w in self.splits)):
             raise ValueError(f"stage [{self.start}, {self.end}) on {self.pes} PEs: splits "
                              f"{self.splits} must give 1 to {self.pes} ways per op")
+        if self.units is not None and (len(self.units) != n or not all(
+                isinstance(u, str) and u for u in self.units)):
+            raise ValueError(f"stage [{self.start}, {self.end}): units {self.units} must "
+                             f"name a PE unit per op ({n})")
 
     def ways(self) -> tuple[int, ...]:
         """The ways each op of the stage is split."""

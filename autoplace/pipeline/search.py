@@ -1,9 +1,10 @@
 """A search over pipelines, measured by their stream (docs/pipeline.md, "Search").
 
 The dynamic program is exact for the stage model's analytic period with every op of a stage
-split over all its PEs. What it does not see: a stream with two inferences in flight per stage
-(double buffers) runs a tightly balanced plan slower than its analytic period, and an op whose
-input rotation costs more than its split saves runs better on fewer PEs. The search measures
+split over all its PEs on its default unit. What it does not see: a stream with two
+inferences in flight per stage (double buffers) runs a tightly balanced plan slower than its
+analytic period; an op whose input rotation costs more than its split saves runs better on
+fewer PEs; an op may do better on another unit than its default. The search measures
 each candidate by simulating its stream (:func:`autoplace.pipeline.stream.pipeline_period`),
 starts from the DP's plan (trial 0) and moves from the best plan so far:
 
@@ -11,7 +12,12 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
 - ``pe``: a PE moves from one stage to another;
 - ``grow`` / ``shrink``: a stage gains or loses a PE (fewer or more replicas may then fit);
 - ``split``: one op of a stage runs on fewer of its PEs, or on all again;
-- ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one.
+- ``unit`` (where a PE's units overlap): one op of a stage moves to another unit of its PEs
+  that runs it (two times in three an op of the stage's busiest unit), which the dynamic
+  program never does: an op moved off the busiest unit to a slower but idle one can shorten
+  the period;
+- ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one (an op keeps
+  its unit through every move).
 
 Moves favour the slowest stage. Each trial draws ``candidates`` moves and measures the one
 whose plan the cost model ranks first: the tuner's :class:`~autoplace.cost_model.XGBCostModel`
@@ -43,7 +49,7 @@ from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.stream import pipeline_period
 
-MOVES = ("cut", "pe", "grow", "shrink", "split", "divide", "merge")
+MOVES = ("cut", "pe", "grow", "shrink", "split", "unit", "divide", "merge")
 #: what a trial found: streamed, does not fit, or bounded (its analytic throughput, which no
 #: stream exceeds, is not above the best streamed one, so it is not streamed)
 STATUSES = ("ok", "no-fit", "bounded")
@@ -79,7 +85,7 @@ def measure(plan: PipelinePlan, costs: StageCosts, *,
     """``(status, stream period, analytic period, throughput)`` of ``plan``. A stream is
     never faster than the analytic period (the busiest resource's work per inference), so
     a plan whose analytic throughput is not ``above`` is not streamed, and a stream measured
-    faster (the error of a finite stream's window, up to 0.6%) counts as the analytic
+    faster (the error of a finite stream's window, up to 1%) counts as the analytic
     period."""
     f = evaluate(plan, costs)
     if not f.fits:
@@ -119,7 +125,8 @@ class Shared(ABC):
 
 class PipelineSearch:
     """Local search from a start plan over at most ``pes`` PEs (module docstring); by
-    default ranked by the learned model (``ranking_model("xgb")``). With ``shared``, one
+    default ranked by the learned model (``ranking_model("xgb")``); ``moves``: which of
+    :data:`MOVES` it draws (all by default). With ``shared``, one
     of several workers: a trial is measured only under the study trial this worker claimed
     for it (its number the study's), the others' trials are taken in as they come, and
     ``trials`` counts the whole study."""
@@ -127,9 +134,13 @@ class PipelineSearch:
     def __init__(self, costs: StageCosts, pes: int, *, seed: int = 0,
                  on_trial: Callable[[Trial], None] | None = None,
                  known: Sequence[Trial] = (), ranking: str = "xgb",
-                 shared: Shared | None = None):
+                 shared: Shared | None = None, moves: Sequence[str] = MOVES):
         if not 1 <= pes:
             raise ValueError(f"pes >= 1 must hold, got {pes}")
+        if not moves or not set(moves) <= set(MOVES):
+            raise ValueError(f"moves must be some of {MOVES}, got {tuple(moves)}")
+        # where a PE runs one op at a time, each op's default unit is its fastest already
+        self.moves = tuple(m for m in moves if m != "unit" or costs.overlap)
         self.costs, self.pes, self.on_trial, self.shared = costs, pes, on_trial, shared
         self.lost: set[PipelinePlan] = set()  # claimed by other workers
         self.model, self.candidates = ranking_model(ranking, seed)
@@ -140,6 +151,8 @@ class PipelineSearch:
         self.known = {t.plan: t for t in known}  # measured before (a log): not again
         self.best: Trial | None = None
         self._slowest: tuple[PipelinePlan | None, int] = (None, 0)  # a plan's slowest stage
+        self._units: tuple[PipelinePlan | None, np.ndarray, np.ndarray] = (None, None, None)
+        self.runs_on = np.isfinite(costs.unit_secs[:, 0, :])  # [U, n]: unit u runs op o
 
     def run(self, start: PipelinePlan, trials: int) -> Trial:
         """Measure ``start`` then up to ``trials - 1`` new candidates; the best trial."""
@@ -177,7 +190,7 @@ class PipelineSearch:
         """Unmeasured plans of ``candidates`` moves from the best, with their moves."""
         pool: dict[PipelinePlan, str] = {}
         for _ in range(self.candidates):
-            move = MOVES[int(self.rng.integers(len(MOVES)))]
+            move = self.moves[int(self.rng.integers(len(self.moves)))]
             plan = self._propose(self.best.plan, move)
             if plan is not None and plan not in self.seen and plan not in pool \
                     and plan not in self.lost:
@@ -248,7 +261,20 @@ class PipelineSearch:
         stages = getattr(self, f"_{move}")(stages, s)
         if stages is None:
             return None
-        return self._replicated(stages)
+        return self._replicated(self._keep_units(plan, stages))
+
+    def _keep_units(self, plan: PipelinePlan, stages: list[Stage]) -> list[Stage]:
+        """``stages`` with each op on the unit it had in ``plan`` (a stage a move made
+        anew has every op on its default unit)."""
+        if self._units[0] != plan:
+            units = np.concatenate([self.costs.op_units(st) for st in plan.stages])
+            chosen = np.concatenate([np.full(st.end - st.start, st.units is not None)
+                                     for st in plan.stages])
+            self._units = plan, units, np.r_[0, np.cumsum(chosen)]
+        _, units, moved = self._units
+        return [self.costs.with_units(st, units[st.start:st.end])
+                if st.units is None and moved[st.end] > moved[st.start] else st
+                for st in stages]
 
     def _replicated(self, stages: list[Stage]) -> PipelinePlan | None:
         """The plan with as many copies as the PEs hold; None if one copy does not fit or
@@ -304,6 +330,26 @@ class PipelineSearch:
                                         else tuple(ways))
         return stages
 
+    def _unit(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        st = stages[s]
+        ops = np.arange(st.start, st.end)
+        units = self.costs.op_units(st)
+        movable = self.runs_on[:, ops].sum(axis=0) > 1  # another unit runs it
+        if self.rng.random() < 2 / 3:  # off the busiest unit
+            rows = np.asarray(st.ways()) - 1
+            busy = np.bincount(units, weights=self.costs.unit_secs[units, rows, ops],
+                               minlength=self.costs.U)
+            movable &= units == int(np.argmax(busy))
+        if not movable.any():
+            return None
+        o = int(self.rng.choice(np.flatnonzero(movable)))
+        others = np.flatnonzero(self.runs_on[:, ops[o]])
+        others = others[others != units[o]]
+        units = units.copy()
+        units[o] = int(others[int(self.rng.integers(len(others)))])
+        stages[s] = self.costs.with_units(st, units)
+        return stages
+
     def _divide(self, stages: list[Stage], s: int) -> list[Stage] | None:
         st = stages[s]
         if st.end - st.start < 2:
@@ -329,8 +375,9 @@ def _better(a: float | None, b: float | None) -> bool:
 
 
 def _with_pes(stage: Stage, pes: int) -> Stage:
-    """``stage`` on ``pes`` PEs: an op keeps its ways if it can, else uses all ``pes``."""
+    """``stage`` on ``pes`` PEs: an op keeps its ways if it can, else uses all ``pes``, and
+    keeps its unit."""
     if stage.splits is None:
-        return Stage(stage.start, stage.end, pes)
+        return dataclasses.replace(stage, pes=pes)
     ways = tuple(min(w, pes) for w in stage.splits)
-    return Stage(stage.start, stage.end, pes, None if min(ways) == pes else ways)
+    return dataclasses.replace(stage, pes=pes, splits=None if min(ways) == pes else ways)

@@ -1,14 +1,18 @@
 """A pipeline's stream simulated event by event: the check on its analytic period.
 
 Each inference passes every stage in order: the stage's DMA engines receive its input (the
-tensors crossing the cut before it), its PEs compute, its DMA engines then do the rest of
-its communication (rotations, the cut after it, graph inputs and outputs); a stage's PEs and
-its DMA engines are two resources, each working on whichever inference is ready
-(:func:`autoplace.measure.stream.run_stream`). ``tests/pipeline/test_stream.py`` shows
-that with enough inferences in flight the measured period is the plan's analytic one (its
-slowest stage's ``max(compute, communication)``), and with one in flight the latency. With
-two per stage (what double buffers hold), a tightly balanced plan (every stage near the
-period) runs up to 13% slower than the analytic period: the stages wait for each other.
+tensors crossing the cut before it), its PEs' units compute its ops in order (consecutive
+ops on one unit as one piece of work), its DMA engines then do the rest of its
+communication (rotations, the cut after it, graph inputs and outputs). A stage's DMA
+engines and its PEs (each of their units, when they overlap) are resources, each working on
+whichever inference is ready (:func:`autoplace.measure.stream.run_stream`), so that with
+overlapping units a stage's core can run one inference's norm while its accelerator runs the
+next one's conv. ``tests/pipeline/test_pipeline_stream.py``
+shows that with enough inferences in flight the measured period is the plan's analytic one
+(its slowest stage's ``max(compute, communication)``, compute the busiest unit's), and with
+one in flight the latency. With two per stage (what double buffers hold), a tightly
+balanced plan (every stage near the period) runs up to 13% slower than the analytic period:
+the stages wait for each other.
 """
 
 from __future__ import annotations
@@ -21,16 +25,42 @@ from autoplace.pipeline.plan import PipelinePlan
 
 
 def pipeline_items(plan: PipelinePlan, costs: StageCosts) -> list[Work]:
-    """One inference's work: per stage, its incoming transfer, its compute, the rest of its
-    communication, each after the one before."""
+    """One inference's work: per stage, its incoming transfer, its ops (a piece per run of
+    consecutive ops on one unit), the rest of its communication, each after the one
+    before."""
     items: list[Work] = []
+    names = _resource_names(costs)
     for n, s in enumerate(plan.stages):
         f = costs.of(s)
-        after = (len(items) - 1,) if items else ()
-        items.append(Work(f"stage{n}.dma", f["incoming"], after))
-        items.append(Work(f"stage{n}.pes", f["compute"], (len(items) - 1,)))
+        items.append(Work(f"stage{n}.dma", f["incoming"], (len(items) - 1,) if items else ()))
+        for resource, seconds in _runs(s, costs):
+            items.append(Work(f"stage{n}.{names[resource]}", seconds, (len(items) - 1,)))
         items.append(Work(f"stage{n}.dma", f["comm"] - f["incoming"], (len(items) - 1,)))
     return items
+
+
+def _runs(stage, costs: StageCosts) -> list[tuple[int, float]]:
+    """``(resource, seconds)`` of each run of consecutive ops of ``stage`` on one resource
+    (a unit when a PE's units overlap, else the PE)."""
+    ops = np.arange(stage.start, stage.end)
+    units = costs.op_units(stage)
+    secs = costs.unit_secs[units, np.asarray(stage.ways()) - 1, ops]
+    resource = costs.resources(units)
+    starts = np.flatnonzero(np.r_[True, resource[1:] != resource[:-1]])
+    sums = np.add.reduceat(secs, starts)
+    return [(int(resource[a]), float(t)) for a, t in zip(starts, sums)]
+
+
+def _resource_names(costs: StageCosts) -> list[str]:
+    """A stage's compute resources: its PEs' units when they overlap, else ``pes``."""
+    return [u.name for u in costs.machine.units] if costs.overlap else ["pes"]
+
+
+def lanes(plan: PipelinePlan, costs: StageCosts) -> list[str]:
+    """The stream's resources in pipeline order: per stage, its PEs (or their units) then
+    its DMA engines."""
+    names = _resource_names(costs)
+    return [f"stage{n}.{what}" for n in range(len(plan.stages)) for what in (*names, "dma")]
 
 
 def steady_window(plan: PipelinePlan, costs: StageCosts, *, inferences: int = 64,
