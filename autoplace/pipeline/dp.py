@@ -142,19 +142,23 @@ def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, ca
     R, K, n1 = S_busy.shape
     f = np.full(n1, _NONE, dtype=np.int64)
     back_i, back_k = np.full(n1, -1, dtype=np.int64), np.zeros(n1, dtype=np.int64)
-    largest = np.zeros(R)
+    largest = np.zeros(R)  # per resource, its largest op's working set
     f[0] = 0
     for j in range(1, n1):
         largest[:] = 0.0
+        held_working = 0.0  # their sum
         for i in range(j - 1, -1, -1):
-            largest[resource[i]] = max(largest[resource[i]], working[i])  # its largest op
+            u = resource[i]
+            if working[i] > largest[u]:
+                held_working += working[i] - largest[u]
+                largest[u] = working[i]
             if _busiest(S_busy, K - 1, i, j) > tau:
                 break  # a longer stage computes longer still
             if f[i] >= _NONE:
                 continue
             r = _first(S_busy, i, j, tau)  # fewest PEs (k = r + 1) computing in time
             held = S_weights[j] - S_weights[i] + 2.0 * (cut[i] + cut[j] + S_io[j] - S_io[i]) \
-                + largest.sum()
+                + held_working
             r = max(r, int(np.ceil(held / capacity)) - 1)  # ... and holding the stage
             if r >= K:
                 continue
@@ -168,9 +172,11 @@ def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, ca
 @numba.njit(cache=True, nogil=True, inline="always")
 def _busiest(S_busy, r, i, j):  # pragma: no cover - compiled
     """The busiest resource's work in stage ``[i, j)`` split ``r + 1`` ways."""
-    most = 0.0
-    for u in range(S_busy.shape[0]):
-        most = max(most, S_busy[u, r, j] - S_busy[u, r, i])
+    most = S_busy[0, r, j] - S_busy[0, r, i]
+    for u in range(1, S_busy.shape[0]):
+        busy = S_busy[u, r, j] - S_busy[u, r, i]
+        if busy > most:
+            most = busy
     return most
 
 
