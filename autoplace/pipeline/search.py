@@ -56,6 +56,8 @@ STATUSES = ("ok", "no-fit", "bounded")
 #: how each trial's move is picked (``--cost-model``): the learned model, the analytic
 #: period alone, or one move per trial, unranked
 RANKINGS = ("xgb", "analytic", "none")
+#: relative difference of throughputs below which they are the same (sums in another order)
+TIE = 1e-9
 #: streamed trials before the model is first fitted, and the least growth to refit
 FIRST_FIT, REFIT = 8, 4
 
@@ -222,7 +224,7 @@ class PipelineSearch:
         before = self.known.get(plan)
         best = self.best.throughput if self.best is not None else None
         if before is not None and before.status == "bounded" and (
-                best is None or plan.replicas / before.analytic_period_s > best):
+                best is None or plan.replicas / before.analytic_period_s > best * (1 + TIE)):
             before = None  # bounded by another run's best, which this run has not reached
         if before is not None:  # its figures from the log, nothing logged again
             number = before.number if self.shared is not None else len(self.seen)
@@ -233,7 +235,9 @@ class PipelineSearch:
         if number is None:  # another worker's
             self.lost.add(plan)
             return
-        status, period, analytic, throughput = measure(plan, self.costs, above=best)
+        # a plan whose bound ties the best's (but for rounding) cannot beat it either
+        above = best * (1 + TIE) if best is not None else None
+        status, period, analytic, throughput = measure(plan, self.costs, above=above)
         trial = Trial(number=number, move=move, plan=plan, status=status, period_s=period,
                       analytic_period_s=analytic, throughput=throughput)
         if self.on_trial is not None:
