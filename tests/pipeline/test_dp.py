@@ -76,7 +76,12 @@ def test_the_least_period_is_the_brute_force_optimum(seed):
                   nbytes=int(rng.integers(1, 4)) * 400_000, skip=seed >= 3,
                   weights=int(rng.integers(0, 3)) * MIB)
     costs = StageCosts(graph, machine(memory=4 * MIB, launch=2e-5, link_bps=2e9))
-    for budget in (1, 2, 3, 5, 8):
+    assert_least_periods_are_optimal(costs, (1, 2, 3, 5, 8))
+
+
+def assert_least_periods_are_optimal(costs: StageCosts, budgets) -> None:
+    """:func:`least_period` of each budget is :func:`brute_force`'s, or None if none fits."""
+    for budget in budgets:
         want = brute_force(costs, budget)
         plan = least_period(costs, budget)
         if math.isinf(want):

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_dp import brute_force
+from test_dp import assert_least_periods_are_optimal
 
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.pipeline import (
@@ -22,10 +21,9 @@ from autoplace.pipeline import (
     StageCosts,
     best_pipeline,
     evaluate,
-    least_period,
     throughput_bound,
 )
-from autoplace.pipeline.dp import TOLERANCE, work_bound
+from autoplace.pipeline.dp import work_bound
 from autoplace.pipeline.log import plan_of, stage_entry, trial_fields, trial_record
 from autoplace.pipeline.manifest import read_manifest, write_manifest
 from autoplace.pipeline.search import PipelineSearch, Trial
@@ -103,14 +101,7 @@ def test_the_least_period_is_the_brute_force_optimum_with_two_units(seed):
     graph = graph_of([(str(k), float(f)) for k, f in zip(kinds, rng.uniform(0.5, 4, 5))],
                      nbytes=int(rng.integers(1, 4)) * 300_000)
     costs = StageCosts(graph, two_units(cols=8, memory=2_500_000, launch=2e-5))
-    for budget in (1, 2, 4, 7):
-        want, plan = brute_force(costs, budget), least_period(costs, budget)
-        if math.isinf(want):
-            assert plan is None
-            continue
-        got = evaluate(plan, costs)
-        assert got.fits and plan.pes <= budget
-        assert want <= got.period_s <= want * (1 + TOLERANCE)
+    assert_least_periods_are_optimal(costs, (1, 2, 4, 7))
 
 
 def test_the_bound_is_the_units_balanced_and_no_unit_choice_beats_it():
