@@ -19,7 +19,7 @@ import math
 
 import numba
 import numpy as np
-from scipy import optimize, sparse
+from numba.extending import overload
 
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
@@ -33,7 +33,8 @@ def fewest_pes(costs: StageCosts, tau: float) -> PipelinePlan | None:
     """The pipeline with the fewest PEs whose every stage has period <= ``tau``; None if
     there is none (an op too slow, or too big for ``K`` PEs' memory)."""
     m = costs.machine
-    f, back_i, back_k = _fewest(tau, costs.S_busy, costs.S_rotation, costs.S_weights,
+    S_busy = costs.S_busy[0] if costs.R == 1 else costs.S_busy  # see _busiest
+    f, back_i, back_k = _fewest(tau, S_busy, costs.S_rotation, costs.S_weights,
                                 costs.cut, costs.S_io, costs.working, costs.resource,
                                 float(m.memory_bytes), m.link_bps, m.link_s, m.uplink_bps,
                                 m.uplink_s)
@@ -84,6 +85,8 @@ def work_bound(costs: StageCosts) -> float:
     least = (costs.unit_secs * d).min(axis=1)  # [U, n] unit-seconds, inf: not run there
     if costs.R == 1:
         return float(least.min(axis=0).sum())
+    from scipy import optimize, sparse  # only here: 0.2 s to import
+
     u_of, o_of = np.nonzero(np.isfinite(least))
     nvar = len(u_of) + 1  # x[u, o] for every unit that runs the op, then T
     c = np.zeros(nvar)
@@ -139,10 +142,11 @@ def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, ca
             link_bps, link_s, up_bps, up_s):  # pragma: no cover - compiled
     """``f[j]``: the fewest PEs of a pipeline over ops ``[0, j)`` whose stages all have
     period <= ``tau`` (``_NONE``: none); the last stage's start and PEs per ``j``."""
-    R, K, n1 = S_busy.shape
+    K, n1 = S_busy.shape[-2:]
     f = np.full(n1, _NONE, dtype=np.int64)
     back_i, back_k = np.full(n1, -1, dtype=np.int64), np.zeros(n1, dtype=np.int64)
-    largest = np.zeros(R)  # per resource, its largest op's working set
+    largest = np.zeros(1 if S_busy.ndim == 2 else S_busy.shape[0])  # per resource, its
+    # largest op's working set
     f[0] = 0
     for j in range(1, n1):
         largest[:] = 0.0
@@ -169,22 +173,32 @@ def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, ca
     return f, back_i, back_k
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _busiest(S_busy, r, i, j):  # pragma: no cover - compiled
-    """The busiest resource's work in stage ``[i, j)`` split ``r + 1`` ways."""
-    most = S_busy[0, r, j] - S_busy[0, r, i]
-    for u in range(1, S_busy.shape[0]):
-        busy = S_busy[u, r, j] - S_busy[u, r, i]
-        if busy > most:
-            most = busy
-    return most
+def _busiest(S_busy, r, i, j):  # pragma: no cover - compiled (below)
+    """The busiest resource's work in stage ``[i, j)`` split ``r + 1`` ways: ``S_busy``
+    is ``[R, K, n + 1]``, or ``[K, n + 1]`` for one resource (a loop over one resource
+    would run the program at half the speed)."""
+
+
+@overload(_busiest, inline="always")
+def _busiest_of(S_busy, r, i, j):  # pragma: no cover - compiled
+    if S_busy.ndim == 2:
+        return lambda S_busy, r, i, j: S_busy[r, j] - S_busy[r, i]
+
+    def busiest(S_busy, r, i, j):
+        most = S_busy[0, r, j] - S_busy[0, r, i]
+        for u in range(1, S_busy.shape[0]):
+            busy = S_busy[u, r, j] - S_busy[u, r, i]
+            if busy > most:
+                most = busy
+        return most
+    return busiest
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _first(S_busy, i, j, limit):  # pragma: no cover - compiled
     """The least row ``r`` with :func:`_busiest` ``<= limit`` (every resource's work
     is nonincreasing in ``r``), or ``K`` if none."""
-    K = S_busy.shape[1]
+    K = S_busy.shape[-2]
     if _busiest(S_busy, K - 1, i, j) > limit:
         return K
     lo, hi = 0, K - 1
