@@ -183,15 +183,18 @@ def _busiest(S_busy, r, i, j):  # pragma: no cover - compiled (below)
 def _busiest_of(S_busy, r, i, j):  # pragma: no cover - compiled
     if S_busy.ndim == 2:
         return lambda S_busy, r, i, j: S_busy[r, j] - S_busy[r, i]
+    return lambda S_busy, r, i, j: _busiest_unit(S_busy, r, i, j)
 
-    def busiest(S_busy, r, i, j):
-        most = S_busy[0, r, j] - S_busy[0, r, i]
-        for u in range(1, S_busy.shape[0]):
-            busy = S_busy[u, r, j] - S_busy[u, r, i]
-            if busy > most:
-                most = busy
-        return most
-    return busiest
+
+@numba.njit(cache=True, nogil=True)
+def _busiest_unit(S_busy, r, i, j):  # pragma: no cover - compiled
+    """:func:`_busiest` over several resources (``S_busy`` is ``[R, K, n + 1]``)."""
+    most = S_busy[0, r, j] - S_busy[0, r, i]
+    for u in range(1, S_busy.shape[0]):
+        busy = S_busy[u, r, j] - S_busy[u, r, i]
+        if busy > most:
+            most = busy
+    return most
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

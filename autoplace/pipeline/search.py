@@ -274,10 +274,10 @@ class PipelineSearch:
             units = np.concatenate([self.costs.op_units(st) for st in plan.stages])
             chosen = np.concatenate([np.full(st.end - st.start, st.units is not None)
                                      for st in plan.stages])
-            self._units = plan, units, np.r_[0, np.cumsum(chosen)]
-        _, units, moved = self._units
+            self._units = plan, units, np.r_[0, np.cumsum(chosen)]  # prefix counts
+        _, units, chosen = self._units
         return [self.costs.with_units(st, units[st.start:st.end])
-                if st.units is None and moved[st.end] > moved[st.start] else st
+                if st.units is None and chosen[st.end] > chosen[st.start] else st
                 for st in stages]
 
     def _replicated(self, stages: list[Stage]) -> PipelinePlan | None:

@@ -7,12 +7,13 @@ communication (rotations, the cut after it, graph inputs and outputs). A stage's
 engines and its PEs (each of their units, when they overlap) are resources, each working on
 whichever inference is ready (:func:`autoplace.measure.stream.run_stream`), so that with
 overlapping units a stage's core can run one inference's norm while its accelerator runs the
-next one's conv. ``tests/pipeline/test_pipeline_stream.py``
-shows that with enough inferences in flight the measured period is the plan's analytic one
-(its slowest stage's ``max(compute, communication)``, compute the busiest unit's), and with
-one in flight the latency. With two per stage (what double buffers hold), a tightly
-balanced plan (every stage near the period) runs up to 13% slower than the analytic period:
-the stages wait for each other.
+next one's conv. ``tests/pipeline/test_pipeline_stream.py`` shows that with enough
+inferences in flight the measured period is the plan's analytic one (its slowest stage's
+``max(compute, communication)``, compute the busiest resource's), and with one in flight the
+latency. With two per stage (what double buffers hold), a tightly balanced plan (every stage
+near the period) runs up to 13% slower than the analytic period: the stages wait for each
+other; with overlapping units, whose ops alternate within a stage, the dynamic program's
+plans run up to a third slower (``experiments/results/bench_pipeline.md``).
 """
 
 from __future__ import annotations
