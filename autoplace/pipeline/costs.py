@@ -222,8 +222,8 @@ class StageCosts:
 
     def memory(self, i: int, j: int, k: int) -> float:
         """Bytes a PE of stage ``[i, j)`` on ``k`` PEs holds: its slice of the weights, of
-        the stage's inputs and outputs double-buffered, and of the working set of each
-        unit's largest op."""
+        the stage's inputs and outputs double-buffered, and of its largest op's working set
+        (with overlapping units, of each unit's largest op)."""
         return float(self.unsplit_memory(i, j)) / k
 
     def unsplit_memory(self, i: int, j: int) -> float:
