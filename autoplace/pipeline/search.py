@@ -87,7 +87,7 @@ def measure(plan: PipelinePlan, costs: StageCosts, *,
     """``(status, stream period, analytic period, throughput)`` of ``plan``. A stream is
     never faster than the analytic period (the busiest resource's work per inference), so
     a plan whose analytic throughput is not ``above`` is not streamed, and a stream measured
-    faster (the error of a finite stream's window, up to 1%) counts as the analytic
+    faster (the error of a finite stream's window, up to 0.6%) counts as the analytic
     period."""
     f = evaluate(plan, costs)
     if not f.fits:

@@ -169,13 +169,13 @@ def test_a_bounded_trial_would_not_have_beaten_the_best(squeezenet_32):
         assert t.plan.replicas / t.analytic_period_s <= best.throughput
         status, period, analytic, throughput = measure(t.plan, squeezenet_32)
         raw = pipeline_period(t.plan, squeezenet_32, inferences=stream_inferences(t.plan))
-        assert status == "ok" and period == max(raw, analytic) and raw >= analytic * (1 - 1e-2)
+        assert status == "ok" and period == max(raw, analytic) and raw >= analytic * (1 - 2e-3)
         assert throughput <= best.throughput
 
 
 def test_a_stream_never_measures_faster_than_its_busiest_resource():
     """A finite stream's window can measure a period under the analytic one (some of the
-    plans a search visits on inception_v1 over 8 x 8 PEs, by up to 1%); ``measure``
+    plans a search visits on inception_v1 over 8 x 8 PEs, by up to 0.6%); ``measure``
     counts such a stream as the analytic period, so a bounded plan could not have won."""
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
     costs = StageCosts(load_graph("inception_v1"), mesh)
@@ -185,7 +185,7 @@ def test_a_stream_never_measures_faster_than_its_busiest_resource():
     analytic = np.array([evaluate(p, costs).period_s for p in plans])
     raw = np.array([pipeline_period(p, costs, inferences=stream_inferences(p)) for p in plans])
     measured = np.array([measure(p, costs)[1] for p in plans])
-    assert (raw / analytic).min() < 0.999 and (raw / analytic).min() > 0.985
+    assert (raw / analytic).min() < 0.999 and (raw / analytic).min() > 0.99
     assert (measured >= analytic).all() and (measured == np.maximum(raw, analytic)).all()
 
 
