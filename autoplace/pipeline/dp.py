@@ -4,13 +4,12 @@ PEs are counted, never labelled (Tarnawski et al., NeurIPS 2020; Piper, NeurIPS 
 period ``tau``, :func:`_fewest` finds the fewest PEs of a pipeline whose every stage has
 period <= tau (every stage's least ``k``: its compute falls and its communication grows with
 ``k``, so the least ``k`` whose compute is within ``tau`` and whose PEs hold the stage is the
-only one to try). :func:`least_period` bisects
-``tau`` for a PE budget: exact to a relative :data:`TOLERANCE`. :func:`best_pipeline`
-maximises throughput over replication: each budget ``m`` gives ``P // m`` copies of the
-pipeline, and budgets whose upper bound cannot beat the best found are skipped (the bound:
-:func:`work_bound`). Every op runs on its default unit (:class:`StageCosts`): the program
-is exact for that; which ops do better on another unit is the search's
-(:mod:`autoplace.pipeline.search`).
+only one to try). :func:`least_period` bisects ``tau`` for a PE budget: exact to a relative
+:data:`TOLERANCE`. :func:`best_pipeline` maximises throughput over replication: each budget
+``m`` gives ``P // m`` copies of the pipeline, and budgets whose upper bound cannot beat the
+best found are skipped (the bound: :func:`work_bound`). Every op runs on its default unit
+(:class:`StageCosts`): the program is exact for that; which ops do better on another unit
+is the search's (:mod:`autoplace.pipeline.search`).
 """
 
 from __future__ import annotations
@@ -76,11 +75,11 @@ def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0,
 
 
 def work_bound(costs: StageCosts) -> float:
-    """Seconds per inference of one PE at least, busy with useful work: with overlapping
-    units, the least ``T`` such that every op can be given to units (fractionally), each
-    unit's share of its least unit-seconds over its splits (``k`` slices take ``k`` times a
-    slice's time) within ``T`` (a linear program; when a PE runs one op at a time, the sum of each
-    op's least over its units). ``P`` PEs take ``1/P`` of it at least."""
+    """Seconds per inference of one PE at least, busy with useful work: when it runs one op
+    at a time, the sum of every op's least PE-seconds over its splits and units (``k``
+    slices take ``k`` times a slice's time); with overlapping units, the least ``T`` such
+    that every op can be given to units (fractionally), each unit's share of its least
+    unit-seconds within ``T`` (a linear program). ``P`` PEs take ``1/P`` of it at least."""
     d = np.arange(1, costs.K + 1)[None, :, None]
     least = (costs.unit_secs * d).min(axis=1)  # [U, n] unit-seconds, inf: not run there
     if costs.R == 1:
