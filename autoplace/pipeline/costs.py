@@ -89,6 +89,7 @@ class StageCosts:
         self.cut = self._cut_bytes()
         inputs = np.array([op.input_bytes for op in ops], dtype=np.float64)
         self.working = np.where(rotates, 2 * produced, produced) + inputs + out
+        self._unit_of_name = {u.name: n for n, u in enumerate(machine.units)}
 
     @property
     def U(self) -> int:
@@ -136,11 +137,11 @@ class StageCosts:
 
     def unit_index(self, name: str) -> int:
         """The index of the PE unit ``name``; ValueError naming the units if none is."""
-        names = [u.name for u in self.machine.units]
-        if name not in names:
+        index = self._unit_of_name.get(name)
+        if index is None:
             raise ValueError(f"mesh {self.machine.name} has no PE unit {name!r} (units: "
-                             f"{', '.join(names)})")
-        return names.index(name)
+                             f"{', '.join(self._unit_of_name)})")
+        return index
 
     def stage(self, i: int, j: int, k: int) -> dict[str, float]:
         """The figures of stage ``[i, j)`` on ``k`` PEs (``1 <= k <= K``), every op on its
@@ -148,21 +149,27 @@ class StageCosts:
         (of which ``incoming``: the tensors crossing the cut before it), ``period`` (the max
         of compute and comm), ``memory`` (bytes per PE), ``fits``, ``latency`` (one
         inference through it: work + comm, nothing overlapped)."""
+        self._check(i, j, k)
+        r = k - 1
+        rotation = float(self.S_rotation[r, j] - self.S_rotation[r, i])
+        busy = self.S_busy[:, r, j] - self.S_busy[:, r, i]
+        return self._figures(i, j, busy, rotation, self.memory(i, j, k))
+
+    def _check(self, i: int, j: int, k: int) -> None:
         if not (0 <= i < j <= self.n and 1 <= k <= self.K):
             raise ValueError(f"stage [{i}, {j}) on {k} PEs is out of range "
                              f"(n={self.n}, K={self.K})")
-        r, m = k - 1, self.machine
-        incoming = _move(self.cut[i], m.link_bps, m.link_s)
-        comm = float(self.S_rotation[r, j] - self.S_rotation[r, i] + incoming
-                     + _move(self.cut[j], m.link_bps, m.link_s)
-                     + _move(self.S_io[j] - self.S_io[i], m.uplink_bps, m.uplink_s))
-        busy = self.S_busy[:, r, j] - self.S_busy[:, r, i]
-        return self._figures(busy, comm, float(incoming), self.memory(i, j, k))
 
-    def _figures(self, busy: np.ndarray, comm: float, incoming: float,
+    def _figures(self, i: int, j: int, busy: np.ndarray, rotation: float,
                  memory: float) -> dict[str, float]:
+        """Stage ``[i, j)``'s figures from each resource's work, its ops' rotations and its
+        memory per PE (its transfers between stages and over the uplink added here)."""
+        m = self.machine
+        incoming = _move(self.cut[i], m.link_bps, m.link_s)
+        comm = float(rotation + incoming + _move(self.cut[j], m.link_bps, m.link_s)
+                     + _move(self.S_io[j] - self.S_io[i], m.uplink_bps, m.uplink_s))
         compute, work = float(busy.max()), float(busy.sum())
-        return {"compute": compute, "work": work, "comm": comm, "incoming": incoming,
+        return {"compute": compute, "work": work, "comm": comm, "incoming": float(incoming),
                 "period": max(compute, comm), "memory": memory,
                 "fits": memory <= self.machine.memory_bytes, "latency": work + comm}
 
@@ -194,21 +201,29 @@ class StageCosts:
         counts = np.bincount(self.op_units(stage), minlength=self.U)
         return {u.name: int(c) for u, c in zip(self.machine.units, counts) if c}
 
+    def unit_work(self, stage, units: np.ndarray | None = None, *,
+                  per_resource: bool = False) -> np.ndarray:
+        """Each PE unit's work per inference in ``stage``, or each resource's (``units``:
+        its :meth:`op_units`, if the caller has them)."""
+        units = self.op_units(stage) if units is None else units
+        secs = self.unit_secs[units, np.asarray(stage.ways()) - 1,
+                              np.arange(stage.start, stage.end)]
+        if per_resource:
+            return np.bincount(self.resources(units), weights=secs, minlength=self.R)
+        return np.bincount(units, weights=secs, minlength=self.U)
+
     def of(self, stage) -> dict[str, float]:
         """:meth:`stage` of a :class:`~autoplace.pipeline.plan.Stage`, whose ops may be split
         fewer ways than it has PEs (its ``splits``) and run on other units (its ``units``)."""
+        i, j = stage.start, stage.end
         if stage.splits is None and stage.units is None:
-            return self.stage(stage.start, stage.end, stage.pes)
-        f = self.stage(stage.start, stage.end, stage.pes)
-        ops = np.arange(stage.start, stage.end)
+            return self.stage(i, j, stage.pes)
+        self._check(i, j, stage.pes)
+        ops = np.arange(i, j)
         rows, units = np.asarray(stage.ways()) - 1, self.op_units(stage)
-        busy = np.bincount(self.resources(units), weights=self.unit_secs[units, rows, ops],
-                           minlength=self.R)
-        comm = f["comm"] - float(self.S_rotation[stage.pes - 1, stage.end]
-                                 - self.S_rotation[stage.pes - 1, stage.start]) \
-            + float(self.rotation[rows, ops].sum())
-        memory = self.mixed_memory(stage.start, stage.end, stage.pes, rows + 1, units)
-        return self._figures(busy, comm, f["incoming"], memory)
+        busy = self.unit_work(stage, units, per_resource=True)
+        memory = self.mixed_memory(i, j, stage.pes, rows + 1, units)
+        return self._figures(i, j, busy, float(self.rotation[rows, ops].sum()), memory)
 
     def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray,
                      units: np.ndarray) -> float:
@@ -235,9 +250,9 @@ class StageCosts:
 
 def _largest_per(working: np.ndarray, resource: np.ndarray, R: int) -> float:
     """The sum over resources of the largest ``working`` of the ops on each."""
-    most = np.zeros(R)
-    np.maximum.at(most, resource, working)
-    return float(most.sum())
+    if R == 1:
+        return float(working.max())
+    return float(sum(working[resource == r].max(initial=0.0) for r in range(R)))
 
 
 def _prefix(x: np.ndarray) -> np.ndarray:

@@ -340,10 +340,7 @@ class PipelineSearch:
         units = self.costs.op_units(st)
         movable = self.runs_on[:, ops].sum(axis=0) > 1  # another unit runs it
         if self.rng.random() < 2 / 3:  # off the busiest unit
-            rows = np.asarray(st.ways()) - 1
-            busy = np.bincount(units, weights=self.costs.unit_secs[units, rows, ops],
-                               minlength=self.costs.U)
-            movable &= units == int(np.argmax(busy))
+            movable &= units == int(np.argmax(self.costs.unit_work(st, units)))
         if not movable.any():
             return None
         o = int(self.rng.choice(np.flatnonzero(movable)))
