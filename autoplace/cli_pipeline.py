@@ -64,10 +64,11 @@ def plan_args(p) -> None:
 
 
 def planned(args, log: str | None = None):
-    """(graph, profile, costs, plan, pes, seconds) of ``args``: the DP's plan, --plan's, or
-    the best of the pipeline log ``log``."""
+    """(graph, profile, costs, plans, pes, seconds) of ``args``: the DP's plans (the best
+    first, :func:`~autoplace.pipeline.best_pipelines`), --plan's, or the best of the
+    pipeline log ``log``."""
     from autoplace.models import load_graph
-    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
+    from autoplace.pipeline import MeshMachine, StageCosts, best_pipelines
     from autoplace.pipeline.machine import MAX_SPLIT
     from autoplace.profile_io import load_profile
 
@@ -81,17 +82,17 @@ def planned(args, log: str | None = None):
     if args.plan:
         from autoplace.pipeline.manifest import read_manifest
 
-        plan = read_manifest(args.plan, costs)
+        plans = [read_manifest(args.plan, costs)]
     elif log:
         from autoplace.pipeline.log import best_plan
 
-        plan, _ = best_plan(log, costs, profile.hash)
+        plans = [best_plan(log, costs, profile.hash)[0]]
     else:
-        plan = best_pipeline(costs, pes)
-    if plan is None:
+        plans = best_pipelines(costs, pes)
+    if not plans:
         raise ValueError(_no_fit(costs, pes, f"{graph.name} does not fit {pes} PEs of "
                                            f"{profile.name}"))
-    return graph, profile, costs, plan, pes, time.perf_counter() - t0
+    return graph, profile, costs, plans, pes, time.perf_counter() - t0
 
 
 def cmd_pipeline(args) -> int:
@@ -100,8 +101,8 @@ def cmd_pipeline(args) -> int:
     from autoplace.pipeline.baselines import equal_flops
 
     opened = _open(args)  # a bad log or storage is refused before anything is planned
-    graph, profile, costs, plan, pes, secs = planned(args)
-    machine = costs.machine
+    graph, profile, costs, plans, pes, secs = planned(args)
+    plan, machine = plans[0], costs.machine
     print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "
           f"({machine.rows}x{machine.cols}), planned in {secs:.2f} s")
     print_plan(plan, costs)
@@ -110,7 +111,7 @@ def cmd_pipeline(args) -> int:
         _print_naive(naive, costs)
     print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
     if args.trials > 1 or args.log or args.storage:
-        plan = _search(args, costs, profile, plan, pes, opened)
+        plan = _search(args, costs, profile, plans, pes, opened)
     if args.manifest:
         from autoplace.pipeline.manifest import write_manifest
 
@@ -135,8 +136,8 @@ def _open(args) -> tuple[list[dict] | None, object]:
     return lines, storage
 
 
-def _search(args, costs, profile, start, pes: int, opened):
-    """Measure the DP's plan and ``--trials - 1`` more by their streams; the best plan."""
+def _search(args, costs, profile, starts, pes: int, opened):
+    """Measure the DP's plans and ``--trials`` in all by their streams; the best plan."""
     from autoplace.pipeline.search import STATUSES, PipelineSearch
     from autoplace.search.workers import worker_seed
 
@@ -148,12 +149,13 @@ def _search(args, costs, profile, start, pes: int, opened):
         search = PipelineSearch(costs, pes, seed=seed, known=known, shared=worker,
                                 on_trial=lambda trial: [r(trial) for r in (*record, mine.append)],
                                 ranking=args.cost_model)
-        best = search.run(start, args.trials)
+        best = search.run(starts[0], args.trials, also=starts[1:])
     finally:
         for r in (log, worker):
             if r is not None:
                 r.close()
-    dp = search.seen[start]
+    dps = [search.seen[p] for p in starts if p in search.seen]
+    dp = max(dps, key=lambda t: t.throughput or 0.0)  # the DP's plan that streams best
     again = sum(1 for plan in search.seen if plan in search.known)
     counts = {s: sum(1 for t in search.seen.values() if t.status == s) for s in STATUSES}
     if worker is not None:
@@ -164,11 +166,12 @@ def _search(args, costs, profile, start, pes: int, opened):
           "too big for their PEs"
           + (f"; {again} known from the log or study, not measured again" if again else ""))
     if dp.throughput is None or best.throughput is None:
-        return start
-    print(f"  the DP's plan streams {dp.throughput:,.1f} inferences/s; the best, trial "
+        return starts[0]
+    which = "plan" if len(dps) == 1 else "better plan (weights streamed, or held)"
+    print(f"  the DP's {which} streams {dp.throughput:,.1f} inferences/s; the best, trial "
           f"{best.number} ({best.move}), {best.throughput:,.1f} "
           f"({best.throughput / dp.throughput:.3f}x)")
-    if best.plan != start:
+    if best.plan != starts[0]:
         print("tuned plan:")
         print_plan(best.plan, costs)
     return best.plan
@@ -215,17 +218,19 @@ def _plot(plan, costs, out: str) -> None:
 
 
 def _no_fit(costs, pes: int, what: str) -> str:
-    """Why no pipeline fits: too few PEs for the weights and buffers, or an op too big for
-    the most PEs it may be split over."""
+    """Why no pipeline fits: too few PEs for the weights (streamed or not) and buffers, or
+    an op too big for the most PEs it may be split over."""
     import math
 
     from autoplace.pipeline import fewest_pes
 
     m = costs.machine
-    fewest = fewest_pes(costs, math.inf)
-    if fewest is not None:
-        return f"{what}: its weights and buffers need at least {fewest.pes} PEs"
-    return (f"{what}: an op's weights and buffers exceed {costs.K} PEs' memory "
+    fewest = [p for p in (fewest_pes(costs, math.inf, streamed=s) for s in (False, True))
+              if p is not None]
+    if fewest:
+        return (f"{what}: its buffers and weights (streamed from the shared memory or not) "
+                f"need at least {min(p.pes for p in fewest)} PEs")
+    return (f"{what}: an op's buffers and weights exceed {costs.K} PEs' memory "
             f"({m.memory_bytes / 2**20:.2f} MiB each; --max-split raises the {costs.K})")
 
 
@@ -237,11 +242,15 @@ def print_plan(plan, costs) -> None:
           f"{len(plan.stages)} stages on {plan.pes} PEs ({f.pes_used} PEs used); period "
           f"{f.period_s * 1e3:.4f} ms, latency {f.latency_s * 1e3:.4f} ms")
     names = [op.name for op in costs.graph.ops]
+    if f.shared_period_s >= max(f.stage_period_s):
+        print(f"  the shared memory sets the period: {f.shared_period_s * 1e3:.4f} ms per "
+              "inference of each copy for its inputs, outputs and streamed weights")
     for s, period, memory in zip(plan.stages, f.stage_period_s, f.stage_memory):
         units = ", ".join(f"{n} on {u}" for u, n in costs.ops_per_unit(s).items())
+        streamed = f"; {len(s.streamed)} streaming their weights" if s.streamed else ""
         print(f"  ops {s.start:>4}-{s.end - 1:<4} {names[s.start]} .. {names[s.end - 1]}: "
               f"{s.pes} PEs, period {period * 1e3:.4f} ms, {memory / 2**20:.2f} MiB per PE; "
-              f"{units}")
+              f"{units}{streamed}")
 
 
 def _print_naive(plan, costs) -> None:

@@ -20,7 +20,8 @@ def compile_pipeline(args) -> int:
     from autoplace.models import load_module_for
     from autoplace.pipeline.manifest import write_manifest
 
-    graph, profile, costs, plan, _, _ = planned(args, args.log)
+    graph, profile, costs, plans, _, _ = planned(args, args.log)
+    plan = plans[0]
     mod = load_module_for(args.model, graph)
     t0 = time.perf_counter()
     splits = {graph.ops[i].name: ways for s in plan.stages

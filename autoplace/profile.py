@@ -142,6 +142,9 @@ class MeshGrid:
     generated_copies: int = 0
     #: whether a PE's units run ops of different inferences at once (``units_overlap``)
     units_overlap: bool = False
+    #: bytes per second all uplinks move together at most (``[mesh.uplink] total_gbps``:
+    #: the shared scope's bandwidth); None: each uplink at its own bandwidth
+    uplink_total_bps: float | None = None
 
     @property
     def size(self) -> int:
@@ -268,6 +271,8 @@ class Profile:
             # only when set, so that profiles without it keep their hash
             **({"units_overlap": True} if self.mesh is not None and self.mesh.units_overlap
                else {}),
+            **({"uplink_total_bps": self.mesh.uplink_total_bps}
+               if self.mesh is not None and self.mesh.uplink_total_bps is not None else {}),
         }
 
     @functools.cached_property

@@ -39,6 +39,9 @@ and adds their units, scopes and copy paths to the top-level ones::
     bandwidth_gbps = 2.0
     latency_us = 2.0
     modes = ["sync", "async"]
+    total_gbps = 25.6          # optional: what all uplinks move together at most (the shared
+                               # scope's bandwidth; a pipeline's graph inputs, outputs and
+                               # streamed weights share it); default: no limit
 
 Every error is a :class:`ProfileError` with one line: ``<file>: <dotted.key>: <what is wrong>``.
 """

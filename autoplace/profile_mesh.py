@@ -68,12 +68,14 @@ def _links(t: Table, suffixes: list[str], rows: int,
 
 
 def _uplinks(t: Table, suffixes: list[str], shared: set[str],
-             n: int) -> tuple[str, list[str], list[CopyPath]]:
-    """The shared scope, the uplinked scope suffixes and the uplinks."""
+             n: int) -> tuple[str, list[str], list[CopyPath], float | None]:
+    """The shared scope, the uplinked scope suffixes, the uplinks and what all of them move
+    together at most (``total_gbps``, in B/s; None: no limit)."""
     to = t.string("to")
     if to not in shared:
         raise t.error(t.key("to"), f"scope {to!r} is not a defined top-level scope")
     scopes, dma, fields = _link_template(t, suffixes)
+    total = t.number("total_gbps", positive=True) if "total_gbps" in t.data else None
     t.finish()
     paths = []
     for k in range(n):
@@ -81,7 +83,7 @@ def _uplinks(t: Table, suffixes: list[str], shared: set[str],
             local, engine = f"pe{k}.{s}", f"pe{k}.{dma}"
             paths.append(CopyPath(src=local, dst=to, engine=engine, **fields))
             paths.append(CopyPath(src=to, dst=local, engine=engine, **fields))
-    return to, scopes, paths
+    return to, scopes, paths, None if total is None else 1e9 * total
 
 
 def _scope_template(t: Table, suffix: str, units: list[str]) -> Scope:
@@ -137,7 +139,8 @@ def expand_mesh(mesh: Table, parts: ProfileParts) -> None:
         parts.copies += [("mesh.link", c) for c in paths]
         grid = dataclasses.replace(grid, link_scopes=tuple(scopes))
     if uplink is not None:
-        to, scopes, paths = _uplinks(uplink, suffixes, shared, n)
+        to, scopes, paths, total = _uplinks(uplink, suffixes, shared, n)
         parts.copies += [("mesh.uplink", c) for c in paths]
-        grid = dataclasses.replace(grid, uplink_scopes=tuple(scopes), uplink_to=to)
+        grid = dataclasses.replace(grid, uplink_scopes=tuple(scopes), uplink_to=to,
+                                   uplink_total_bps=total)
     parts.mesh = dataclasses.replace(grid, generated_copies=len(parts.copies))

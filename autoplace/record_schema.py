@@ -66,23 +66,26 @@ def _count(value: object, name: str, least: int) -> None:
 
 def _check_plan(p: object) -> None:
     """A pipeline trial's plan (autoplace.pipeline.log) as its readers rely on: stages as
-    ``[start, end, pes, splits or null, units or null]`` (units may be left out) of integers
-    and unit names, replicas, finite periods."""
+    ``[start, end, pes, splits or null, units or null, streamed or null]`` (units and
+    streamed may be left out) of integers and unit names, replicas, finite periods."""
     if not isinstance(p, dict):
         raise ValueError(f"'pipeline' must be an object, got {kind_of(p)}")
     stages = p.get("stages")
     if not isinstance(stages, list) or not stages:
         raise ValueError(f"pipeline 'stages' must be a non-empty list, got {stages!r}")
     for st in stages:
-        if not isinstance(st, list) or len(st) not in (4, 5):
-            raise ValueError(f"a pipeline stage is [start, end, pes, splits, units], got {st!r}")
+        if not isinstance(st, list) or len(st) not in (4, 5, 6):
+            raise ValueError("a pipeline stage is [start, end, pes, splits, units, streamed], "
+                             f"got {st!r}")
         for value, name, least in zip(st[:3], ("start", "end", "pes"), (0, 1, 1)):
             _count(value, f"a pipeline stage's {name}", least)
-        if st[3] is not None and not isinstance(st[3], list):
-            raise ValueError(f"a pipeline stage's splits must be a list or null, got {st[3]!r}")
-        for w in st[3] or ():
-            _count(w, "a pipeline stage's splits", 1)
-        units = st[4] if len(st) == 5 else None
+        for name, value in zip(("splits", "streamed"), (st[3], st[5] if len(st) == 6 else None)):
+            if value is not None and not isinstance(value, list):
+                raise ValueError(f"a pipeline stage's {name} must be a list or null, "
+                                 f"got {value!r}")
+            for w in value or ():
+                _count(w, f"a pipeline stage's {name}", 1 if name == "splits" else 0)
+        units = st[4] if len(st) >= 5 else None
         if units is not None and not (isinstance(units, list)
                                       and all(isinstance(u, str) and u for u in units)):
             raise ValueError(f"a pipeline stage's units must be unit names or null, got {units!r}")

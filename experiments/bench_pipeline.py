@@ -17,9 +17,13 @@ their streams (two inferences in flight per stage), their ratio and the best's a
 bound. "plan + search s" is the issue's budget (120 s, 2 GB for 7,296 PEs and ~1,000 ops).
 The search is the default one (each trial the best of 8 moves as the XGBoost cost model ranks
 them); beside it, as ratios, the search before it ranked moves (``ranking="none"``: one move
-per trial), after 100 trials and after all of them, and the search without its ``unit`` move
-(every op on its default unit, as before units were searched; untimed). "vs previous": the
-case's plan + search time over the one in the results file this run replaces (``--out``).
+per trial), after 100 trials and after all of them, and the searches without their ``unit``
+move (every op on its default unit, as before units were searched) and without their
+``weights`` move (the DP's plans' weights left as they are: all held, or all streamed from
+the shared memory), untimed. "ops streaming": how many ops stream their weights in the DP's
+plan and in the tuned one (the bundled 4 x 4 mesh holds none of these networks' weights).
+"vs previous": the case's plan + search time over the one in the results file this run
+replaces (``--out``).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(model, mesh) for mesh in ((16, 16), (32, 32), (96, 76))
          for model in ("resnet50", "densenet121", "densenet121x3")] + [
-    ("resnet50+overlap", (16, 16)), ("densenet121+overlap", (16, 16))]
+    ("resnet50+overlap", (16, 16)), ("densenet121+overlap", (16, 16)),
+    ("resnet50", (4, 4)), ("densenet121", (4, 4)), ("inception_v1", (4, 4))]
 
 
 def sequence(graph, times: int):
@@ -82,6 +87,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
         MeshMachine,
         StageCosts,
         best_pipeline,
+        best_pipelines,
         evaluate,
         throughput_bound,
     )
@@ -97,7 +103,8 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     best_pipeline(warm)  # the kernel compiled or loaded, outside the timing
     t0 = time.perf_counter()
     costs = mesh_costs(graph, rows, cols, overlap=overlap)
-    plan = best_pipeline(costs)
+    plans = best_pipelines(costs)
+    plan = plans[0] if plans else None
     plan_s = time.perf_counter() - t0
     naive = equal_flops(costs)
     out = {"ops": len(graph.ops), "plan_s": plan_s, "load": os.getloadavg()[0],
@@ -106,33 +113,40 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     if plan is not None:
         f = evaluate(plan, costs)
         out.update(dp=f.throughput, stages=len(plan.stages), pes=plan.pes,
-                   replicas=plan.replicas, used=f.pes_used)
+                   replicas=plan.replicas, used=f.pes_used, dp_streaming=streaming(plan))
     if naive is not None:
         out["naive"] = evaluate(naive, costs).throughput
     if plan is not None and trials:
-        out.update(search(costs, plan, rows * cols, trials))
+        out.update(search(costs, plans, rows * cols, trials))
         out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
-def search(costs, plan, pes: int, trials: int) -> dict:
-    """The pipeline search from the DP's plan: its time and the streamed throughputs."""
+def search(costs, plans, pes: int, trials: int) -> dict:
+    """The pipeline search from the DP's plans: its time and the streamed throughputs."""
     from autoplace.pipeline.search import MOVES, PipelineSearch
 
     t0 = time.perf_counter()
     s = PipelineSearch(costs, pes, seed=0)
-    best = s.run(plan, trials)
+    best = s.run(plans[0], trials, also=plans[1:])
     out = {"search_s": time.perf_counter() - t0, "trials": len(s.seen),
            "streamed": sum(1 for t in s.seen.values() if t.status == "ok"),
-           "dp_stream": s.seen[plan].throughput, "tuned": best.throughput,
-           "tuned_100": best_after(s, 100)}
+           "dp_stream": max(s.seen[p].throughput or 0 for p in plans if p in s.seen),
+           "tuned": best.throughput, "tuned_100": best_after(s, 100),
+           "tuned_streaming": streaming(best.plan)}
     unranked = PipelineSearch(costs, pes, seed=0, ranking="none")
-    out["unranked"] = unranked.run(plan, trials).throughput
+    out["unranked"] = unranked.run(plans[0], trials, also=plans[1:]).throughput
     out["unranked_100"] = best_after(unranked, 100)
-    moves = tuple(m for m in MOVES if m != "unit")
-    out["default_units"] = PipelineSearch(costs, pes, seed=0, moves=moves).run(
-        plan, trials).throughput
+    for name, left_out in (("default_units", "unit"), ("no_weights", "weights")):
+        moves = tuple(m for m in MOVES if m != left_out)
+        out[name] = PipelineSearch(costs, pes, seed=0, moves=moves).run(
+            plans[0], trials, also=plans[1:]).throughput
     return out
+
+
+def streaming(plan) -> int:
+    """How many ops of ``plan`` stream their weights."""
+    return sum(len(st.streamed or ()) for st in plan.stages)
 
 
 def best_after(search, trials: int) -> float:
@@ -176,11 +190,12 @@ def table(results: list[tuple[str, tuple[int, int], dict]],
              "equal-FLOP | DP / bound | stages x PEs x replicas (used) | trials (streamed) | "
              "plan + search s | vs previous | peak RSS MiB | DP streamed | tuned streamed | "
              "tuned / DP | tuned / bound | @100: tuned / unranked | tuned / unranked | "
-             "tuned / default units | load |", "|---" * 20 + "|"]
+             "tuned / default units | tuned / no weights move | ops streaming (DP, tuned) | "
+             "load |", "|---" * 22 + "|"]
     nan = float("nan")
     for model, (rows, cols), r in results:
         if "error" in r:
-            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 17)
+            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 19)
             continue
         dp, naive, tuned = r.get("dp"), r.get("naive"), r.get("tuned")
         shape = (f"{r['stages']} x {r['pes']} x {r['replicas']} ({r['used']})" if dp
@@ -200,7 +215,9 @@ def table(results: list[tuple[str, tuple[int, int], dict]],
             f"{tuned / r['bound'] if tuned else nan:.2f} | "
             f"{r['tuned_100'] / r['unranked_100'] if tuned else nan:.3f} | "
             f"{tuned / r['unranked'] if tuned else nan:.3f} | "
-            f"{tuned / r['default_units'] if tuned else nan:.3f} | {r['load']:.1f} |")
+            f"{tuned / r['default_units'] if tuned else nan:.3f} | "
+            f"{tuned / r['no_weights'] if tuned and r['no_weights'] else nan:.3f} | "
+            f"{r.get('dp_streaming', 0)}, {r.get('tuned_streaming', 0)} | {r['load']:.1f} |")
     return "\n".join(lines)
 
 

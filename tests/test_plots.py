@@ -174,7 +174,8 @@ def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
     fig = plots.pipeline_period(work, start, period, lanes(plan, costs))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == [f"stage{s}.{w}" for s in range(len(plan.stages)) for w in ("pes", "dma")]
+    assert labels == ["shared"] + [f"stage{s}.{w}" for s in range(len(plan.stages))
+                                   for w in ("pes", "dma")]  # the DRAM every copy shares
     assert len(ax.patches) == len(work) and ax.get_xlim() == (0, period * 1e3)
     # within the period, and one piece of work at a time on each lane
     assert all(start <= a < b <= start + period for _, a, b, _, _ in work)

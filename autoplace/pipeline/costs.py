@@ -27,6 +27,13 @@ double-buffered, and the working set of its largest op (with overlapping units, 
 unit's largest op: every unit may be busy with another inference's op) must fit the local
 memory.
 
+An op's weights may instead stay in the shared memory (the stage's ``streamed`` ops): each
+inference, every PE of the op streams its slice in over its uplink (on its DMA engine,
+communication), holds it only while the op runs (in the op's working set) and holds one
+more slice, the largest of the stage's streamed ones, arriving for the next op. Every
+copy's graph inputs, outputs and streamed weights pass the shared memory, which moves at
+most ``uplink_total_bps`` (:meth:`StageCosts.shared_seconds`).
+
 Every per-op quantity is tabulated for ``k = 1 .. K`` and summed along the op order, so a
 stage's figures are a few lookups (:meth:`StageCosts.stage`), and the dynamic program of
 :mod:`autoplace.pipeline.dp` runs on the arrays.
@@ -56,7 +63,8 @@ class StageCosts:
     default. Arrays ``[.., K, n + 1]`` are prefix sums over ops for ``k = 1 .. K`` PEs:
     ``S_busy[r]`` of the ops on resource ``r`` by default, ``S_secs`` of all; ``cut[c]`` is
     the bytes crossing the cut before op ``c``; ``S_io`` prefix sums of graph input and
-    output bytes; ``working[o]``: op ``o``'s working set unsplit."""
+    output bytes; ``working[o]``: op ``o``'s working set unsplit; ``weights[o]`` its weight
+    bytes and ``stream[k - 1, o]`` a PE's time to stream its slice split ``k`` ways."""
 
     def __init__(self, graph: OpGraph, machine: MeshMachine, *, max_pes: int | None = None):
         self.graph, self.machine = graph, machine
@@ -82,8 +90,10 @@ class StageCosts:
         on = self.resources(self.default_unit)[None] == np.arange(self.R)[:, None, None]
         self.S_busy = _prefix(np.where(on, self.secs[None], 0.0))
         self.S_secs, self.S_rotation = _prefix(self.secs), _prefix(self.rotation)
-        weights = np.array([op.weight_bytes for op in ops], dtype=np.float64)
-        self.S_weights = np.concatenate([[0.0], np.cumsum(weights)])
+        self.weights = np.array([op.weight_bytes for op in ops], dtype=np.float64)
+        self.S_weights = np.concatenate([[0.0], np.cumsum(self.weights)])
+        self.stream = np.where(self.weights > 0, self.weights / k / machine.uplink_bps
+                               + machine.uplink_s, 0.0)
         io = np.array([op.input_bytes for op in ops], dtype=np.float64) + np.where(used, 0.0, out)
         self.S_io = np.concatenate([[0.0], np.cumsum(io)])  # graph inputs and outputs
         self.cut = self._cut_bytes()
@@ -146,26 +156,28 @@ class StageCosts:
     def stage(self, i: int, j: int, k: int) -> dict[str, float]:
         """The figures of stage ``[i, j)`` on ``k`` PEs (``1 <= k <= K``), every op on its
         default unit: ``compute`` (the busiest resource's work), ``work`` (all), ``comm``
-        (of which ``incoming``: the tensors crossing the cut before it), ``period`` (the max
+        (of which ``incoming``: what arrives before it computes, the tensors crossing the cut
+        before it and its streamed weights), ``period`` (the max
         of compute and comm), ``memory`` (bytes per PE), ``fits``, ``latency`` (one
         inference through it: work + comm, nothing overlapped)."""
         self._check(i, j, k)
         r = k - 1
         rotation = float(self.S_rotation[r, j] - self.S_rotation[r, i])
         busy = self.S_busy[:, r, j] - self.S_busy[:, r, i]
-        return self._figures(i, j, busy, rotation, self.memory(i, j, k))
+        return self._figures(i, j, busy, rotation, 0.0, self.memory(i, j, k))
 
     def _check(self, i: int, j: int, k: int) -> None:
         if not (0 <= i < j <= self.n and 1 <= k <= self.K):
             raise ValueError(f"stage [{i}, {j}) on {k} PEs is out of range "
                              f"(n={self.n}, K={self.K})")
 
-    def _figures(self, i: int, j: int, busy: np.ndarray, rotation: float,
+    def _figures(self, i: int, j: int, busy: np.ndarray, rotation: float, streaming: float,
                  memory: float) -> dict[str, float]:
-        """Stage ``[i, j)``'s figures from each resource's work, its ops' rotations and its
-        memory per PE (its transfers between stages and over the uplink added here)."""
+        """Stage ``[i, j)``'s figures from each resource's work, its DMA engines' work on its
+        ops' rotations and streamed weights, and its memory per PE (its transfers between
+        stages and over the uplink added here)."""
         m = self.machine
-        incoming = _move(self.cut[i], m.link_bps, m.link_s)
+        incoming = _move(self.cut[i], m.link_bps, m.link_s) + streaming
         comm = float(rotation + incoming + _move(self.cut[j], m.link_bps, m.link_s)
                      + _move(self.S_io[j] - self.S_io[i], m.uplink_bps, m.uplink_s))
         compute, work = float(busy.max()), float(busy.sum())
@@ -214,26 +226,80 @@ class StageCosts:
 
     def of(self, stage) -> dict[str, float]:
         """:meth:`stage` of a :class:`~autoplace.pipeline.plan.Stage`, whose ops may be split
-        fewer ways than it has PEs (its ``splits``) and run on other units (its ``units``)."""
+        fewer ways than it has PEs (its ``splits``), run on other units (its ``units``) and
+        stream their weights (its ``streamed``)."""
         i, j = stage.start, stage.end
-        if stage.splits is None and stage.units is None:
+        if stage.splits is None and stage.units is None and stage.streamed is None:
             return self.stage(i, j, stage.pes)
         self._check(i, j, stage.pes)
         ops = np.arange(i, j)
         rows, units = np.asarray(stage.ways()) - 1, self.op_units(stage)
+        streamed = self.streamed_mask(stage)
         busy = self.unit_work(stage, units, per_resource=True)
-        memory = self.mixed_memory(i, j, stage.pes, rows + 1, units)
-        return self._figures(i, j, busy, float(self.rotation[rows, ops].sum()), memory)
+        memory = self.mixed_memory(i, j, stage.pes, rows + 1, units, streamed)
+        return self._figures(i, j, busy, float(self.rotation[rows, ops].sum()),
+                             float(self.stream[rows, ops][streamed].sum()), memory)
 
-    def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray,
-                     units: np.ndarray) -> float:
+    def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray, units: np.ndarray,
+                     streamed: np.ndarray | None = None) -> float:
         """Bytes the fullest PE holds when op ``o`` of stage ``[i, j)`` is split ``ways[o]``
-        ways and runs on unit ``units[o]``: every op's slice may sit on the same PE (the
-        first ``ways`` PEs hold an op), the stage's buffers spread over all ``k``."""
+        ways, runs on unit ``units[o]`` and streams its weights where ``streamed[o]``: every
+        op's slice may sit on the same PE (the first ``ways`` PEs hold an op), the stage's
+        buffers spread over all ``k``."""
         buffers = self.cut[i] + self.cut[j] + self.S_io[j] - self.S_io[i]
-        weights = np.array([op.weight_bytes for op in self.graph.ops[i:j]], dtype=np.float64)
-        return float((weights / ways).sum() + 2 * buffers / k
-                     + _largest_per(self.working[i:j] / ways, self.resources(units), self.R))
+        weights = self.weights[i:j] / ways
+        streamed = np.zeros(j - i, dtype=bool) if streamed is None else streamed
+        working = self.working[i:j] / ways + np.where(streamed, weights, 0.0)
+        return float(weights[~streamed].sum() + 2 * buffers / k
+                     + _largest_per(working, self.resources(units), self.R)
+                     + weights[streamed].max(initial=0.0))
+
+    def streamed_mask(self, stage) -> np.ndarray:
+        """Whether each op of ``stage`` streams its weights; ValueError if one streamed has
+        none."""
+        mask = np.zeros(stage.end - stage.start, dtype=bool)
+        if stage.streamed is not None:
+            mask[np.asarray(stage.streamed) - stage.start] = True
+            empty = np.flatnonzero(mask & (self.weights[stage.start:stage.end] == 0))
+            if len(empty):
+                op = self.graph.ops[stage.start + empty[0]]
+                raise ValueError(f"op {op.name!r} has no weights to stream")
+        return mask
+
+    def with_streamed(self, stage, ops):
+        """``stage`` with the weights of ``ops`` (graph indices; those of other stages left
+        out) streamed and the others held: its ``streamed`` None when none is, so that a
+        plan has one form."""
+        mine = sorted({int(o) for o in ops if stage.start <= o < stage.end})
+        return dataclasses.replace(stage, streamed=tuple(mine) or None)
+
+    def streaming(self, i: int, j: int) -> tuple[int, ...] | None:
+        """Every op of ``[i, j)`` that has weights, as a stage's ``streamed``."""
+        ops = np.flatnonzero(self.weights[i:j] > 0) + i
+        return tuple(int(o) for o in ops) or None
+
+    def shared_seconds(self, plan) -> float:
+        """The shared memory's time per inference of one copy of ``plan``: every copy's
+        graph inputs, outputs and streamed weights over ``uplink_total_bps``."""
+        return sum(self.stage_shared_seconds(st, plan.replicas) for st in plan.stages)
+
+    def stage_shared_seconds(self, stage, replicas: int) -> float:
+        """:meth:`shared_seconds` of one stage's transfers, ``replicas`` copies of it."""
+        if not np.isfinite(self.machine.uplink_total_bps):
+            return 0.0
+        moved = self.S_io[stage.end] - self.S_io[stage.start] \
+            + self.weights[list(stage.streamed or ())].sum()
+        return float(replicas * moved / self.machine.uplink_total_bps)
+
+    def dp_tables(self, streamed: bool) -> tuple[np.ndarray, ...]:
+        """What the dynamic program reads of a stage's ops besides their work, with every
+        weight held (``streamed`` False) or streamed: prefix sums of a PE's DMA work
+        ``[K, n + 1]`` and of the held weights, each op's working set, and each op's
+        streamed weights (unsplit)."""
+        if not streamed:
+            return self.S_rotation, self.S_weights, self.working, np.zeros(self.n)
+        return (self.S_rotation + _prefix(self.stream), np.zeros(self.n + 1),
+                self.working + self.weights, self.weights)
 
     def memory(self, i: int, j: int, k: int) -> float:
         """Bytes a PE of stage ``[i, j)`` on ``k`` PEs holds: its slice of the weights, of

@@ -4,12 +4,16 @@ PEs are counted, never labelled (Tarnawski et al., NeurIPS 2020; Piper, NeurIPS 
 period ``tau``, :func:`_fewest` finds the fewest PEs of a pipeline whose every stage has
 period <= tau (every stage's least ``k``: its compute falls and its communication grows with
 ``k``, so the least ``k`` whose compute is within ``tau`` and whose PEs hold the stage is the
-only one to try). :func:`least_period` bisects ``tau`` for a PE budget: exact to a relative
-:data:`TOLERANCE`. :func:`best_pipeline` maximises throughput over replication: each budget
+only one to try; a stage streaming its weights from the shared memory streams smaller
+slices on more PEs, so larger ``k`` are tried until its communication is within ``tau``).
+:func:`least_period` bisects ``tau`` for a PE budget: exact to a relative :data:`TOLERANCE`.
+:func:`best_pipeline` maximises throughput over replication: each budget
 ``m`` gives ``P // m`` copies of the pipeline, and budgets whose upper bound cannot beat the
-best found are skipped (the bound: :func:`work_bound`). Every op runs on its default unit
-(:class:`StageCosts`): the program is exact for that; which ops do better on another unit
-is the search's (:mod:`autoplace.pipeline.search`).
+best found are skipped (the bound: :func:`work_bound`), once with every op's weights held
+in the PEs and once with every op's streamed from the shared memory. Every op runs on its
+default unit (:class:`StageCosts`): the program is exact for that and each of the two;
+which ops do better on another unit, or streaming while the others hold, is the search's
+(:mod:`autoplace.pipeline.search`).
 """
 
 from __future__ import annotations
@@ -28,50 +32,62 @@ TOLERANCE = 1e-9
 _NONE = np.iinfo(np.int64).max // 4
 
 
-def fewest_pes(costs: StageCosts, tau: float) -> PipelinePlan | None:
+def fewest_pes(costs: StageCosts, tau: float, *,
+               streamed: bool = False) -> PipelinePlan | None:
     """The pipeline with the fewest PEs whose every stage has period <= ``tau``; None if
-    there is none (an op too slow, or too big for ``K`` PEs' memory)."""
+    there is none (an op too slow, or too big for ``K`` PEs' memory). ``streamed``: every
+    op's weights stream from the shared memory (else every op holds them)."""
     m = costs.machine
     S_busy = costs.S_busy[0] if costs.R == 1 else costs.S_busy  # see _busiest
-    f, back_i, back_k = _fewest(tau, S_busy, costs.S_rotation, costs.S_weights,
-                                costs.cut, costs.S_io, costs.working, costs.resource,
-                                float(m.memory_bytes), m.link_bps, m.link_s, m.uplink_bps,
-                                m.uplink_s)
+    S_dma, S_weights, working, stream_w = costs.dp_tables(streamed)
+    f, back_i, back_k = _fewest(tau, S_busy, S_dma, S_weights, costs.cut, costs.S_io,
+                                working, stream_w, costs.resource, float(m.memory_bytes),
+                                m.link_bps, m.link_s, m.uplink_bps, m.uplink_s, streamed)
     if f[-1] >= _NONE:
         return None
     stages, j = [], costs.n
     while j > 0:
-        stages.append(Stage(int(back_i[j]), j, int(back_k[j])))
-        j = int(back_i[j])
+        i = int(back_i[j])
+        stages.append(Stage(i, j, int(back_k[j]),
+                            streamed=costs.streaming(i, j) if streamed else None))
+        j = i
     return PipelinePlan(stages=tuple(reversed(stages)))
 
 
 def least_period(costs: StageCosts, budget: int, *, at_least: float = 0.0,
-                 fewest: PipelinePlan | None = None) -> PipelinePlan | None:
-    """The pipeline of at most ``budget`` PEs with the least period (to :data:`TOLERANCE`);
-    None if no pipeline fits in that many. ``at_least``: a period known not to be beaten
-    (that of a larger budget), where the search starts; ``fewest``: the pipeline of the
-    fewest PEs (``fewest_pes(costs, inf)``), if the caller has it."""
-    fewest = fewest_pes(costs, math.inf) if fewest is None else fewest
+                 fewest: PipelinePlan | None = None,
+                 streamed: bool = False) -> PipelinePlan | None:
+    """The pipeline of at most ``budget`` PEs with the least period of its slowest stage
+    (to :data:`TOLERANCE`); None if no pipeline fits in that many. ``at_least``: a period
+    known not to be beaten (that of a larger budget), where the search starts; ``fewest``:
+    the pipeline of the fewest PEs (``fewest_pes(costs, inf, streamed=streamed)``), if the
+    caller has it; ``streamed``: as :func:`fewest_pes`."""
+    fewest = fewest_pes(costs, math.inf, streamed=streamed) if fewest is None else fewest
     if fewest is None or fewest.pes > budget:
         return None
     # the slowest op, split all it can be on its default unit, bounds every period from below
     lo = max(float(costs.secs[-1].max()), at_least) * (1 - 1e-12)
-    top, hi = evaluate(fewest, costs).period_s, lo  # the fewest PEs' period: enough
-    while (best := fewest_pes(costs, hi)) is None or best.pes > budget:
+    top, hi = stages_period(fewest, costs), lo  # the fewest PEs' period: enough
+    while (best := fewest_pes(costs, hi, streamed=streamed)) is None or best.pes > budget:
         if hi >= top:
             best = fewest
             break
         hi = min(max(2 * hi, top * 1e-9), top)
-    hi = evaluate(best, costs).period_s
+    hi = stages_period(best, costs)
     while hi > lo * (1 + TOLERANCE):
         mid = math.sqrt(lo * hi) if lo > 0 else hi / 2
-        plan = fewest_pes(costs, mid)
+        plan = fewest_pes(costs, mid, streamed=streamed)
         if plan is not None and plan.pes <= budget:
-            best, hi = plan, evaluate(plan, costs).period_s
+            best, hi = plan, stages_period(plan, costs)
         else:
             lo = mid
     return best
+
+
+def stages_period(plan: PipelinePlan, costs: StageCosts) -> float:
+    """The period of ``plan``'s slowest stage (what the program minimises; the shared
+    memory's time, the same for every plan of a budget, is added by :func:`best_pipeline`)."""
+    return max(evaluate(plan, costs).stage_period_s)
 
 
 def work_bound(costs: StageCosts) -> float:
@@ -110,37 +126,71 @@ def slowest_op(costs: StageCosts) -> float:
 
 def throughput_bound(costs: StageCosts, pes: int) -> float:
     """Inferences per second no plan on ``pes`` PEs beats: all of them busy with useful
-    work (:func:`work_bound`), and no pipeline faster than :func:`slowest_op`."""
-    return min(pes / work_bound(costs), pes / slowest_op(costs))
+    work (:func:`work_bound`), no pipeline faster than :func:`slowest_op`, and the shared
+    memory moving every inference's inputs and outputs and the weights ``pes`` PEs cannot
+    hold."""
+    m = costs.machine
+    unheld = max(0.0, float(costs.weights.sum()) - pes * m.memory_bytes)
+    return min(pes / work_bound(costs), pes / slowest_op(costs),
+               m.uplink_total_bps / (float(costs.S_io[-1]) + unheld))
 
 
 def best_pipeline(costs: StageCosts, pes: int | None = None) -> PipelinePlan | None:
-    """The plan of the most throughput on ``pes`` PEs (default: the whole mesh): a pipeline
-    of the least period for each budget ``m``, replicated ``pes // m`` times; budgets that
-    cannot beat the best so far (``pes // m`` over the bound on a pipeline's period) are not
-    solved. None if no pipeline fits."""
+    """The plan of the most throughput on ``pes`` PEs (default: the whole mesh), with every
+    op's weights held, or every op's streamed from the shared memory (the better; the
+    program is exact for each): a pipeline of the least period for each budget ``m``,
+    replicated ``pes // m`` times; budgets that cannot beat the best so far (``pes // m``
+    over the bound on a pipeline's period) are not solved. None if no pipeline fits."""
+    plans = best_pipelines(costs, pes)
+    return plans[0] if plans else None
+
+
+def best_pipelines(costs: StageCosts, pes: int | None = None) -> list[PipelinePlan]:
+    """:func:`best_pipeline`, then the best plan holding every op's weights if one
+    streaming them beat it (a search starts from both: a plan's stream may fall further
+    below its analytic period than the other's)."""
     pes = costs.machine.size if pes is None else pes
-    fewest = fewest_pes(costs, math.inf)
+    held = _best_of(costs, pes, streamed=False, best=None)
+    streamed = _best_of(costs, pes, streamed=True, best=held) if costs.weights.any() else held
+    return [p for p in (streamed, held if held is not streamed else None) if p is not None]
+
+
+def _best_of(costs: StageCosts, pes: int, *, streamed: bool,
+             best: PipelinePlan | None) -> PipelinePlan | None:
+    """:func:`best_pipeline` with every weight held or every weight streamed, or ``best``
+    where no such plan beats it."""
+    whole = Stage(0, costs.n, 1, streamed=costs.streaming(0, costs.n) if streamed else None)
+    shared = costs.shared_seconds(PipelinePlan(stages=(whole,)))  # per copy and copy
+    best_thr = evaluate(best, costs).throughput if best is not None else 0.0
+    if shared > 0 and 1 / shared <= best_thr:
+        return best  # the shared memory alone holds every such plan below the best
+    fewest = fewest_pes(costs, math.inf, streamed=streamed)
     if fewest is None or fewest.pes > pes:
-        return None
+        return best
     work, slowest = work_bound(costs), float(costs.secs[-1].max())
-    best, best_thr, floor = None, 0.0, 0.0  # floor: the least period of a larger budget
+    floor = 0.0  # the least period of a larger budget
     for m in sorted({pes // r for r in range(1, pes // fewest.pes + 1)}, reverse=True):
-        if (pes // m) / max(work / m, slowest, floor) <= best_thr * (1 + TOLERANCE):
+        copies = pes // m
+        if copies / max(work / m, slowest, floor, copies * shared) \
+                <= best_thr * (1 + TOLERANCE):
             continue  # cannot beat the best: a smaller budget's period is no less
-        plan = least_period(costs, m, at_least=floor, fewest=fewest)
-        floor = evaluate(plan, costs).period_s
-        if (pes // m) / floor > best_thr:
-            best, best_thr = PipelinePlan(stages=plan.stages, replicas=pes // m), \
-                (pes // m) / floor
+        plan = least_period(costs, m, at_least=floor, fewest=fewest, streamed=streamed)
+        floor = stages_period(plan, costs)
+        if copies / max(floor, copies * shared) > best_thr:
+            best = PipelinePlan(stages=plan.stages, replicas=copies)
+            best_thr = evaluate(best, costs).throughput
     return best
 
 
 @numba.njit(cache=True, nogil=True)
-def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, capacity,
-            link_bps, link_s, up_bps, up_s):  # pragma: no cover - compiled
+def _fewest(tau, S_busy, S_dma, S_weights, cut, S_io, working, stream_w, resource, capacity,
+            link_bps, link_s, up_bps, up_s, scan):  # pragma: no cover - compiled
     """``f[j]``: the fewest PEs of a pipeline over ops ``[0, j)`` whose stages all have
-    period <= ``tau`` (``_NONE``: none); the last stage's start and PEs per ``j``."""
+    period <= ``tau`` (``_NONE``: none); the last stage's start and PEs per ``j``. A stage
+    holds its weights (``S_weights``), its buffers, each resource's largest ``working`` and
+    the largest of its ops' streamed weights (``stream_w``). A stage's DMA work grows with
+    its PEs unless it streams weights (``scan``: then more PEs than the least may be the
+    fewest whose communication is within ``tau``, and are tried)."""
     K, n1 = S_busy.shape[-2:]
     f = np.full(n1, _NONE, dtype=np.int64)
     back_i, back_k = np.full(n1, -1, dtype=np.int64), np.zeros(n1, dtype=np.int64)
@@ -149,12 +199,16 @@ def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, ca
     f[0] = 0
     for j in range(1, n1):
         largest[:] = 0.0
-        held_working = 0.0  # their sum
+        arriving = 0.0
+        held_working = 0.0  # their sum, and the largest streamed weights
         for i in range(j - 1, -1, -1):
             u = resource[i]
             if working[i] > largest[u]:
                 held_working += working[i] - largest[u]
                 largest[u] = working[i]
+            if stream_w[i] > arriving:
+                held_working += stream_w[i] - arriving
+                arriving = stream_w[i]
             if _busiest(S_busy, K - 1, i, j) > tau:
                 break  # a longer stage computes longer still
             if f[i] >= _NONE:
@@ -165,8 +219,12 @@ def _fewest(tau, S_busy, S_rotation, S_weights, cut, S_io, working, resource, ca
             r = max(r, int(np.ceil(held / capacity)) - 1)  # ... and holding the stage
             if r >= K:
                 continue
-            comm = (S_rotation[r, j] - S_rotation[r, i] + _move(cut[i], link_bps, link_s)
-                    + _move(cut[j], link_bps, link_s) + _move(S_io[j] - S_io[i], up_bps, up_s))
+            between = _move(cut[i], link_bps, link_s) + _move(cut[j], link_bps, link_s) \
+                + _move(S_io[j] - S_io[i], up_bps, up_s)
+            comm = S_dma[r, j] - S_dma[r, i] + between
+            while scan and comm > tau and r + 1 < K:  # streamed slices shrink with k
+                r += 1
+                comm = S_dma[r, j] - S_dma[r, i] + between
             if comm <= tau and f[i] + r + 1 < f[j]:
                 f[j], back_i[j], back_k[j] = f[i] + r + 1, i, r + 1
     return f, back_i, back_k

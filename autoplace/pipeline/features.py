@@ -49,7 +49,7 @@ def _features(plan: PipelinePlan, costs: StageCosts) -> tuple[list[float], bool]
     period = np.array([f["period"] for f in figures])
     compute = np.array([f["compute"] for f in figures])
     comm = np.array([f["comm"] for f in figures])
-    P = max(float(period.max()), 1e-15)
+    P = max(float(period.max()), costs.shared_seconds(plan), 1e-15)
     share = period / P
     overlap = np.minimum(compute, comm) / P
     latency = float(sum(f["latency"] for f in figures))

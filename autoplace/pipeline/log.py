@@ -7,9 +7,10 @@ tuner's :class:`~autoplace.records.TuningLog` (one whole line per write, a torn 
 seconds per inference over every copy (1 / throughput: the throughput objective's value;
 null unless the plan was streamed), an ``out_of_memory`` error when it does not fit. Its
 ``placement`` is empty: the plan is in ``pipeline`` — ``stages`` as ``[start, end, pes,
-splits, units]`` (``splits`` null when every op uses all the stage's PEs, ``units`` the PE
-unit of each op, null when each runs on its default unit; lines before units were searched
-have no ``units``), ``replicas``,
+splits, units, streamed]`` (``splits`` null when every op uses all the stage's PEs, ``units``
+the PE unit of each op, null when each runs on its default unit, ``streamed`` the ops whose
+weights stream from the shared memory, null when none does; lines of before may end
+before ``units`` or ``streamed``), ``replicas``,
 ``status`` (``ok``; ``no-fit``; ``bounded``: its analytic throughput showed it cannot beat
 the best, so it was not streamed), ``period_s`` (one copy's stream) and
 ``analytic_period_s``. :func:`autoplace.analysis.load` reads a pipeline log as it reads a
@@ -58,9 +59,11 @@ def trial_record(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: in
 
 
 def stage_entry(stage: Stage) -> list:
-    """A stage as a log writes it: ``[start, end, pes, splits or null, units or null]``."""
+    """A stage as a log writes it: ``[start, end, pes, splits or null, units or null,
+    streamed or null]``."""
     return [stage.start, stage.end, stage.pes, list(stage.splits) if stage.splits else None,
-            list(stage.units) if stage.units else None]
+            list(stage.units) if stage.units else None,
+            list(stage.streamed) if stage.streamed else None]
 
 
 def _result(trial: Trial, costs: StageCosts) -> MeasureResult:
@@ -167,8 +170,9 @@ def _no_constant(name: str):
 def plan_of(line: dict) -> PipelinePlan:
     """The plan of a trial's fields."""
     stages = tuple(Stage(int(a), int(b), int(k), tuple(map(int, w)) if w else None,
-                         tuple(map(str, units[0])) if units and units[0] else None)
-                   for a, b, k, w, *units in line["stages"])
+                         tuple(map(str, rest[0])) if rest and rest[0] else None,
+                         tuple(map(int, rest[1])) if len(rest) > 1 and rest[1] else None)
+                   for a, b, k, w, *rest in line["stages"])
     return PipelinePlan(stages=stages, replicas=int(line["replicas"]))
 
 

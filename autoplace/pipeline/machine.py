@@ -9,6 +9,7 @@ here).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from autoplace.profile import Profile, ProfileError, Unit
@@ -23,9 +24,10 @@ class MeshMachine:
     """The PEs of a mesh: ``rows x cols``, each with ``units`` (named by their suffix: ``arm``,
     ``npu``), a local scope of ``memory_bytes`` at ``memory_bps``, and links to its four
     neighbours at ``link_bps`` with ``link_s`` latency per copy; ``uplink_bps`` and
-    ``uplink_s``: a PE's path to the shared memory that holds the graph's inputs and outputs;
-    ``units_overlap``: whether a PE's units run ops of different inferences at once (else a
-    PE runs one op at a time)."""
+    ``uplink_s``: a PE's path to the shared memory that holds the graph's inputs and outputs
+    (and weights streamed from it), ``uplink_total_bps`` what every PE's path moves together
+    at most (the shared memory's bandwidth; inf: no limit); ``units_overlap``: whether a
+    PE's units run ops of different inferences at once (else a PE runs one op at a time)."""
 
     name: str
     rows: int
@@ -39,10 +41,13 @@ class MeshMachine:
     uplink_s: float
     max_split: int = MAX_SPLIT
     units_overlap: bool = False
+    uplink_total_bps: float = math.inf
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1 or not self.units:
             raise ValueError(f"mesh {self.name}: needs rows, cols >= 1 and a unit per PE")
+        if not self.uplink_total_bps > 0:
+            raise ValueError(f"uplink_total_bps > 0 must hold, got {self.uplink_total_bps}")
         if self.max_split < 1:
             raise ValueError(f"max_split >= 1 must hold, got {self.max_split}")
 
@@ -71,7 +76,8 @@ class MeshMachine:
         return cls(name=profile.name, rows=grid.rows, cols=grid.cols, units=units,
                    memory_bytes=local.capacity_bytes, memory_bps=local.bandwidth_bps,
                    link_bps=link_bps, link_s=link_s, uplink_bps=uplink_bps,
-                   uplink_s=uplink_s, max_split=max_split, units_overlap=grid.units_overlap)
+                   uplink_s=uplink_s, max_split=max_split, units_overlap=grid.units_overlap,
+                   uplink_total_bps=grid.uplink_total_bps or math.inf)
 
 
 def _neighbour(grid, suffix: str) -> str | None:

@@ -1,9 +1,11 @@
 """The plan a custom runtime loads: one versioned JSON manifest (docs/pipeline.md, "Manifest").
 
-It says, in order of stages: which ops each stage runs and on which PE unit, how many PEs and
-where they are on the grid (per replica), the buffers each PE holds in its local scope, and
-the copies (between stages over a link, within a stage the rotations of a split op's input,
-graph inputs and outputs over the uplink) with their modes. :func:`read_manifest` reads it
+It says, in order of stages: which ops each stage runs, on which PE unit and where their
+weights are (``local``: held in the PEs' local scope; ``shared``: streamed from the shared
+memory each inference), how many PEs and where they are on the grid (per replica), the
+buffers each PE holds in its local scope, and the copies (between stages over a link,
+within a stage the rotations of a split op's input, graph inputs and outputs and streamed
+weights over the uplink) with their modes. :func:`read_manifest` reads it
 back into the plan it came from, checking it against the graph and the mesh.
 """
 
@@ -55,11 +57,13 @@ def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
     f = costs.of(stage)
     rotating = [g.ops[i].name for i in ops if costs.rotation[row[i], i] > 0]
     busiest = max(ops, key=lambda i: costs.unit_secs[unit[i], row[i], i])  # the longest op
+    streamed = set(stage.streamed or ())
     return {
         "index": index, "pes": stage.pes, "split": max(stage.ways()),
         "rpc_key": m.units[unit[busiest]].rpc_key,
         "ops": [{"name": g.ops[i].name, "kind": g.ops[i].kind, "split": row[i] + 1,
-                 "unit": m.units[unit[i]].name} for i in ops],
+                 "unit": m.units[unit[i]].name,
+                 "weights": "shared" if i in streamed else "local"} for i in ops],
         "period_s": f["period"], "compute_s": f["compute"], "comm_s": f["comm"],
         "buffers": {"scope": "local", "bytes_per_pe": f["memory"],
                     "input_bytes": float(costs.cut[stage.start]),
@@ -69,6 +73,9 @@ def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
                 "path": "link", "mode": "async"}] if costs.cut[stage.start] else []),
             *({"kind": "rotate_input", "op": name, "path": "link", "mode": "async"}
               for name in rotating),
+            *({"kind": "stream_weights", "op": g.ops[i].name,
+               "bytes": float(costs.weights[i] / (row[i] + 1)), "path": "uplink",
+               "mode": "async"} for i in sorted(streamed)),
             *([{"kind": "graph_io", "bytes": float(costs.S_io[stage.end]
                                                    - costs.S_io[stage.start]),
                 "path": "uplink", "mode": "async"}]
@@ -131,4 +138,11 @@ def _read_stage(s: dict, costs: StageCosts) -> Stage:
     units = [costs.unit_index(str(op["unit"])) for op in s["ops"]]
     stage = costs.with_units(stage, units)
     costs.op_units(stage)  # each unit runs its op
+    where = [op.get("weights", "local") for op in s["ops"]]
+    bad = [w for w in where if w not in ("local", "shared")]
+    if bad:
+        raise ValueError(f"stage {s['index']}: an op's weights are {bad[0]!r}, not 'local' "
+                         "or 'shared'")
+    stage = costs.with_streamed(stage, [o for o, w in enumerate(where, start) if w == "shared"])
+    costs.streamed_mask(stage)  # each op streamed has weights
     return stage

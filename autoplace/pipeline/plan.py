@@ -2,7 +2,8 @@
 
 :class:`PipelinePlan` is pure data (validated); :func:`evaluate` gives its figures under the
 stage model of :mod:`autoplace.pipeline.costs`: the period (the slowest stage: its compute
-or its communication), throughput (replicas / period), one inference's latency, each stage's
+or its communication; or the shared memory, when every copy's traffic through it takes
+longer), throughput (replicas / period), one inference's latency, each stage's
 memory per PE and whether it fits.
 """
 
@@ -17,13 +18,16 @@ from autoplace.pipeline.costs import StageCosts
 class Stage:
     """Ops ``[start, end)`` on ``pes`` PEs; ``splits``: the ways each op is split (1 to
     ``pes``), or None: every op over all ``pes``; ``units``: the PE unit (by name) that runs
-    each op, or None: each op on the unit that runs it whole fastest."""
+    each op, or None: each op on the unit that runs it whole fastest; ``streamed``: the ops
+    (graph indices, ascending) whose weights stay in the shared memory and stream to the PEs
+    each inference, or None: every op's weights held in the PEs' local memory."""
 
     start: int
     end: int
     pes: int
     splits: tuple[int, ...] | None = None
     units: tuple[str, ...] | None = None
+    streamed: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         n = self.end - self.start
@@ -35,6 +39,12 @@ class Stage:
                 isinstance(u, str) and u for u in self.units)):
             raise ValueError(f"stage [{self.start}, {self.end}): units {self.units} must "
                              f"name a PE unit per op ({n})")
+        if self.streamed is not None and not (
+                self.streamed and all(isinstance(o, int) and self.start <= o < self.end
+                                      for o in self.streamed)
+                and list(self.streamed) == sorted(set(self.streamed))):
+            raise ValueError(f"stage [{self.start}, {self.end}): streamed {self.streamed} must "
+                             "be ops of the stage, ascending, or None")
 
     def ways(self) -> tuple[int, ...]:
         """The ways each op of the stage is split."""
@@ -76,10 +86,11 @@ class PipelinePlan:
 class PlanFigures:
     """What a plan achieves under the stage model."""
 
-    period_s: float
+    period_s: float  # of one copy: its slowest stage, or the shared memory's traffic
     latency_s: float
     throughput: float  # inferences per second over all replicas
     stage_period_s: tuple[float, ...]
+    shared_period_s: float  # the shared memory's time per inference of one copy
     stage_memory: tuple[float, ...]  # bytes per PE
     fits: bool
     pes_used: int
@@ -92,10 +103,12 @@ def evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
         raise ValueError(f"the plan covers ops [0, {plan.stages[-1].end}), the graph has "
                          f"{costs.n}")
     figures = [costs.of(s) for s in plan.stages]
-    period = max(f["period"] for f in figures)
+    shared = costs.shared_seconds(plan)
+    period = max(shared, *(f["period"] for f in figures))
     return PlanFigures(period_s=period, latency_s=sum(f["latency"] for f in figures),
                        throughput=plan.replicas / period if period > 0 else float("inf"),
                        stage_period_s=tuple(f["period"] for f in figures),
+                       shared_period_s=shared,
                        stage_memory=tuple(f["memory"] for f in figures),
                        fits=all(f["fits"] for f in figures),
                        pes_used=plan.pes * plan.replicas)

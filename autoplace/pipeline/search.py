@@ -16,8 +16,11 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
   that runs it (two times in three an op of the stage's busiest unit), which the dynamic
   program never does: an op moved off the busiest unit to a slower but idle one can shorten
   the period;
+- ``weights``: a stage streams its biggest weights from the shared memory until it fits on
+  a PE fewer, and gives that PE up; or one of its ops holds its weights again (the dynamic
+  program holds every op's, or streams every op's: streaming a few big ones can free PEs);
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one (an op keeps
-  its unit through every move).
+  its unit and where its weights are through every move).
 
 Moves favour the slowest stage. Each trial draws ``candidates`` moves and measures the one
 whose plan the cost model ranks first: the tuner's :class:`~autoplace.cost_model.XGBCostModel`
@@ -49,7 +52,7 @@ from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.stream import pipeline_period
 
-MOVES = ("cut", "pe", "grow", "shrink", "split", "unit", "divide", "merge")
+MOVES = ("cut", "pe", "grow", "shrink", "split", "unit", "weights", "divide", "merge")
 #: what a trial found: streamed, does not fit, or bounded (its analytic throughput, which no
 #: stream exceeds, is not above the best streamed one, so it is not streamed)
 STATUSES = ("ok", "no-fit", "bounded")
@@ -87,7 +90,7 @@ def measure(plan: PipelinePlan, costs: StageCosts, *,
     """``(status, stream period, analytic period, throughput)`` of ``plan``. A stream is
     never faster than the analytic period (the busiest resource's work per inference), so
     a plan whose analytic throughput is not ``above`` is not streamed, and a stream measured
-    faster (the error of a finite stream's window, up to 0.6%) counts as the analytic
+    faster (the error of a finite stream's window, up to 1.1%) counts as the analytic
     period."""
     f = evaluate(plan, costs)
     if not f.fits:
@@ -142,7 +145,8 @@ class PipelineSearch:
         if not moves or not set(moves) <= set(MOVES):
             raise ValueError(f"moves must be some of {MOVES}, got {tuple(moves)}")
         # where a PE runs one op at a time, each op's default unit is its fastest already
-        self.moves = tuple(m for m in moves if m != "unit" or costs.overlap)
+        self.moves = tuple(m for m in moves if (m != "unit" or costs.overlap)
+                           and (m != "weights" or costs.weights.any()))
         self.costs, self.pes, self.on_trial, self.shared = costs, pes, on_trial, shared
         self.lost: set[PipelinePlan] = set()  # claimed by other workers
         self.model, self.candidates = ranking_model(ranking, seed)
@@ -152,21 +156,28 @@ class PipelineSearch:
         self.seen: dict[PipelinePlan, Trial] = {}
         self.known = {t.plan: t for t in known}  # measured before (a log): not again
         self.best: Trial | None = None
+        self.baselines = 1  # the DP's plans measured first (not the search's trials)
         self._slowest: tuple[PipelinePlan | None, int] = (None, 0)  # a plan's slowest stage
-        self._units: tuple[PipelinePlan | None, np.ndarray, np.ndarray] = (None, None, None)
+        self._kept: tuple[PipelinePlan | None, np.ndarray, np.ndarray, list[int]] = \
+            (None, None, None, [])  # a plan's units, where chosen, and its streamed ops
         self.runs_on = np.isfinite(costs.unit_secs[:, 0, :])  # [U, n]: unit u runs op o
 
-    def run(self, start: PipelinePlan, trials: int) -> Trial:
-        """Measure ``start`` then up to ``trials - 1`` new candidates; the best trial."""
+    def run(self, start: PipelinePlan, trials: int, *,
+            also: Sequence[PipelinePlan] = ()) -> Trial:
+        """Measure ``start``, then the plans ``also`` (other starts, within ``trials``), then
+        up to ``trials`` candidates in all; the best trial."""
         if trials < 1:
             raise ValueError(f"trials >= 1 must hold, got {trials}")
         self._take_in()
-        while start not in self.seen:  # a worker waits for the one that claimed it
-            self.lost.discard(start)
-            self._measure(start, "dp", trials)
-            if start not in self.seen:
-                time.sleep(0.05)
-                self._take_in()
+        starts = (start, *also)[:trials]
+        self.baselines = len(starts)
+        for plan in starts:
+            while plan not in self.seen:  # a worker waits for the one that claimed it
+                self.lost.discard(plan)
+                self._measure(plan, "dp", trials, baseline=True)
+                if plan not in self.seen:
+                    time.sleep(0.05)
+                    self._take_in()
         drawn = 0  # moves drawn: at most 50 per trial asked (the neighbourhood may run dry)
         while self._left(trials) > 0 and drawn < 50 * trials:
             drawn += self.candidates
@@ -180,7 +191,7 @@ class PipelineSearch:
     def _left(self, trials: int) -> int:
         if self.shared is None:
             return trials - len(self.seen)
-        return self.shared.remaining(trials - 1)  # search trials: all but the DP's plan
+        return self.shared.remaining(trials - self.baselines)  # all but the DP's plans
 
     def _take_in(self) -> None:
         """The other workers' new trials, as if this search had measured them."""
@@ -220,7 +231,8 @@ class PipelineSearch:
             self.model.fit(np.array(self.rows[0]), np.array(self.rows[1]))
             self.fitted = n
 
-    def _measure(self, plan: PipelinePlan, move: str, trials: int) -> None:
+    def _measure(self, plan: PipelinePlan, move: str, trials: int, *,
+                 baseline: bool = False) -> None:
         before = self.known.get(plan)
         best = self.best.throughput if self.best is not None else None
         if before is not None and before.status == "bounded" and (
@@ -231,7 +243,7 @@ class PipelineSearch:
             self._seen(dataclasses.replace(before, number=number, move=move))
             return
         number = len(self.seen) if self.shared is None else \
-            self.shared.claim(plan, move == "dp", trials - 1)
+            self.shared.claim(plan, baseline, trials - self.baselines)
         if number is None:  # another worker's
             self.lost.add(plan)
             return
@@ -265,20 +277,26 @@ class PipelineSearch:
         stages = getattr(self, f"_{move}")(stages, s)
         if stages is None:
             return None
-        return self._replicated(self._keep_units(plan, stages))
+        return self._replicated(self._keep(plan, stages, streaming=move != "weights"))
 
-    def _keep_units(self, plan: PipelinePlan, stages: list[Stage]) -> list[Stage]:
-        """``stages`` with each op on the unit it had in ``plan`` (a stage a move made
-        anew has every op on its default unit)."""
-        if self._units[0] != plan:
+    def _keep(self, plan: PipelinePlan, stages: list[Stage], *,
+              streaming: bool) -> list[Stage]:
+        """``stages`` with each op on the unit it had in ``plan``, and, if ``streaming``,
+        streaming its weights where it did (a stage a move made anew has every op on its
+        default unit and holding its weights)."""
+        if self._kept[0] != plan:
             units = np.concatenate([self.costs.op_units(st) for st in plan.stages])
             chosen = np.concatenate([np.full(st.end - st.start, st.units is not None)
                                      for st in plan.stages])
-            self._units = plan, units, np.r_[0, np.cumsum(chosen)]  # prefix counts
-        _, units, chosen = self._units
-        return [self.costs.with_units(st, units[st.start:st.end])
-                if st.units is None and chosen[st.end] > chosen[st.start] else st
-                for st in stages]
+            streamed = [o for st in plan.stages for o in st.streamed or ()]
+            self._kept = plan, units, np.r_[0, np.cumsum(chosen)], streamed  # prefix counts
+        _, units, chosen, streamed = self._kept
+        stages = [self.costs.with_units(st, units[st.start:st.end])
+                  if st.units is None and chosen[st.end] > chosen[st.start] else st
+                  for st in stages]
+        if not streaming or not streamed:
+            return stages
+        return [self.costs.with_streamed(st, streamed) for st in stages]
 
     def _replicated(self, stages: list[Stage]) -> PipelinePlan | None:
         """The plan with as many copies as the PEs hold; None if one copy does not fit or
@@ -350,6 +368,29 @@ class PipelineSearch:
         units[o] = int(others[int(self.rng.integers(len(others)))])
         stages[s] = self.costs.with_units(st, units)
         return stages
+
+    def _weights(self, stages: list[Stage], s: int) -> list[Stage] | None:
+        """Half the time an op of the stage holds its weights again; else the stage streams
+        its biggest held weights until it fits on a PE fewer, and gives that PE up."""
+        st = stages[s]
+        streamed = list(st.streamed or ())
+        if streamed and self.rng.random() < 0.5:
+            o = streamed[int(self.rng.integers(len(streamed)))]
+            stages[s] = self.costs.with_streamed(st, set(streamed) - {o})
+            return stages
+        if st.pes == 1:
+            return None
+        weights = self.costs.weights[st.start:st.end]
+        smaller = _with_pes(st, st.pes - 1)
+        for o in np.argsort(-weights, kind="stable") + st.start:
+            if self.costs.weights[o] == 0 or o in streamed:
+                continue
+            streamed.append(int(o))
+            smaller = self.costs.with_streamed(smaller, streamed)
+            if self.costs.of(smaller)["fits"]:
+                stages[s] = smaller
+                return stages
+        return None
 
     def _divide(self, stages: list[Stage], s: int) -> list[Stage] | None:
         st = stages[s]

@@ -1,10 +1,13 @@
 """A pipeline's stream simulated event by event: the check on its analytic period.
 
 Each inference passes every stage in order: the stage's DMA engines receive its input (the
-tensors crossing the cut before it), its PEs' units compute its ops in order (consecutive
+tensors crossing the cut before it, and the weights it streams from the shared memory), its
+PEs' units compute its ops in order (consecutive
 ops on one unit as one piece of work), its DMA engines then do the rest of its
 communication (rotations, the cut after it, graph inputs and outputs). A stage's DMA
-engines and its PEs (each of their units, when they overlap) are resources, each working on
+engines and its PEs (each of their units, when they overlap) are resources, and so is the
+shared memory, which moves each stage's graph inputs, outputs and streamed weights (for
+every copy: a copy's turn takes ``replicas`` times its own bytes), each working on
 whichever inference is ready (:func:`autoplace.measure.stream.run_stream`), so that with
 overlapping units a stage's core can run one inference's norm while its accelerator runs the
 next one's conv. ``tests/pipeline/test_pipeline_stream.py`` shows that with enough
@@ -33,7 +36,11 @@ def pipeline_items(plan: PipelinePlan, costs: StageCosts) -> list[Work]:
     names = _resource_names(costs)
     for n, s in enumerate(plan.stages):
         f = costs.of(s)
-        items.append(Work(f"stage{n}.dma", f["incoming"], (len(items) - 1,) if items else ()))
+        before = (len(items) - 1,) if items else ()
+        shared = costs.stage_shared_seconds(s, plan.replicas)
+        if shared > 0:  # the shared memory's turn for this copy, beside the stage's DMA
+            items.append(Work("shared", shared, before))
+        items.append(Work(f"stage{n}.dma", f["incoming"], before))
         for resource, seconds in _runs(s, costs):
             items.append(Work(f"stage{n}.{names[resource]}", seconds, (len(items) - 1,)))
         items.append(Work(f"stage{n}.dma", f["comm"] - f["incoming"], (len(items) - 1,)))
@@ -58,10 +65,12 @@ def _resource_names(costs: StageCosts) -> list[str]:
 
 
 def lanes(plan: PipelinePlan, costs: StageCosts) -> list[str]:
-    """The stream's resources in pipeline order: per stage, its PEs (or their units) then
-    its DMA engines."""
+    """The stream's resources in pipeline order: the shared memory (if it limits what the
+    copies move), then per stage its PEs (or their units) and its DMA engines."""
     names = _resource_names(costs)
-    return [f"stage{n}.{what}" for n in range(len(plan.stages)) for what in (*names, "dma")]
+    shared = ["shared"] if costs.shared_seconds(plan) > 0 else []
+    return shared + [f"stage{n}.{what}" for n in range(len(plan.stages))
+                     for what in (*names, "dma")]
 
 
 def steady_window(plan: PipelinePlan, costs: StageCosts, *, inferences: int = 64,

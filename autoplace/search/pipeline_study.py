@@ -21,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.log import LEGACY_KIND, read_lines, trial_fields, trial_of, trial_record
-from autoplace.pipeline.plan import PipelinePlan
+from autoplace.pipeline.plan import PipelinePlan, Stage
 from autoplace.pipeline.search import Shared, Trial
 from autoplace.search.storage import StorageError, open_storage, redact
 from autoplace.search.workers import BASELINE, SEARCH, SharedStudy, new_worker_id
@@ -164,9 +164,14 @@ class PipelineWorker(Shared):
 
 
 def _genome(plan: PipelinePlan) -> str:
-    """A plan as text: its stages (``start:end:pes`` and ``/ways`` where split fewer ways)
-    and copies."""
-    stages = " ".join(f"{s.start}:{s.end}:{s.pes}" + (f"/{','.join(map(str, s.splits))}"
-                                                       if s.splits else "")
-                      for s in plan.stages)
-    return f"{stages} x{plan.replicas}"
+    """A plan as text: its stages (``start:end:pes``, then ``/ways`` where split fewer ways,
+    ``@units`` where ops run on other units than their defaults, ``~ops`` of the ops that
+    stream their weights) and copies."""
+    return " ".join(map(_stage_text, plan.stages)) + f" x{plan.replicas}"
+
+
+def _stage_text(s: Stage) -> str:
+    return (f"{s.start}:{s.end}:{s.pes}"
+            + (f"/{','.join(map(str, s.splits))}" if s.splits else "")
+            + (f"@{','.join(s.units)}" if s.units else "")
+            + (f"~{','.join(map(str, s.streamed))}" if s.streamed else ""))

@@ -133,7 +133,8 @@ def test_a_tuning_record_is_not_a_pipeline_trial(mesh, logged, tmp_path):
         read_lines(path)
     for stages, wrong in (([["a", 3, 2, None]], "a pipeline stage's start must be an integer"),
                           ([[0, 3, 2, 5]], "a pipeline stage's splits must be a list or null"),
-                          ([[0, 3]], r"a pipeline stage is \[start, end, pes, splits, units\]"),
+                          ([[0, 3]], r"a pipeline stage is \[start, end, pes, splits, "
+                                     r"units, streamed\]"),
                           ([[0, 3, 2, None, [1]]], "a pipeline stage's units must be unit names")):
         line["pipeline"].update(stages=stages, period_s=1.0)
         path.write_text(json.dumps(line) + "\n")

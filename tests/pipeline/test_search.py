@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from autoplace.pipeline import (
 )
 from autoplace.pipeline.log import TrialLog, TrialLogError, best_plan, read_lines
 from autoplace.pipeline.manifest import read_manifest, write_manifest
-from autoplace.pipeline.search import PipelineSearch, measure, stream_inferences
+from autoplace.pipeline.search import MOVES, PipelineSearch, measure, stream_inferences
 from autoplace.pipeline.stream import pipeline_period
 from autoplace.profile_io import load_profile
 
@@ -68,14 +69,17 @@ def test_a_plan_with_split_ops_reads_back_from_its_manifest(tmp_path):
 
 @pytest.fixture(scope="module")
 def squeezenet_32():
-    """squeezenet on the bundled mesh's PEs, 32x32 of them."""
-    mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=32, cols=32)
+    """squeezenet on the bundled mesh's PEs, 32x32 of them, the shared memory without a limit
+    (at its 25.6 GB/s, the images of 40,000 inferences per second would set the period)."""
+    mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=32, cols=32,
+                               uplink_total_bps=math.inf)
     return StageCosts(load_graph("squeezenet"), mesh)
 
 
-def run(costs, trials=150, seed=0, on_trial=None):
+def run(costs, trials=150, seed=0, on_trial=None, moves=MOVES):
     start = best_pipeline(costs)
-    search = PipelineSearch(costs, costs.machine.size, seed=seed, on_trial=on_trial)
+    search = PipelineSearch(costs, costs.machine.size, seed=seed, on_trial=on_trial,
+                            moves=moves)
     return start, search, search.run(start, trials)
 
 
@@ -175,7 +179,8 @@ def test_a_bounded_trial_would_not_have_beaten_the_best(squeezenet_32):
 
 def test_a_stream_never_measures_faster_than_its_busiest_resource():
     """A finite stream's window can measure a period under the analytic one (some of the
-    plans a search visits on inception_v1 over 8 x 8 PEs, by up to 0.6%); ``measure``
+    plans a search visits on inception_v1 over 8 x 8 PEs, by up to 1.1%: those streaming
+    weights, whose stage's DMA engine takes them in before it computes); ``measure``
     counts such a stream as the analytic period, so a bounded plan could not have won."""
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
     costs = StageCosts(load_graph("inception_v1"), mesh)
@@ -185,7 +190,7 @@ def test_a_stream_never_measures_faster_than_its_busiest_resource():
     analytic = np.array([evaluate(p, costs).period_s for p in plans])
     raw = np.array([pipeline_period(p, costs, inferences=stream_inferences(p)) for p in plans])
     measured = np.array([measure(p, costs)[1] for p in plans])
-    assert (raw / analytic).min() < 0.999 and (raw / analytic).min() > 0.99
+    assert (raw / analytic).min() < 0.999 and (raw / analytic).min() > 0.985
     assert (measured >= analytic).all() and (measured == np.maximum(raw, analytic)).all()
 
 

@@ -141,7 +141,7 @@ def test_a_plans_units_go_through_its_log_line_and_its_manifest(tmp_path):
                                  ("conv2d", 2)]), two_units(cols=3))
     plan = PipelinePlan(stages=(Stage(0, 2, 2, units=("acc", "core")),
                                 Stage(2, 4, 1, units=("core", "core"))))
-    assert stage_entry(plan.stages[0]) == [0, 2, 2, None, ["acc", "core"]]
+    assert stage_entry(plan.stages[0]) == [0, 2, 2, None, ["acc", "core"], None]
     trial = Trial(number=0, move="unit", plan=plan, status="ok", period_s=1e-3,
                   analytic_period_s=1e-3, throughput=1e3)
     line = trial_record(trial, costs, profile_hash="h", seed=0, run="r").to_dict()
