@@ -42,6 +42,7 @@ stage's figures are a few lookups (:meth:`StageCosts.stage`), and the dynamic pr
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -295,9 +296,15 @@ class StageCosts:
         """What the dynamic program reads of a stage's ops besides their work, with every
         weight held (``streamed`` False) or streamed: prefix sums of a PE's DMA work
         ``[K, n + 1]`` and of the held weights, each op's working set, and each op's
-        streamed weights (unsplit)."""
-        if not streamed:
-            return self.S_rotation, self.S_weights, self.working, np.zeros(self.n)
+        streamed weights (unsplit). Built once per mode (a bisection reads them often)."""
+        return self._streamed_tables if streamed else self._held_tables
+
+    @functools.cached_property
+    def _held_tables(self) -> tuple[np.ndarray, ...]:
+        return self.S_rotation, self.S_weights, self.working, np.zeros(self.n)
+
+    @functools.cached_property
+    def _streamed_tables(self) -> tuple[np.ndarray, ...]:
         return (self.S_rotation + _prefix(self.stream), np.zeros(self.n + 1),
                 self.working + self.weights, self.weights)
 

@@ -150,15 +150,17 @@ def best_pipelines(costs: StageCosts, pes: int | None = None) -> list[PipelinePl
     streaming them beat it (a search starts from both: a plan's stream may fall further
     below its analytic period than the other's)."""
     pes = costs.machine.size if pes is None else pes
-    held = _best_of(costs, pes, streamed=False, best=None)
-    streamed = _best_of(costs, pes, streamed=True, best=held) if costs.weights.any() else held
+    work = work_bound(costs)  # a linear program with overlapping units: once for both
+    held = _best_of(costs, pes, work, streamed=False, best=None)
+    streamed = _best_of(costs, pes, work, streamed=True, best=held) if costs.weights.any() \
+        else held
     return [p for p in (streamed, held if held is not streamed else None) if p is not None]
 
 
-def _best_of(costs: StageCosts, pes: int, *, streamed: bool,
+def _best_of(costs: StageCosts, pes: int, work: float, *, streamed: bool,
              best: PipelinePlan | None) -> PipelinePlan | None:
     """:func:`best_pipeline` with every weight held or every weight streamed, or ``best``
-    where no such plan beats it."""
+    where no such plan beats it (``work``: :func:`work_bound`)."""
     whole = Stage(0, costs.n, 1, streamed=costs.streaming(0, costs.n) if streamed else None)
     shared = costs.shared_seconds(PipelinePlan(stages=(whole,)))  # per copy and copy
     best_thr = evaluate(best, costs).throughput if best is not None else 0.0
@@ -167,7 +169,7 @@ def _best_of(costs: StageCosts, pes: int, *, streamed: bool,
     fewest = fewest_pes(costs, math.inf, streamed=streamed)
     if fewest is None or fewest.pes > pes:
         return best
-    work, slowest = work_bound(costs), float(costs.secs[-1].max())
+    slowest = float(costs.secs[-1].max())
     floor = 0.0  # the least period of a larger budget
     for m in sorted({pes // r for r in range(1, pes // fewest.pes + 1)}, reverse=True):
         copies = pes // m

@@ -158,8 +158,8 @@ class PipelineSearch:
         self.best: Trial | None = None
         self.baselines = 1  # the DP's plans measured first (not the search's trials)
         self._slowest: tuple[PipelinePlan | None, int] = (None, 0)  # a plan's slowest stage
-        self._kept: tuple[PipelinePlan | None, np.ndarray, np.ndarray, list[int]] = \
-            (None, None, None, [])  # a plan's units, where chosen, and its streamed ops
+        self._kept: tuple[PipelinePlan | None, np.ndarray, np.ndarray, np.ndarray] = \
+            (None, None, None, None)  # a plan's units, where chosen, and its streamed ops
         self.runs_on = np.isfinite(costs.unit_secs[:, 0, :])  # [U, n]: unit u runs op o
 
     def run(self, start: PipelinePlan, trials: int, *,
@@ -288,15 +288,18 @@ class PipelineSearch:
             units = np.concatenate([self.costs.op_units(st) for st in plan.stages])
             chosen = np.concatenate([np.full(st.end - st.start, st.units is not None)
                                      for st in plan.stages])
-            streamed = [o for st in plan.stages for o in st.streamed or ()]
+            streamed = np.array([o for st in plan.stages for o in st.streamed or ()],
+                                dtype=np.int64)  # ascending, as the stages are
             self._kept = plan, units, np.r_[0, np.cumsum(chosen)], streamed  # prefix counts
         _, units, chosen, streamed = self._kept
         stages = [self.costs.with_units(st, units[st.start:st.end])
                   if st.units is None and chosen[st.end] > chosen[st.start] else st
                   for st in stages]
-        if not streaming or not streamed:
+        if not streaming or not len(streamed):
             return stages
-        return [self.costs.with_streamed(st, streamed) for st in stages]
+        bounds = np.searchsorted(streamed, [(st.start, st.end) for st in stages])
+        return [self.costs.with_streamed(st, streamed[a:b]) for st, (a, b) in
+                zip(stages, bounds)]
 
     def _replicated(self, stages: list[Stage]) -> PipelinePlan | None:
         """The plan with as many copies as the PEs hold; None if one copy does not fit or
