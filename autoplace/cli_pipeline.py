@@ -270,9 +270,28 @@ def is_pipeline_job(args) -> bool:
     return args.objective == "throughput" and load_profile(args.hw).mesh is not None
 
 
-#: ``tune`` options a pipeline search has no other value of: (option, attribute, default)
-_PLACEMENT_ONLY = (("--sampler", "sampler", "evolve"), ("--measurer", "measurer", "simulator"),
-                   ("--warm-start", "warm_start", []), ("--save-model", "save_model", None))
+#: ``tune``'s options (TuneConfig's fields) a pipeline search has no other value of: it
+#: measures one plan per trial (no ``--batch-size``), ranks a few moves (not ``--candidates``),
+#: has no descent, and always goes on from its log (``--resume``'s meaning, never ``--append``)
+_PLACEMENT_ONLY = ("sampler", "warm_start", "save_model", "batch_size", "candidates",
+                   "descent", "append")
+
+
+def _placement_options(args) -> list[str]:
+    """The placement search's options ``args`` gives other values than their defaults."""
+    from autoplace.pipeline.search import RANKINGS
+    from autoplace.search import TuneConfig
+
+    default = TuneConfig()
+    given = [f"--{name.replace('_', '-')}" for name in _PLACEMENT_ONLY
+             if _value(getattr(args, name)) != getattr(default, name)]
+    given += ["--measurer"] if args.measurer != "simulator" else []
+    return given + ([f"--cost-model {args.cost_model}"] if args.cost_model not in RANKINGS
+                    else [])
+
+
+def _value(option):
+    return tuple(option) if isinstance(option, list) else option
 
 
 def tune_pipeline(args) -> int:
@@ -282,11 +301,9 @@ def tune_pipeline(args) -> int:
     import argparse
 
     from autoplace.models import load_graph
-    from autoplace.pipeline.search import RANKINGS
     from autoplace.profile_io import load_profile
 
-    given = [o for o, attr, default in _PLACEMENT_ONLY if getattr(args, attr) != default]
-    given += [f"--cost-model {args.cost_model}"] if args.cost_model not in RANKINGS else []
+    given = _placement_options(args)
     if given:
         raise ValueError(f"tune --objective throughput on a mesh searches pipelines "
                          f"(docs/pipeline.md): {', '.join(given)} only go with a placement "

@@ -166,7 +166,12 @@ def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
     assert not other.exists() and "tuning squeezenet" in bad.stdout and "best:" not in bad.stdout
     for option, named in ((("--sampler", "tpe"), "--sampler"),
                           (("--measurer", "local"), "--measurer"),
-                          (("--cost-model", "simulator"), "--cost-model simulator")):
+                          (("--cost-model", "simulator"), "--cost-model simulator"),
+                          (("--batch-size", "4"), "--batch-size"),
+                          (("--candidates", "64"), "--candidates"),
+                          (("--descent", "0"), "--descent"),
+                          (("--append",), "--append"),
+                          (("--warm-start", "x.jsonl"), "--warm-start")):
         assert_one_line_error(cli("tune", "squeezenet", "--hw", "mesh", "--objective",
                                   "throughput", "--log", other, *option),
                               f"{named} only go with a placement search")

@@ -68,6 +68,7 @@ class Tuner:
         self.local = LocalSearch(space, self.predict)  # descent and its restarts
         self.resumed = 0
         self.measure_s = 0.0
+        self.lost = 0  # candidates of the last round other workers had claimed first
 
     # -- resuming ----------------------------------------------------------------------------
     def replay(self) -> None:
@@ -146,6 +147,7 @@ class Tuner:
             proposal = replace(proposal, choice=choice)
         keys = self.space.keys(choice, mode)
         fresh = self._fresh(proposal, keys) if dedupe else list(range(len(proposal)))
+        self.lost = 0
         if self.shared is not None:
             proposal, fresh = self._claimed(proposal, fresh, mode)
         logged = {i: self.pending.pop(keys[i]) for i in fresh if keys[i] in self.pending}
@@ -197,6 +199,7 @@ class Tuner:
         for i, ok in zip(rows, won):
             if not ok:
                 self.store.release(trials[i])
+        self.lost = won.count(False)
         return replace(proposal, trials=tuple(trials)), [i for i, ok in zip(rows, won) if ok]
 
     def _release_unfinished(self, proposal: Proposal, rows: list[int]) -> None:
@@ -232,7 +235,9 @@ class Tuner:
         """Search until ``trials`` search candidates are measured; returns how many this run
         measured. When the strategy runs dry or stalls, descent (unless off) takes over
         early. Ends early, with a warning, when neither has an unmeasured candidate, or
-        nothing new was measured for :data:`STALLED_ROUNDS` rounds in a row."""
+        nothing new was measured for :data:`STALLED_ROUNDS` rounds in a row (a worker's
+        round whose candidates other workers claimed first is not stalled: the study's
+        total goes on growing, and the loop ends when it is reached)."""
         measured, stalled = 0, 0
         while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
             self._write_checkpoint()
@@ -252,7 +257,7 @@ class Tuner:
                 self._take_in(list(self.pending.values()))
                 self.pending.clear()
             measured += n
-            stalled = 0 if n else stalled + 1
+            stalled = 0 if n or self.lost else stalled + 1  # lost: others measure them
             progress(n)
         if remaining > 0:
             warnings.warn(f"search stopped after {measured} trials: no unmeasured "

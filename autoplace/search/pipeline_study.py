@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.pipeline.costs import StageCosts
@@ -69,16 +70,20 @@ class StudyRecorder:
     def __call__(self, trial: Trial) -> None:
         line = trial_record(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed,
                             run=self.run).to_dict()
-        attrs = _attrs(trial, line)
-        value = attrs["latency"]
-        self.study.add_trial(optuna.trial.create_trial(
-            state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
-            value=value, params={}, distributions={}, user_attrs=attrs))
+        _add_trial(self.study, _attrs(trial, line))
 
 
 def known_in_study(study: optuna.Study) -> list[Trial]:
     """The trials of a pipeline study, to resume a search without measuring them again."""
     return [_trial(t) for t in study.get_trials(deepcopy=False) if "line" in t.user_attrs]
+
+
+def _add_trial(study: optuna.Study, attrs: dict) -> None:
+    """Add a finished trial of a measured plan's attributes (:func:`_attrs`)."""
+    value = attrs["latency"]
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
+        value=value, params={}, distributions={}, user_attrs=attrs))
 
 
 def _trial(t: FrozenTrial) -> Trial:
@@ -118,8 +123,8 @@ class PipelineWorker(Shared):
         self.taken.add(trial.number)
         won = self.shared.claim([trial], [_genome(plan)], [BASELINE if baseline else SEARCH],
                                 limit)[0]
-        if not won:
-            self.study.tell(trial, state=TrialState.FAIL)
+        if not won:  # (finished already if another worker took this one for dead)
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             return None
         self.asked[trial.number] = trial
         return trial.number
@@ -130,11 +135,15 @@ class PipelineWorker(Shared):
         line = trial_record(trial, self.costs, profile_hash=self.profile_hash, seed=self.seed,
                             run=self.run).to_dict()
         attrs = _attrs(trial, line)
-        for key, value in attrs.items():
-            asked.set_user_attr(key, value)
-        value = attrs["latency"]
-        self.study.tell(asked, value, state=TrialState.COMPLETE if value is not None
-                        else TrialState.FAIL)
+        try:
+            for key, value in attrs.items():
+                asked.set_user_attr(key, value)
+            self.study.tell(asked, attrs["latency"], state=TrialState.COMPLETE
+                            if attrs["latency"] is not None else TrialState.FAIL)
+        except UpdateFinishedTrialError:  # another worker took this one for dead
+            claim = {k: asked.user_attrs[k] for k in ("kind", "worker", "log", "claim")}
+            if "strategy" not in self.study.trials[trial.number].user_attrs:  # failed it
+                _add_trial(self.study, {**claim, **attrs})  # (not finished from the log)
 
     def others(self) -> list[Trial]:
         new = [t for t in self.study.get_trials(deepcopy=False,

@@ -83,11 +83,8 @@ class SharedStudy:
               limit: int) -> list[bool]:
         """Write a claim per candidate on its trial; whether each one is this worker's to
         measure (``limit``: ``--trials``, the study's search candidates)."""
-        for t, genome, kind in zip(trials, genomes, kinds):
-            t.set_user_attr("kind", kind)
-            t.set_user_attr("worker", self.worker)
-            t.set_user_attr("log", self.log)
-            t.set_user_attr("claim", genome)  # last: a trial with a claim has all three
+        written = [self._write_claim(t, genome, kind)
+                   for t, genome, kind in zip(trials, genomes, kinds)]
         first: dict[str, int] = {}
         search_rank: dict[int, int] = {}
         alive = self._alive()  # one view of who is alive: a dead worker's running trial is
@@ -97,8 +94,21 @@ class SharedStudy:
             first.setdefault(h.genome, h.number)
             if h.kind == SEARCH:
                 search_rank[h.number] = len(search_rank)
-        return [first.get(g) == t.number and (k != SEARCH or search_rank[t.number] < limit)
-                for t, g, k in zip(trials, genomes, kinds)]
+        return [ok and first.get(g) == t.number
+                and (k != SEARCH or search_rank[t.number] < limit)
+                for ok, t, g, k in zip(written, trials, genomes, kinds)]
+
+    def _write_claim(self, trial: optuna.Trial, genome: str, kind: str) -> bool:
+        """Write this worker's claim of ``genome`` on ``trial``; False if another worker
+        finished the trial first (it took this one for dead: a late heartbeat)."""
+        try:
+            trial.set_user_attr("kind", kind)
+            trial.set_user_attr("worker", self.worker)
+            trial.set_user_attr("log", self.log)
+            trial.set_user_attr("claim", genome)  # last: a trial with a claim has all three
+        except UpdateFinishedTrialError:
+            return False
+        return True
 
     def _settled(self, below: int) -> list[FrozenTrial]:
         """The study's trials once every running trial numbered below ``below`` has its

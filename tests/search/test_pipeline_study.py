@@ -69,3 +69,27 @@ def test_a_dead_workers_logged_trial_is_finished_from_its_log(setup, tmp_path):
     (got,) = alive.others()
     assert got.plan == plan and got.throughput == throughput
     alive.close()
+
+
+def test_a_worker_taken_for_dead_while_measuring_still_puts_its_trial_in(setup, tmp_path):
+    """Another worker failed the trial a slow worker was measuring (its heartbeat came late):
+    the measured plan goes in as a trial of its own, with the claim, not an error; a claim of
+    a trial failed that way is lost."""
+    _, costs, study, _ = setup
+    slow = worker(setup, tmp_path / "slow.jsonl")
+    plan = best_pipeline(costs)
+    number = slow.claim(plan, True, 10)
+    study.tell(number, state=optuna.trial.TrialState.FAIL)  # the other worker's reclaim
+    status, period, analytic, throughput = measure(plan, costs)
+    slow(Trial(number=number, move="dp", plan=plan, status=status, period_s=period,
+               analytic_period_s=analytic, throughput=throughput))
+    failed, added = study.get_trials(deepcopy=False)
+    assert failed.state == optuna.trial.TrialState.FAIL and "strategy" not in failed.user_attrs
+    assert added.state == optuna.trial.TrialState.COMPLETE and added.value == throughput
+    assert added.user_attrs["trial"] == number
+    assert added.user_attrs["claim"] == failed.user_attrs["claim"]
+    assert added.user_attrs["worker"] == slow.shared.worker
+    other = worker(setup, tmp_path / "other.jsonl")
+    assert other.claim(plan, True, 10) is None  # measured: the added trial holds it
+    slow.close()
+    other.close()

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import optuna
@@ -222,3 +223,51 @@ def test_a_worker_needs_a_storage_workers_can_share(storage):
 
     with pytest.raises(ValueError, match="journal:PATH on one host or postgresql"):
         TuneConfig(worker=True, storage=storage)
+
+
+def test_a_claim_on_a_trial_another_worker_finished_is_lost_not_raised(tmp_path):
+    """A worker whose heartbeat came late was taken for dead: another worker failed the trial
+    it had just asked. Its claim of that trial is lost (False), its other claim stands."""
+    from autoplace.search.workers import SEARCH, SharedStudy
+
+    storage = open_storage(f"journal:{tmp_path / 'study.journal'}")
+    study = optuna.create_study(study_name="s", storage=storage)
+    shared = SharedStudy(study, storage, grace_s=60, worker="late", log=tmp_path / "w.jsonl")
+    try:
+        taken, kept = study.ask(), study.ask()
+        study.tell(taken.number, state=optuna.trial.TrialState.FAIL)  # the other worker's
+        assert shared.claim([taken, kept], ["a", "b"], [SEARCH, SEARCH], limit=10) \
+            == [False, True]
+        assert "claim" not in study.trials[taken.number].user_attrs
+        assert study.trials[kept.number].user_attrs["claim"] == "b"
+    finally:
+        shared.close()
+
+
+def test_rounds_lost_to_other_workers_claims_do_not_end_a_worker(tmp_path, monkeypatch):
+    """A worker whose every claim goes to the others for more rounds in a row than a stall
+    allows goes on (the others measure those candidates) and measures its share after."""
+    from autoplace.measure.simulator import Simulator
+    from autoplace.records import TuningLog
+    from autoplace.search import TuneConfig, tune
+    from autoplace.search.loop import STALLED_ROUNDS
+    from autoplace.search.workers import SharedStudy
+
+    real, lost = SharedStudy.claim, []
+
+    def losing(self, trials, genomes, kinds, limit):
+        if kinds[0] == BASELINE or len(lost) > STALLED_ROUNDS + 2:
+            return real(self, trials, genomes, kinds, limit)
+        lost.append(len(trials))
+        return [False] * len(trials)
+
+    monkeypatch.setattr(SharedStudy, "claim", losing)
+    space = the_space()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "search stopped after ..." would fail it
+        with TuningLog(tmp_path / "w.jsonl") as log:
+            result = tune(space, Simulator(space), log, TuneConfig(
+                trials=20, batch_size=4, storage=f"journal:{tmp_path / 's.journal'}",
+                worker=True))
+    assert len(lost) == STALLED_ROUNDS + 3
+    assert result.measured - len(baselines_of()) == 20
