@@ -16,9 +16,13 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
   that runs it (two times in three an op of the stage's busiest unit), which the dynamic
   program never does: an op moved off the busiest unit to a slower but idle one can shorten
   the period;
-- ``weights``: a stage streams its biggest weights from the shared memory until it fits on
-  a PE fewer, and gives that PE up; or one of its ops holds its weights again (the dynamic
-  program holds every op's, or streams every op's: streaming a few big ones can free PEs);
+- ``weights``: a stage whose PEs memory sets (it does not fit on one fewer) streams its
+  biggest weights from the shared memory until it fits on a PE fewer, and gives that PE up;
+  or one of its ops holds its weights again (the dynamic program holds every op's, or
+  streams every op's: streaming a few big ones can free PEs). Drawn only if a start plan
+  streams weights, as the DP's does where streaming every weight beats holding them all:
+  elsewhere the shared memory's bandwidth leaves too little room, and its draws would only
+  dilute the others';
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one (an op keeps
   its unit and where its weights are through every move).
 
@@ -171,6 +175,8 @@ class PipelineSearch:
         self._take_in()
         starts = (start, *also)[:trials]
         self.baselines = len(starts)
+        if not any(st.streamed for plan in starts for st in plan.stages):  # nor need they
+            self.moves = tuple(m for m in self.moves if m != "weights")
         for plan in starts:
             while plan not in self.seen:  # a worker waits for the one that claimed it
                 self.lost.discard(plan)
@@ -373,8 +379,9 @@ class PipelineSearch:
         return stages
 
     def _weights(self, stages: list[Stage], s: int) -> list[Stage] | None:
-        """Half the time an op of the stage holds its weights again; else the stage streams
-        its biggest held weights until it fits on a PE fewer, and gives that PE up."""
+        """Half the time an op of the stage holds its weights again; else, if memory sets
+        the stage's PEs, it streams its biggest held weights until it fits on a PE fewer,
+        and gives that PE up."""
         st = stages[s]
         streamed = list(st.streamed or ())
         if streamed and self.rng.random() < 0.5:
@@ -383,8 +390,10 @@ class PipelineSearch:
             return stages
         if st.pes == 1:
             return None
-        weights = self.costs.weights[st.start:st.end]
         smaller = _with_pes(st, st.pes - 1)
+        if self.costs.of(smaller)["fits"]:  # memory does not set its PEs: the shrink move's
+            return None
+        weights = self.costs.weights[st.start:st.end]
         for o in np.argsort(-weights, kind="stable") + st.start:
             if self.costs.weights[o] == 0 or o in streamed:
                 continue

@@ -171,3 +171,36 @@ def test_a_mesh_profile_says_what_its_uplinks_move_together(tmp_path):
     (tmp_path / "bad.toml").write_text(text.replace("total_gbps = 25.6", "total_gbps = -1"))
     with pytest.raises(ProfileError, match=r"bad.toml: mesh.uplink.total_gbps: must be > 0"):
         load_profile(str(tmp_path / "bad.toml"))
+
+
+def test_the_weights_move_is_drawn_only_from_plans_that_stream(resnet50_16):
+    """Where streaming every weight does not beat holding them all (squeezenet on 8 x 8 PEs:
+    the DP gives one plan, holding every weight), the search never draws the weights move;
+    from the DP's plans of resnet50 on the bundled 16 PEs, which stream, it does."""
+    mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
+    costs = StageCosts(load_graph("squeezenet"), mesh)
+    (start,) = best_pipelines(costs)
+    assert not any(s.streamed for s in start.stages)
+    search = PipelineSearch(costs, 64, seed=0)
+    search.run(start, 60)
+    assert "weights" not in search.moves
+    assert "weights" not in {t.move for t in search.seen.values()}
+    starts = best_pipelines(resnet50_16, 16)
+    streaming = PipelineSearch(resnet50_16, 16, seed=0)
+    streaming.run(starts[0], 3, also=starts[1:])
+    assert "weights" in streaming.moves
+
+
+def test_the_weights_move_streams_only_where_memory_sets_a_stages_pes():
+    """With memory to spare (4 ops of 2 MiB, PEs of 64 MiB), a stage on two PEs fits on one
+    as it is: the weights move does not stream weights to give a PE up (the shrink move
+    does that without the traffic), it only holds the streamed op's weights again. On PEs
+    of 5 MiB, where the stage does not fit on one PE, it streams to give that PE up."""
+    for memory, fewer in ((64 * MIB, False), (5 * MIB, True)):
+        costs = four_ops(memory=memory)
+        start = PipelinePlan(stages=(Stage(0, 4, 2, streamed=(3,)),), replicas=2)
+        search = PipelineSearch(costs, 4, seed=0, ranking="none", moves=("weights",))
+        search.run(start, 20)
+        pes = {t.plan.stages[0].pes for t in search.seen.values()}
+        assert pes == ({1, 2} if fewer else {2}), memory
+        assert any(t.plan.stages[0].streamed is None for t in search.seen.values())
