@@ -36,6 +36,7 @@ from autoplace.deploy.schedule import cores, parallel_outer, threads_for, use_th
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
+from autoplace.profile_write import to_toml
 from autoplace.space import SearchSpace
 
 #: Kernel timing: each repeat runs at least this long (small kernels are repeated).
@@ -251,72 +252,32 @@ def _as_written(value: float, scale: float) -> float:
 
 
 def calibrated(profile: Profile, f: Fit, *, name: str | None = None) -> Profile:
-    """``profile`` with the fitted numbers of one unit and its home scope.
+    """``profile`` with the fitted numbers of one unit and its home scope; on a mesh, of
+    that unit and scope of every PE (``pe3.npu``: every ``pe<k>.npu``; the PEs are alike).
 
     The numbers are rounded as :func:`to_toml` writes them, so the written profile has
     the same hash as this one.
     """
     gflops = {k: float(f"{v:.12g}") for k, v in f.gflops.items()}
     table = {k: _as_written(v, 1e-6) for k, v in f.kernel_s.items()}
+    fitted_units, fitted_scopes = _alike(profile, f.unit), _alike(profile, f.scope)
     units = tuple(dataclasses.replace(u, gflops=gflops, kernel_s=table,
                                       launch_overhead_s=_as_written(f.launch_overhead_s, 1e-6))
-                  if u.name == f.unit else u for u in profile.units)
+                  if u.name in fitted_units else u for u in profile.units)
     bw = _as_written(f.bandwidth_bps, 1e9)
-    scopes = tuple(dataclasses.replace(s, bandwidth_bps=bw) if s.name == f.scope else s
+    scopes = tuple(dataclasses.replace(s, bandwidth_bps=bw) if s.name in fitted_scopes else s
                    for s in profile.scopes)
     return dataclasses.replace(profile, name=name or f"{profile.name}-calibrated", units=units,
                                scopes=scopes,
                                description=f"{profile.description} (unit {f.unit} calibrated)")
 
 
-# -- writing --------------------------------------------------------------------------------
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return repr(v)
-    if isinstance(v, float):
-        return f"{v:.12g}"  # datasheet units: 1e-6 * 2.0 must not come back as 1.9999...
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {v!r} as TOML")
-
-
-def to_toml(profile: Profile, header: str = "") -> str:
-    """``profile`` in the TOML schema :func:`autoplace.profile_io.load_profile` reads."""
-    out = [f"# {line}" for line in header.splitlines()]
-    out += [f"name = {_toml_value(profile.name)}",
-            f"description = {_toml_value(profile.description)}",
-            f"host = {_toml_value(profile.host)}",
-            f"default_scope = {_toml_value(profile.default_scope)}"]
-    for u in profile.units:
-        out += ["", f"[units.{json.dumps(u.name)}]", f"target = {_toml_value(dict(u.target))}",
-                f"accepts = {_toml_value(sorted(u.accepts))}",
-                f"launch_overhead_us = {_toml_value(u.launch_overhead_s * 1e6)}",
-                f"power_w = {_toml_value(u.power_w)}"]
-        out += [f"rpc_key = {_toml_value(u.rpc_key)}"] if u.rpc_key else []
-        out += [f"[units.{json.dumps(u.name)}.gflops]"]
-        out += [f"{json.dumps(k)} = {_toml_value(float(v))}" for k, v in sorted(u.gflops.items())]
-        if u.kernel_s:
-            out += [f"[units.{json.dumps(u.name)}.kernel_us]"]
-            out += [f"{json.dumps(k)} = {_toml_value(v * 1e6)}" for k, v in u.kernel_s.items()]
-    for s in profile.scopes:
-        out += ["", f"[scopes.{json.dumps(s.name)}]",
-                f"capacity_mib = {_toml_value(s.capacity_bytes / (1 << 20))}",
-                f"bandwidth_gbps = {_toml_value(s.bandwidth_bps / 1e9)}",
-                f"access = {_toml_value(sorted(s.access))}"]
-    for c in profile.copies:
-        out += ["", "[[copies]]", f"src = {_toml_value(c.src)}", f"dst = {_toml_value(c.dst)}",
-                f"bandwidth_gbps = {_toml_value(c.bandwidth_bps / 1e9)}",
-                f"latency_us = {_toml_value(c.latency_s * 1e6)}",
-                f"modes = {_toml_value(list(c.modes))}", f"dma = {_toml_value(c.engine)}"]
-    if not profile.copies:
-        out.insert(len(header.splitlines()) + 4, "copies = []")
-    return "\n".join(out) + "\n"
+def _alike(profile: Profile, name: str) -> set[str]:
+    """``name`` and, if it is a PE's unit or scope (``pe<k>.<suffix>``), every PE's."""
+    if profile.mesh is None or profile.mesh.pe_of(name) is None:
+        return {name}
+    suffix = name.partition(".")[2]
+    return {f"pe{k}.{suffix}" for k in range(profile.mesh.size)}
 
 
 # -- the command ----------------------------------------------------------------------------

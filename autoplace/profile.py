@@ -151,6 +151,14 @@ class MeshGrid:
         """The number of PEs."""
         return self.rows * self.cols
 
+    def pe_of(self, name: str) -> int | None:
+        """``k`` if ``name`` is a unit or scope of PE ``k`` (``pe<k>.<suffix>``), else None."""
+        head, dot, _ = name.partition(".")
+        if not dot or not head.startswith("pe") or not head[2:].isdigit():
+            return None
+        k = int(head[2:])
+        return k if k < self.size and head == f"pe{k}" else None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Profile:

@@ -64,7 +64,7 @@ from autoplace.profile_toml import (
     type_name,
 )
 
-__all__ = ["bundled_profiles", "load_profile"]
+__all__ = ["bundled_profiles", "load_profile", "profile_from_toml"]
 
 def _parse_top(doc: Table) -> ProfileParts:
     has_mesh = "mesh" in doc.data
@@ -171,9 +171,17 @@ def load_profile(spec: str | Path) -> Profile:
     """Load a bundled profile by name (``"soc"``) or a TOML file by path, and validate it."""
     path = _resolve(spec)
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: TOML syntax error: {exc}") from None
+        text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read: {exc}") from None
-    return _parse_profile(Table(str(path), "", data), path.stem)
+    return profile_from_toml(text, str(path))
+
+
+def profile_from_toml(text: str, source: str) -> Profile:
+    """The profile TOML ``text`` describes, validated (``source``: the file it came from,
+    which errors name)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{source}: TOML syntax error: {exc}") from None
+    return _parse_profile(Table(source, "", data), Path(source).stem)

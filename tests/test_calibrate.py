@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated, to_toml
+from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated
 from autoplace.graph import Op, OpGraph
 from autoplace.measure.server import LocalCluster
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
+from autoplace.profile_write import to_toml
 from autoplace.space import SearchSpace
 
 
@@ -88,17 +89,26 @@ def test_calibrated_profile_reads_back_the_same(tmp_path):
     assert again.scope("dram").capacity_bytes == host.scope("dram").capacity_bytes
 
 
-@pytest.mark.parametrize("name", ["soc", "biglittle", "mesh"])
-def test_every_bundled_profile_round_trips_through_toml(name, tmp_path):
-    """Every unit, scope and copy path; a mesh's PEs are written out one by one, so what
-    only its ``[mesh]`` table says (what its uplinks move together) is not kept."""
-    profile = load_profile(name)
-    (tmp_path / "p.toml").write_text(to_toml(profile))
-    back = load_profile(tmp_path / "p.toml")
-    want = profile.to_dict()
-    if profile.mesh is not None:
-        assert want.pop("uplink_total_bps") == 25.6e9 and back.mesh is None
-    assert back.to_dict() == want
+def test_a_mesh_pe_units_fit_is_every_pes_and_the_profile_stays_a_mesh(tmp_path):
+    """Calibrating PE 5's NPU calibrates the NPU of every PE (they are one design); what is
+    written is still a ``[mesh]`` profile, with the same hash."""
+    mesh = load_profile("mesh")
+    m = dataclasses.replace(synthetic(), unit="pe5.npu")
+    f = fit(m, mesh)
+    assert (f.unit, f.scope) == ("pe5.npu", "dram")  # its home scope: the shared one
+    cal = calibrated(mesh, f)
+    npus = [u for u in cal.units if u.name.endswith(".npu")]
+    assert len(npus) == 16 and all(u.gflops == npus[0].gflops for u in npus)
+    assert npus[0].gflops["conv2d"] == pytest.approx(50.0, rel=1e-3)
+    assert npus[0].gflops != mesh.unit("pe0.npu").gflops
+    assert cal.unit("pe0.arm") == mesh.unit("pe0.arm")  # the other unit as it was
+    assert cal.scope("dram").bandwidth_bps == pytest.approx(10e9)
+    assert cal.scope("pe5.mem") == mesh.scope("pe5.mem")
+    path = tmp_path / "cal.toml"
+    path.write_text(to_toml(cal))
+    again = load_profile(path)
+    assert again.hash == cal.hash and again.mesh == mesh.mesh
+    assert '[mesh.units."npu"]' in path.read_text() and "pe5" not in path.read_text()
 
 
 def cli(*args):
