@@ -19,7 +19,8 @@ PKG = Path(__file__).resolve().parent.parent / "autoplace"
 # (measure and cost_model share a rank: neither may import the other; the pipeline planner
 # logs its search as the tuner's records and may use the cost model)
 RANK = {
-    "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3, "profile_write": 3.5,
+    "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
+    "profile_write": 3.5,
     "frontend": 1, "models": 2, "space": 4, "deploy": 5, "heft": 5,
     "contiguous": 5.4, "baselines": 5.5, "measure": 6, "cost_model": 6.5,
     "record_schema": 6.9, "records": 7, "exact": 7, "pipeline": 7.5, "calibrate": 8,
