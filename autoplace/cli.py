@@ -62,33 +62,33 @@ def build_parser() -> argparse.ArgumentParser:
     from autoplace.search.config import SAMPLERS, TuneConfig
     from autoplace.search.guided import COST_MODELS
 
-    tune = TuneConfig()  # the defaults of its options
+    defaults = TuneConfig()  # of tune's options
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
     t.set_defaults(run=cmd_tune)
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help="bundled model name, .onnx or graph .json")
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
-    t.add_argument("--trials", type=positive_int, default=tune.trials,
+    t.add_argument("--trials", type=positive_int, default=defaults.trials,
                    help="search candidates to measure, after the baselines")
-    t.add_argument("--objective", choices=tuple(OBJECTIVES), default=tune.objective,
+    t.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
                    help="minimise one inference's latency, or the period of a stream of "
                         "inputs (throughput = 1 / period); both are logged (docs/simulator.md)")
     t.add_argument("--log", default=None,
                    help="tuning log, one JSON line per candidate (None: tune-MODEL-HW.jsonl)")
-    t.add_argument("--seed", type=seed_arg, default=tune.seed,
+    t.add_argument("--seed", type=seed_arg, default=defaults.seed,
                    help="seed of every random choice: same seed, same records (simulator)")
-    t.add_argument("--batch-size", type=positive_int, default=tune.batch_size,
+    t.add_argument("--batch-size", type=positive_int, default=defaults.batch_size,
                    help="candidates measured per round")
-    t.add_argument("--sampler", choices=SAMPLERS, default=tune.sampler,
+    t.add_argument("--sampler", choices=SAMPLERS, default=defaults.sampler,
                    help="evolve: model-guided evolution; tpe/random: Optuna's samplers; hill, "
                         "steepest: random-mutation hill climbing and steepest descent from "
                         "HEFT (yardsticks)")
-    t.add_argument("--cost-model", choices=COST_MODELS, default=tune.cost_model,
+    t.add_argument("--cost-model", choices=COST_MODELS, default=defaults.cost_model,
                    help="rank candidates with the simulator plus a residual learned by "
                         "XGBoost, the simulator alone, the analytic estimate, or not at all")
-    t.add_argument("--candidates", type=positive_int, default=tune.candidates,
+    t.add_argument("--candidates", type=positive_int, default=defaults.candidates,
                    help="candidates the cost model ranks per round (evolve)")
-    t.add_argument("--descent", type=share, default=tune.descent, metavar="SHARE",
+    t.add_argument("--descent", type=share, default=defaults.descent, metavar="SHARE",
                    help="share of --trials at the end (at least two rounds) in which the best "
                         "is first made a one-op local optimum (moves ranked by the simulator, "
                         "or by the cost model with a measurer other than the simulator); 0: "
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "postgresql://... across hosts) as one of several workers, each with "
                         "its own --log: no candidate is measured twice and --trials counts "
                         "the whole study")
-    t.add_argument("--grace", type=positive_seconds, default=tune.grace_s, metavar="SECONDS",
+    t.add_argument("--grace", type=positive_seconds, default=defaults.grace_s, metavar="SECONDS",
                    help="--worker: a worker silent this long is dead and its running trials "
                         "are measured again by others")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")

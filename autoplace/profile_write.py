@@ -36,7 +36,7 @@ def to_toml(profile: Profile, header: str = "") -> str:
     text = "\n".join(out) + "\n"
     if profile_from_toml(text, profile.source or "<profile>").to_dict() != profile.to_dict():
         raise ValueError(f"profile {profile.name!r}: its PEs differ from one another, so it "
-                         "cannot be written as a [mesh] table")
+                         "cannot be written as a [mesh] table")  # (each number reads back)
     return text
 
 
@@ -50,7 +50,7 @@ def _pe_names(items, mesh: MeshGrid | None) -> set[str]:
 def _unit_lines(table: str, u: Unit) -> list[str]:
     out = ["", f"[{table}]", f"target = {_value(dict(u.target))}",
            f"accepts = {_value(sorted(u.accepts))}",
-           f"launch_overhead_us = {_value(u.launch_overhead_s * 1e6)}",
+           f"launch_overhead_us = {_number(u.launch_overhead_s, 1e-6)}",
            f"power_w = {_value(u.power_w)}"]
     out += [f"rpc_key = {_value(u.rpc_key)}"] if u.rpc_key else []
     out += [f"weights = {_value(sorted(u.weights))}"] if u.weights != set(WEIGHT_MODES) else []
@@ -61,19 +61,19 @@ def _unit_lines(table: str, u: Unit) -> list[str]:
     out += [f"{json.dumps(k)} = {_value(float(v))}" for k, v in sorted(u.gflops.items())]
     if u.kernel_s:
         out += [f"[{table}.kernel_us]"]
-        out += [f"{json.dumps(k)} = {_value(v * 1e6)}" for k, v in u.kernel_s.items()]
+        out += [f"{json.dumps(k)} = {_number(v, 1e-6)}" for k, v in u.kernel_s.items()]
     return out
 
 
 def _scope_lines(table: str, s: Scope, access: list[str] | None = None) -> list[str]:
     return ["", f"[{table}]", f"capacity_mib = {_value(s.capacity_bytes / (1 << 20))}",
-            f"bandwidth_gbps = {_value(s.bandwidth_bps / 1e9)}",
+            f"bandwidth_gbps = {_number(s.bandwidth_bps, 1e9)}",
             f"access = {_value(sorted(s.access) if access is None else access)}"]
 
 
 def _copy_lines(c: CopyPath) -> list[str]:
-    return [f"bandwidth_gbps = {_value(c.bandwidth_bps / 1e9)}",
-            f"latency_us = {_value(c.latency_s * 1e6)}", f"modes = {_value(list(c.modes))}"]
+    return [f"bandwidth_gbps = {_number(c.bandwidth_bps, 1e9)}",
+            f"latency_us = {_number(c.latency_s, 1e-6)}", f"modes = {_value(list(c.modes))}"]
 
 
 def _mesh_lines(profile: Profile) -> list[str]:
@@ -92,14 +92,15 @@ def _mesh_lines(profile: Profile) -> list[str]:
         access = sorted(a[len("pe0."):] for a in s.access)
         out += _scope_lines(f"mesh.scopes.{json.dumps(suffix)}", s, access)
     generated = profile.copies[:mesh.generated_copies]
-    links = [c for c in generated if c.dst != mesh.uplink_to]
+    links = [c for c in generated if mesh.pe_of(c.src) is not None
+             and mesh.pe_of(c.dst) is not None]
     uplinks = [c for c in generated if c.dst == mesh.uplink_to]
     if mesh.link_scopes and links:
         out += ["", "[mesh.link]", *_template_lines(links[0], mesh, mesh.link_scopes)]
     if mesh.uplink_to is not None and uplinks:
         out += ["", "[mesh.uplink]", f"to = {_value(mesh.uplink_to)}",
                 *_template_lines(uplinks[0], mesh, mesh.uplink_scopes)]
-        out += [f"total_gbps = {_value(mesh.uplink_total_bps / 1e9)}"] \
+        out += [f"total_gbps = {_number(mesh.uplink_total_bps, 1e9)}"] \
             if mesh.uplink_total_bps is not None else []
     return out
 
@@ -120,13 +121,24 @@ def _rpc_template(profile: Profile, suffix: str) -> str | None:
     return key.replace(str(last), "{pe}")
 
 
+def _number(value: float, unit: float = 1.0) -> str:
+    """``value`` in ``unit``s with the fewest digits that the loader, which multiplies by
+    ``unit``, reads back exactly (2e-6 s as ``2`` us, not ``1.9999999999999998``)."""
+    for digits in range(1, 18):
+        text = f"{value / unit:.{digits}g}"
+        if unit * float(text) == value:
+            return text
+    raise ValueError(f"{value!r} has no decimal form in units of {unit!r} that reads back "
+                     "as itself")
+
+
 def _value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
         return repr(v)
     if isinstance(v, float):
-        return f"{v:.12g}"  # datasheet units: 1e-6 * 2.0 must not come back as 1.9999...
+        return _number(v)
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, list | tuple):

@@ -105,3 +105,20 @@ def test_a_mesh_whose_pes_differ_is_refused(tmp_path):
                   for u in mesh.units)
     with pytest.raises(ValueError, match="profile 'm': its PEs differ"):
         to_toml(dataclasses.replace(mesh, units=units))
+
+
+def test_every_number_reads_back_as_itself_in_its_fewest_digits(tmp_path):
+    """Numbers the loader scales (us, GB/s) come back bit for bit, with no digits to spare:
+    2 us is written ``2``, not ``1.9999999999999998``; a 17-digit one keeps its 17."""
+    host = load_profile("host")
+    cpu = host.units[0]
+    odd = 1.2345678901234567
+    units = (dataclasses.replace(cpu, launch_overhead_s=2e-6, power_w=odd,
+                                 gflops={**cpu.gflops, "default": odd / 3}),
+             *host.units[1:])
+    scopes = (dataclasses.replace(host.scopes[0], bandwidth_bps=odd * 1e10),
+              *host.scopes[1:])
+    profile = dataclasses.replace(host, units=units, scopes=scopes)
+    back, text = round_trip(profile, tmp_path)
+    assert back.to_dict() == profile.to_dict()
+    assert "launch_overhead_us = 2\n" in text and f"power_w = {odd!r}\n" in text
