@@ -26,6 +26,7 @@ from autoplace.search.checkpoint import (
 )
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.descent import predicted
+from autoplace.search.interrupt import CtrlC
 from autoplace.search.local_search import LocalSearch
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
@@ -321,7 +322,12 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
     interrupted = polished = False
-    with tqdm(total=config.trials, disable=not config.progress, unit="trial") as bar:
+    with CtrlC() as ctrl_c, tqdm(total=config.trials, disable=not config.progress,
+                                 unit="trial") as bar:
+        def progress(n: int) -> None:  # after each round
+            bar.update(n)
+            ctrl_c.check()
+
         bar.set_description_str("set-up (study, cost model, log)")
         warm = warm_rows(space, config)
         tuner = _tuner(space, measurer, log, config, warm)
@@ -330,15 +336,16 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
             bar.set_description_str("baselines")
             tuner.run_baselines()
             bar.set_description_str("search")
-            tuner.run_search(bar.update)
+            tuner.run_search(progress)
             if config.save_model:
                 tuner.strategy.save_model(config.save_model)
         except (KeyboardInterrupt, SystemError) as exc:
             if not from_ctrl_c(exc):
                 raise
+            ctrl_c.seen()
             interrupted = True
             bar.set_description_str("interrupted: descent from the best (Ctrl-C: stop now)")
-            polished = tuner.finish(bar.update)
+            polished = tuner.finish(progress)
         finally:
             if tuner.shared is not None:
                 tuner.shared.close()

@@ -1,0 +1,48 @@
+"""A Ctrl-C a tuning job never loses.
+
+Python raises a Ctrl-C's KeyboardInterrupt wherever the main thread is; raised inside a
+finalizer (``__del__``: an XGBoost booster freed by the garbage collector) it is printed as
+"Exception ignored in ..." and lost, and the job runs on, deaf to it. :class:`CtrlC`
+records every Ctrl-C; the loop calls :meth:`CtrlC.check` between rounds, which raises one
+that was recorded and not seen since.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+
+class CtrlC:
+    """While entered (in the main thread, where Ctrl-C has Python's default handler):
+    Ctrl-C raises KeyboardInterrupt as usual and is recorded until :meth:`seen`."""
+
+    def __init__(self):
+        self.pending = False
+        self._previous = None
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._interrupted)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _interrupted(self, signum, frame):
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def seen(self) -> None:
+        """The Ctrl-C recorded was caught: nothing for :meth:`check` to raise."""
+        self.pending = False
+
+    def check(self) -> None:
+        """Raise the KeyboardInterrupt of a Ctrl-C recorded and not seen (one a finalizer
+        swallowed)."""
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt

@@ -1,0 +1,42 @@
+"""A Ctrl-C that lands in a finalizer (there Python prints it and drops it) still stops the
+tuning loop at its next round."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from autoplace.search.interrupt import CtrlC
+
+
+class Finalized:
+    """Ctrl-C while its ``__del__`` runs, as when the garbage collector frees a booster."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100_000):  # the handler runs here, between two bytecodes
+            pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_a_finalizer_swallowed_is_raised_at_the_next_check():
+    with CtrlC() as ctrl_c:
+        obj = Finalized()
+        del obj  # its KeyboardInterrupt is "ignored": nothing raised here
+        with pytest.raises(KeyboardInterrupt):
+            ctrl_c.check()
+        ctrl_c.check()  # raised once
+
+
+def test_a_ctrl_c_caught_is_not_raised_again_and_the_handler_is_put_back():
+    before = signal.getsignal(signal.SIGINT)
+    with CtrlC() as ctrl_c:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100_000):
+                pass
+        ctrl_c.seen()
+        ctrl_c.check()
+    assert signal.getsignal(signal.SIGINT) is before
