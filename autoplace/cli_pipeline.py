@@ -165,6 +165,9 @@ def _search(args, costs, profile, starts, pes: int, opened):
           f"{counts['bounded']} bounded by their analytic throughput, {counts['no-fit']} "
           "too big for their PEs"
           + (f"; {again} known from the log or study, not measured again" if again else ""))
+    if worker is None and len(search.seen) < args.trials:
+        print(f"  stopped short of the {args.trials} trials asked: the moves from the best plan "
+              "found no plan not measured yet (the mesh's plans near it are all known)")
     if dp.throughput is None or best.throughput is None:
         return starts[0]
     which = "plan" if len(dps) == 1 else "better plan (weights streamed, or held)"

@@ -36,6 +36,17 @@ def test_the_plan_printed_is_the_dynamic_programs(tmp_path):
                for name in ("grid", "period"))
 
 
+def test_a_search_that_runs_out_of_new_plans_says_so(tmp_path):
+    """squeezenet on the bundled 16 PEs: the plans near the best are all measured long before
+    1,000 trials; the search says it stopped short, and why."""
+    t = cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 1000)
+    assert t.returncode == 0, t.stderr
+    done = int(re.search(r"search: (\d+) trials in", t.stdout).group(1))
+    assert 2 <= done < 1000
+    assert "stopped short of the 1000 trials asked: the moves from the best plan found no " \
+           "plan not measured yet" in t.stdout
+
+
 def test_what_does_not_fit_is_one_line():
     assert_one_line_error(cli("pipeline", "resnet50", "--hw", "mesh", "--pes", 2),
                           "resnet50 does not fit 2 PEs of mesh", "need at least 11 PEs")
@@ -58,6 +69,7 @@ def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
     t = cli("pipeline", model, "--hw", "mesh", "--trials", 40, "--log", log, timeout=600)
     assert t.returncode == 0, t.stderr
     assert re.search(r"search: 40 trials in [\d.]+ s", t.stdout)
+    assert "stopped short" not in t.stdout
     p = cli("compile", model, "--hw", "mesh", "--objective", "throughput", "--log", log,
             "-o", out, timeout=600)
     assert p.returncode == 0, p.stderr
