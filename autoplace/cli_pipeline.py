@@ -139,6 +139,7 @@ def _open(args) -> tuple[list[dict] | None, object]:
 def _search(args, costs, profile, starts, pes: int, opened):
     """Measure the DP's plans and ``--trials`` in all by their streams; the best plan."""
     from autoplace.pipeline.search import STATUSES, PipelineSearch
+    from autoplace.search.interrupt import CtrlC
     from autoplace.search.workers import worker_seed
 
     known, record, log, worker = _recorders(args, costs, profile, *opened)
@@ -146,10 +147,20 @@ def _search(args, costs, profile, starts, pes: int, opened):
     seed = args.seed if worker is None else worker_seed(args.seed, worker.id)
     t0 = time.perf_counter()
     try:
-        search = PipelineSearch(costs, pes, seed=seed, known=known, shared=worker,
-                                on_trial=lambda trial: [r(trial) for r in (*record, mine.append)],
-                                ranking=args.cost_model)
-        best = search.run(starts[0], args.trials, also=starts[1:])
+        with CtrlC() as ctrl_c:
+            def on_trial(trial) -> None:
+                for r in (*record, mine.append):
+                    r(trial)
+                ctrl_c.check()  # a Ctrl-C a finalizer swallowed: now the trial is logged
+
+            search = PipelineSearch(costs, pes, seed=seed, known=known, shared=worker,
+                                    on_trial=on_trial, ranking=args.cost_model)
+            best = search.run(starts[0], args.trials, also=starts[1:])
+    except KeyboardInterrupt:
+        if args.log:
+            print(f"interrupted: {len(mine)} trials of this run in {args.log} (the same "
+                  "command goes on from them, measuring none again)")
+        raise
     finally:
         for r in (log, worker):
             if r is not None:

@@ -11,7 +11,7 @@ from test_cli import assert_one_line_error, cli
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.baselines import equal_flops
-from autoplace.pipeline.log import best_plan, read_lines, trial_fields
+from autoplace.pipeline.log import best_plan, plan_of, read_lines, trial_fields
 from autoplace.pipeline.manifest import read_manifest
 from autoplace.profile_io import load_profile
 
@@ -199,7 +199,6 @@ def test_two_workers_share_a_pipeline_study_and_measure_nothing_twice(tmp_path):
 
     import optuna
 
-    from autoplace.pipeline.log import plan_of
     from autoplace.search.storage import open_storage
 
     mesh = tmp_path / "mesh8.toml"
@@ -226,3 +225,37 @@ def test_two_workers_share_a_pipeline_study_and_measure_nothing_twice(tmp_path):
     assert sorted(t.number for t in done) == sorted(x["trial"] for x in lines)
     assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--storage", url,
                               "--worker"), "--worker needs --storage", "and --log")
+
+
+def test_ctrl_c_keeps_every_trial_and_the_same_command_goes_on(tmp_path):
+    """A search interrupted mid-way: exit 130, whole lines only, and run again it measures
+    only the trials still to do (every plan once between the two runs)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mesh = tmp_path / "mesh16.toml"
+    text = Path(load_profile("mesh").source).read_text()
+    mesh.write_text(text.replace("rows = 4", "rows = 16").replace("cols = 4", "cols = 16"))
+    log = tmp_path / "pipe.jsonl"
+    cmd = [sys.executable, "-m", "autoplace", "pipeline", "densenet121", "--hw", str(mesh),
+           "--trials", "100000", "--log", str(log)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and (not log.exists() or log.stat().st_size < 30_000):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "autoplace: interrupted" in err and "Traceback" not in err
+    first = read_lines(log)
+    assert log.read_text().endswith("\n") and len(first) >= 2
+    assert f"interrupted: {len(first)} trials of this run in {log}" in out
+    more = len(first) + 5
+    again = cli("pipeline", "densenet121", "--hw", mesh, "--trials", more, "--log", log)
+    assert again.returncode == 0, again.stderr
+    lines = read_lines(log)
+    assert len(lines) == more and [x["trial"] for x in lines] == list(range(more))
+    assert len({plan_of(x) for x in lines}) == more  # no plan measured twice
+    assert f"{len(first)} known from the log or study, not measured again" in again.stdout
