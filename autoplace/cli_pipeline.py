@@ -258,10 +258,14 @@ def print_plan(plan, costs) -> None:
     names = [op.name for op in costs.graph.ops]
     if f.shared_period_s >= max(f.stage_period_s):
         print(f"  the shared memory sets the period: {f.shared_period_s * 1e3:.4f} ms per "
-              "inference of each copy for its inputs, outputs and streamed weights")
-    for s, period, memory in zip(plan.stages, f.stage_period_s, f.stage_memory):
+              "inference of each copy for its inputs, outputs, streamed weights and "
+              "spilled cuts")
+    for index, (s, period, memory) in enumerate(zip(plan.stages, f.stage_period_s,
+                                                    f.stage_memory)):
         units = ", ".join(f"{n} on {u}" for u, n in costs.ops_per_unit(s).items())
         streamed = f"; {len(s.streamed)} streaming their weights" if s.streamed else ""
+        streamed += "; its input through the shared memory" if plan.spilled_at(index)[0] \
+            else ""
         print(f"  ops {s.start:>4}-{s.end - 1:<4} {names[s.start]} .. {names[s.end - 1]}: "
               f"{s.pes} PEs, period {period * 1e3:.4f} ms, {memory / 2**20:.2f} MiB per PE; "
               f"{units}{streamed}")

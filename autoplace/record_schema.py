@@ -67,7 +67,8 @@ def _count(value: object, name: str, least: int) -> None:
 def _check_plan(p: object) -> None:
     """A pipeline trial's plan (autoplace.pipeline.log) as its readers rely on: stages as
     ``[start, end, pes, splits or null, units or null, streamed or null]`` (units and
-    streamed may be left out) of integers and unit names, replicas, finite periods."""
+    streamed may be left out) of integers and unit names, replicas, the cuts spilled to the
+    shared memory (a list, if any), finite periods."""
     if not isinstance(p, dict):
         raise ValueError(f"'pipeline' must be an object, got {kind_of(p)}")
     stages = p.get("stages")
@@ -90,5 +91,10 @@ def _check_plan(p: object) -> None:
                                       and all(isinstance(u, str) and u for u in units)):
             raise ValueError(f"a pipeline stage's units must be unit names or null, got {units!r}")
     _count(p.get("replicas"), "pipeline 'replicas'", 1)
+    spilled = p.get("spilled")
+    if spilled is not None and not isinstance(spilled, list):
+        raise ValueError(f"pipeline 'spilled' must be a list of cuts, got {spilled!r}")
+    for cut in spilled or ():
+        _count(cut, "a pipeline spilled cut", 1)
     _finite(p.get("period_s"), "pipeline period_s")
     _finite(p.get("analytic_period_s"), "pipeline analytic_period_s")

@@ -44,8 +44,8 @@ def stage_table(plan, costs: StageCosts) -> pd.DataFrame:
     """One row per stage of ``plan``: its ops, PEs, splits, units and figures."""
     names = [op.name for op in costs.graph.ops]
     rows = []
-    for n, s in enumerate(plan.stages):
-        f, ways = costs.of(s), s.ways()
+    for n, (s, f) in enumerate(zip(plan.stages, costs.plan_stages(plan))):
+        ways = s.ways()
         rows.append({"stage": n, "ops": f"{s.start}-{s.end - 1}",
                      "first .. last": f"{names[s.start]} .. {names[s.end - 1]}",
                      "PEs": s.pes, "ways per op": f"{min(ways)}-{max(ways)}",

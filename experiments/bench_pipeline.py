@@ -19,9 +19,11 @@ The search is the default one (each trial the best of 8 moves as the XGBoost cos
 them); beside it, as ratios, the search before it ranked moves (``ranking="none"``: one move
 per trial), after 100 trials and after all of them, and the searches without their ``unit``
 move (every op on its default unit, as before units were searched) and without their
-``weights`` move (the DP's plans' weights left as they are: all held, or all streamed from
-the shared memory), untimed. "ops streaming": how many ops stream their weights in the DP's
-plan and in the tuned one (the bundled 4 x 4 mesh holds none of these networks' weights).
+``weights`` and ``spill`` moves (the DP's plans' weights left as they are: all held, or all
+streamed from the shared memory; every cut over its link), untimed. "ops streaming": how
+many ops stream their weights in the DP's plan and in the tuned one (the bundled 4 x 4 mesh
+holds none of these networks' weights); "cuts spilled": how many cuts of the tuned plan
+pass through the shared memory.
 "vs previous": the case's plan + search time over the one in the results file this run
 replaces (``--out``).
 """
@@ -124,7 +126,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
 
 def search(costs, plans, pes: int, trials: int) -> dict:
     """The pipeline search from the DP's plans: its time and the streamed throughputs."""
-    from autoplace.pipeline.search import MOVES, PipelineSearch
+    from autoplace.pipeline.search import MOVES, SHARED_MOVES, PipelineSearch
 
     t0 = time.perf_counter()
     s = PipelineSearch(costs, pes, seed=0)
@@ -133,12 +135,13 @@ def search(costs, plans, pes: int, trials: int) -> dict:
            "streamed": sum(1 for t in s.seen.values() if t.status == "ok"),
            "dp_stream": max(s.seen[p].throughput or 0 for p in plans if p in s.seen),
            "tuned": best.throughput, "tuned_100": best_after(s, 100),
-           "tuned_streaming": streaming(best.plan)}
+           "tuned_streaming": streaming(best.plan),
+           "tuned_spilled": len(best.plan.spilled or ())}
     unranked = PipelineSearch(costs, pes, seed=0, ranking="none")
     out["unranked"] = unranked.run(plans[0], trials, also=plans[1:]).throughput
     out["unranked_100"] = best_after(unranked, 100)
-    for name, left_out in (("default_units", "unit"), ("no_weights", "weights")):
-        moves = tuple(m for m in MOVES if m != left_out)
+    for name, left_out in (("default_units", ("unit",)), ("no_weights", SHARED_MOVES)):
+        moves = tuple(m for m in MOVES if m not in left_out)
         out[name] = PipelineSearch(costs, pes, seed=0, moves=moves).run(
             plans[0], trials, also=plans[1:]).throughput
     return out
@@ -190,12 +193,12 @@ def table(results: list[tuple[str, tuple[int, int], dict]],
              "equal-FLOP | DP / bound | stages x PEs x replicas (used) | trials (streamed) | "
              "plan + search s | vs previous | peak RSS MiB | DP streamed | tuned streamed | "
              "tuned / DP | tuned / bound | @100: tuned / unranked | tuned / unranked | "
-             "tuned / default units | tuned / no weights move | ops streaming (DP, tuned) | "
-             "load |", "|---" * 22 + "|"]
+             "tuned / default units | tuned / no weights, spill moves | ops streaming (DP, "
+             "tuned) | cuts spilled (tuned) | load |", "|---" * 23 + "|"]
     nan = float("nan")
     for model, (rows, cols), r in results:
         if "error" in r:
-            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 19)
+            lines.append(f"| {model} | {rows}x{cols} | error: {r['error']} |" + " |" * 20)
             continue
         dp, naive, tuned = r.get("dp"), r.get("naive"), r.get("tuned")
         shape = (f"{r['stages']} x {r['pes']} x {r['replicas']} ({r['used']})" if dp
@@ -217,7 +220,8 @@ def table(results: list[tuple[str, tuple[int, int], dict]],
             f"{tuned / r['unranked'] if tuned else nan:.3f} | "
             f"{tuned / r['default_units'] if tuned else nan:.3f} | "
             f"{tuned / r['no_weights'] if tuned and r['no_weights'] else nan:.3f} | "
-            f"{r.get('dp_streaming', 0)}, {r.get('tuned_streaming', 0)} | {r['load']:.1f} |")
+            f"{r.get('dp_streaming', 0)}, {r.get('tuned_streaming', 0)} | "
+            f"{r.get('tuned_spilled', 0)} | {r['load']:.1f} |")
     return "\n".join(lines)
 
 

@@ -173,13 +173,16 @@ class StageCosts:
                              f"(n={self.n}, K={self.K})")
 
     def _figures(self, i: int, j: int, busy: np.ndarray, rotation: float, streaming: float,
-                 memory: float) -> dict[str, float]:
+                 memory: float, spilled: tuple[bool, bool] = (False, False)
+                 ) -> dict[str, float]:
         """Stage ``[i, j)``'s figures from each resource's work, its DMA engines' work on its
         ops' rotations and streamed weights, and its memory per PE (its transfers between
-        stages and over the uplink added here)."""
+        stages, over the link or, where ``spilled`` says a cut passes the shared memory,
+        the uplink, and its graph inputs and outputs over the uplink, added here)."""
         m = self.machine
-        incoming = _move(self.cut[i], m.link_bps, m.link_s) + streaming
-        comm = float(rotation + incoming + _move(self.cut[j], m.link_bps, m.link_s)
+        path = [(m.uplink_bps, m.uplink_s) if s else (m.link_bps, m.link_s) for s in spilled]
+        incoming = _move(self.cut[i], *path[0]) + streaming
+        comm = float(rotation + incoming + _move(self.cut[j], *path[1])
                      + _move(self.S_io[j] - self.S_io[i], m.uplink_bps, m.uplink_s))
         compute, work = float(busy.max()), float(busy.sum())
         return {"compute": compute, "work": work, "comm": comm, "incoming": float(incoming),
@@ -225,29 +228,38 @@ class StageCosts:
             return np.bincount(self.resources(units), weights=secs, minlength=self.R)
         return np.bincount(units, weights=secs, minlength=self.U)
 
-    def of(self, stage) -> dict[str, float]:
+    def plan_stages(self, plan) -> list[dict[str, float]]:
+        """:meth:`of` each stage of ``plan``, with the cuts it spills."""
+        return [self.of(s, plan.spilled_at(n)) for n, s in enumerate(plan.stages)]
+
+    def of(self, stage, spilled: tuple[bool, bool] = (False, False)) -> dict[str, float]:
         """:meth:`stage` of a :class:`~autoplace.pipeline.plan.Stage`, whose ops may be split
         fewer ways than it has PEs (its ``splits``), run on other units (its ``units``) and
-        stream their weights (its ``streamed``)."""
+        stream their weights (its ``streamed``); ``spilled``: whether the cut before it and
+        the one after it pass through the shared memory (a plan's ``spilled_at``)."""
         i, j = stage.start, stage.end
-        if stage.splits is None and stage.units is None and stage.streamed is None:
+        if stage.splits is None and stage.units is None and stage.streamed is None \
+                and not any(spilled):
             return self.stage(i, j, stage.pes)
         self._check(i, j, stage.pes)
         ops = np.arange(i, j)
         rows, units = np.asarray(stage.ways()) - 1, self.op_units(stage)
         streamed = self.streamed_mask(stage)
         busy = self.unit_work(stage, units, per_resource=True)
-        memory = self.mixed_memory(i, j, stage.pes, rows + 1, units, streamed)
+        memory = self.mixed_memory(i, j, stage.pes, rows + 1, units, streamed, spilled)
         return self._figures(i, j, busy, float(self.rotation[rows, ops].sum()),
-                             float(self.stream[rows, ops][streamed].sum()), memory)
+                             float(self.stream[rows, ops][streamed].sum()), memory, spilled)
 
     def mixed_memory(self, i: int, j: int, k: int, ways: np.ndarray, units: np.ndarray,
-                     streamed: np.ndarray | None = None) -> float:
+                     streamed: np.ndarray | None = None,
+                     spilled: tuple[bool, bool] = (False, False)) -> float:
         """Bytes the fullest PE holds when op ``o`` of stage ``[i, j)`` is split ``ways[o]``
         ways, runs on unit ``units[o]`` and streams its weights where ``streamed[o]``: every
         op's slice may sit on the same PE (the first ``ways`` PEs hold an op), the stage's
-        buffers spread over all ``k``."""
-        buffers = self.cut[i] + self.cut[j] + self.S_io[j] - self.S_io[i]
+        buffers spread over all ``k``, double but for a cut that ``spilled`` says passes the
+        shared memory (one inference's tensors: the next one's wait there)."""
+        buffers = self.cut[i] * (1 - spilled[0] / 2) + self.cut[j] * (1 - spilled[1] / 2) \
+            + self.S_io[j] - self.S_io[i]
         weights = self.weights[i:j] / ways
         streamed = np.zeros(j - i, dtype=bool) if streamed is None else streamed
         working = self.working[i:j] / ways + np.where(streamed, weights, 0.0)
@@ -281,15 +293,20 @@ class StageCosts:
 
     def shared_seconds(self, plan) -> float:
         """The shared memory's time per inference of one copy of ``plan``: every copy's
-        graph inputs, outputs and streamed weights over ``uplink_total_bps``."""
-        return sum(self.stage_shared_seconds(st, plan.replicas) for st in plan.stages)
+        graph inputs, outputs, streamed weights and spilled cuts (written, then read) over
+        ``uplink_total_bps``."""
+        return sum(self.stage_shared_seconds(st, plan.replicas, plan.spilled_at(n))
+                   for n, st in enumerate(plan.stages))
 
-    def stage_shared_seconds(self, stage, replicas: int) -> float:
-        """:meth:`shared_seconds` of one stage's transfers, ``replicas`` copies of it."""
+    def stage_shared_seconds(self, stage, replicas: int,
+                             spilled: tuple[bool, bool] = (False, False)) -> float:
+        """:meth:`shared_seconds` of one stage's transfers, ``replicas`` copies of it (the
+        cut before it read if spilled, the one after it written)."""
         if not np.isfinite(self.machine.uplink_total_bps):
             return 0.0
         moved = self.S_io[stage.end] - self.S_io[stage.start] \
-            + self.weights[list(stage.streamed or ())].sum()
+            + self.weights[list(stage.streamed or ())].sum() \
+            + spilled[0] * self.cut[stage.start] + spilled[1] * self.cut[stage.end]
         return float(replicas * moved / self.machine.uplink_total_bps)
 
     def dp_tables(self, streamed: bool) -> tuple[np.ndarray, ...]:

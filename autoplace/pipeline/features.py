@@ -45,7 +45,7 @@ def plan_features(plans: Sequence[PipelinePlan],
 
 
 def _features(plan: PipelinePlan, costs: StageCosts) -> tuple[list[float], bool]:
-    figures = [costs.of(s) for s in plan.stages]
+    figures = costs.plan_stages(plan)
     period = np.array([f["period"] for f in figures])
     compute = np.array([f["compute"] for f in figures])
     comm = np.array([f["comm"] for f in figures])

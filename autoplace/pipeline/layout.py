@@ -37,12 +37,11 @@ def grid_maps(plan: PipelinePlan, costs: StageCosts) -> tuple[np.ndarray, np.nda
     """``(stage, busy)``, each ``[rows, cols]``: the stage index of every PE (-1: unused)
     and the share of a period its busiest unit computes (-1: unused)."""
     m = costs.machine
-    figures = evaluate(plan, costs)
+    figures, stages = evaluate(plan, costs), costs.plan_stages(plan)
     stage, busy = np.full((m.rows, m.cols), -1), np.full((m.rows, m.cols), -1.0)
     for replica in layout(plan, m.rows, m.cols):
         for s, pes in enumerate(replica):
-            st = plan.stages[s]
-            share = costs.of(st)["compute"] / figures.period_s
+            share = stages[s]["compute"] / figures.period_s
             for r, c in pes:
                 stage[r, c], busy[r, c] = s, share
     return stage, busy

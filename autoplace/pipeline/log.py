@@ -10,7 +10,8 @@ null unless the plan was streamed), an ``out_of_memory`` error when it does not 
 splits, units, streamed]`` (``splits`` null when every op uses all the stage's PEs, ``units``
 the PE unit of each op, null when each runs on its default unit, ``streamed`` the ops whose
 weights stream from the shared memory, null when none does; lines of before may end
-before ``units`` or ``streamed``), ``replicas``,
+before ``units`` or ``streamed``), ``replicas``, ``spilled`` (the cuts whose tensors pass
+through the shared memory; left out when none does),
 ``status`` (``ok``; ``no-fit``; ``bounded``: its analytic throughput showed it cannot beat
 the best, so it was not streamed), ``period_s`` (one copy's stream) and
 ``analytic_period_s``. :func:`autoplace.analysis.load` reads a pipeline log as it reads a
@@ -53,7 +54,10 @@ def trial_record(trial: Trial, costs: StageCosts, *, profile_hash: str, seed: in
                   seed=seed, run=run, measurer=MEASURER, placement=Placement(ops={}, copies={}),
                   result=_result(trial, costs),
                   pipeline={"stages": [stage_entry(s) for s in trial.plan.stages],
-                            "replicas": trial.plan.replicas, "status": trial.status,
+                            "replicas": trial.plan.replicas,
+                            **({"spilled": list(trial.plan.spilled)}
+                               if trial.plan.spilled else {}),
+                            "status": trial.status,
                             "period_s": _finite(trial.period_s),
                             "analytic_period_s": _finite(trial.analytic_period_s)})
 
@@ -138,7 +142,7 @@ def is_pipeline_line(d: object) -> bool:
 
 def trial_fields(d: dict) -> dict:
     """A trial's fields from its log line: graph, graph_fp, profile, profile_hash, seed,
-    trial, run, move, status, stages, replicas, period_s (one copy's stream),
+    trial, run, move, status, stages, replicas, spilled, period_s (one copy's stream),
     analytic_period_s, throughput (over every copy; None unless streamed). ValueError if
     the line is not a pipeline trial."""
     if not is_pipeline_line(d):
@@ -154,7 +158,7 @@ def trial_fields(d: dict) -> dict:
         line = {k: d[k] for k in ("graph", "graph_fp", "profile", "profile_hash", "seed",
                                   "trial")}
         line.update(run=rec.run, move=rec.strategy, status=p["status"], stages=p["stages"],
-                    replicas=p["replicas"], period_s=period,
+                    replicas=p["replicas"], spilled=p.get("spilled"), period_s=period,
                     analytic_period_s=p["analytic_period_s"],
                     throughput=p["replicas"] / period if period is not None else None)
     if line["status"] not in STATUSES:
@@ -173,7 +177,9 @@ def plan_of(line: dict) -> PipelinePlan:
                          tuple(map(str, rest[0])) if rest and rest[0] else None,
                          tuple(map(int, rest[1])) if len(rest) > 1 and rest[1] else None)
                    for a, b, k, w, *rest in line["stages"])
-    return PipelinePlan(stages=stages, replicas=int(line["replicas"]))
+    spilled = line.get("spilled")
+    return PipelinePlan(stages=stages, replicas=int(line["replicas"]),
+                        spilled=tuple(map(int, spilled)) if spilled else None)
 
 
 def known_trials(path: str | Path, costs: StageCosts, profile_hash: str) -> list[Trial]:

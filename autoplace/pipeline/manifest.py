@@ -3,7 +3,8 @@
 It says, in order of stages: which ops each stage runs, on which PE unit and where their
 weights are (``local``: held in the PEs' local scope; ``shared``: streamed from the shared
 memory each inference), how many PEs and where they are on the grid (per replica), the
-buffers each PE holds in its local scope, and the copies (between stages over a link,
+buffers each PE holds in its local scope (a cut through the shared memory held once), and
+the copies (between stages over a link, or over the uplinks through the shared memory;
 within a stage the rotations of a split op's input, graph inputs and outputs and streamed
 weights over the uplink) with their modes. :func:`read_manifest` reads it
 back into the plan it came from, checking it against the graph and the mesh.
@@ -33,7 +34,7 @@ def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "",
     m, g = costs.machine, costs.graph
     figures = evaluate(plan, costs)
     grid = layout(plan, m.rows, m.cols)
-    stages = [_stage(costs, s, n) for n, s in enumerate(plan.stages)]
+    stages = [_stage(costs, s, n, plan.spilled_at(n)) for n, s in enumerate(plan.stages)]
     for stage, library in zip(stages, libraries or ()):
         stage["library"] = library
     return {
@@ -49,12 +50,13 @@ def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "",
     }
 
 
-def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
+def _stage(costs: StageCosts, stage: Stage, index: int, spilled: tuple[bool, bool]) -> dict:
     g, m = costs.graph, costs.machine
     ops = range(stage.start, stage.end)
     row = dict(zip(ops, (w - 1 for w in stage.ways())))  # op -> its row in the tables
     unit = dict(zip(ops, costs.op_units(stage).tolist()))
-    f = costs.of(stage)
+    f = costs.of(stage, spilled)
+    scope = ["shared" if s else "local" for s in spilled]  # of its input, of its output
     rotating = [g.ops[i].name for i in ops if costs.rotation[row[i], i] > 0]
     busiest = max(ops, key=lambda i: costs.unit_secs[unit[i], row[i], i])  # the longest op
     streamed = set(stage.streamed or ())
@@ -67,10 +69,14 @@ def _stage(costs: StageCosts, stage: Stage, index: int) -> dict:
         "period_s": f["period"], "compute_s": f["compute"], "comm_s": f["comm"],
         "buffers": {"scope": "local", "bytes_per_pe": f["memory"],
                     "input_bytes": float(costs.cut[stage.start]),
-                    "output_bytes": float(costs.cut[stage.end]), "double_buffered": True},
+                    "output_bytes": float(costs.cut[stage.end]), "double_buffered": True,
+                    "input_scope": scope[0], "output_scope": scope[1]},
         "copies": [
             *([{"kind": "from_previous_stage", "bytes": float(costs.cut[stage.start]),
-                "path": "link", "mode": "async"}] if costs.cut[stage.start] else []),
+                "path": "uplink" if spilled[0] else "link", "mode": "async"}]
+              if costs.cut[stage.start] else []),
+            *([{"kind": "to_shared", "bytes": float(costs.cut[stage.end]), "path": "uplink",
+                "mode": "async"}] if spilled[1] and costs.cut[stage.end] else []),
             *({"kind": "rotate_input", "op": name, "path": "link", "mode": "async"}
               for name in rotating),
             *({"kind": "stream_weights", "op": g.ops[i].name,
@@ -112,13 +118,25 @@ def read_manifest(path: str | Path, costs: StageCosts) -> PipelinePlan:
         raise ManifestError(f"{path}: written for another mesh than {m.rows}x{m.cols}")
     try:
         stages = tuple(_read_stage(s, costs) for s in d["stages"])
-        plan = PipelinePlan(stages=stages, replicas=len(d["replicas"]))
+        spilled = tuple(st.start for st, s in zip(stages, d["stages"])
+                        if _input_scope(s) == "shared")
+        plan = PipelinePlan(stages=stages, replicas=len(d["replicas"]),
+                            spilled=spilled or None)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ManifestError(f"{path}: malformed stages: {exc}") from None
     if layout(plan, m.rows, m.cols) != [[[tuple(pe) for pe in st] for st in rep]
                                         for rep in d["replicas"]]:
         raise ManifestError(f"{path}: PE coordinates are not the plan's snake layout")
     return plan
+
+
+def _input_scope(s: dict) -> str:
+    """Where a stage's input buffers are: ``local`` (default) or ``shared``."""
+    scope = s["buffers"].get("input_scope", "local") if "buffers" in s else "local"
+    if scope not in ("local", "shared"):
+        raise ValueError(f"stage {s['index']}: input_scope {scope!r} is not 'local' or "
+                         "'shared'")
+    return scope
 
 
 def _section(d: dict, name: str) -> dict:

@@ -53,10 +53,15 @@ class Stage:
 
 @dataclass(frozen=True, kw_only=True)
 class PipelinePlan:
-    """Stages covering the ops in order, and how many copies of the whole pipeline run."""
+    """Stages covering the ops in order, and how many copies of the whole pipeline run;
+    ``spilled``: the cuts (op indices where a stage starts, ascending) whose tensors pass
+    through the shared memory (the stage before writes them over its uplinks, the stage
+    after reads them in over its uplinks, neither double-buffers them), or None: every cut's
+    tensors go over the link between its stages."""
 
     stages: tuple[Stage, ...]
     replicas: int = 1
+    spilled: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.stages or self.stages[0].start != 0:
@@ -70,6 +75,17 @@ class PipelinePlan:
                 raise ValueError(f"stage [{s.start}, {s.end}) on {s.pes} PEs is empty")
         if self.replicas < 1:
             raise ValueError(f"replicas >= 1 must hold, got {self.replicas}")
+        if self.spilled is not None and not (
+                self.spilled and set(self.spilled) <= set(self.cuts)
+                and list(self.spilled) == sorted(set(self.spilled))):
+            raise ValueError(f"spilled {self.spilled} must be cuts of the plan "
+                             f"{self.cuts}, ascending, or None")
+
+    def spilled_at(self, n: int) -> tuple[bool, bool]:
+        """Whether the cut before stage ``n`` and the one after it pass through the shared
+        memory."""
+        cuts = self.spilled or ()
+        return self.stages[n].start in cuts, self.stages[n].end in cuts
 
     @property
     def pes(self) -> int:
@@ -102,7 +118,7 @@ def evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
     if plan.stages[-1].end != costs.n:
         raise ValueError(f"the plan covers ops [0, {plan.stages[-1].end}), the graph has "
                          f"{costs.n}")
-    figures = [costs.of(s) for s in plan.stages]
+    figures = costs.plan_stages(plan)
     shared = costs.shared_seconds(plan)
     period = max(shared, *(f["period"] for f in figures))
     return PlanFigures(period_s=period, latency_s=sum(f["latency"] for f in figures),

@@ -23,6 +23,12 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
   streams weights, as the DP's does where streaming every weight beats holding them all:
   elsewhere the shared memory's bandwidth leaves too little room, and its draws would only
   dilute the others';
+- ``spill``: the tensors of a cut next to a stage whose PEs memory sets pass through the
+  shared memory instead of the link (written over the uplinks of the stage before, read
+  over those of the stage after; each holds them once, not double-buffered), and the stage
+  gives the slowest stage the PE it then fits without; or a spilled cut goes over the link
+  again (drawn only if a start plan spills a cut or would be faster, analytically,
+  spilling the cuts next to one of its stages: the dynamic program spills none);
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one (an op keeps
   its unit and where its weights are through every move).
 
@@ -56,7 +62,11 @@ from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.stream import pipeline_period
 
-MOVES = ("cut", "pe", "grow", "shrink", "split", "unit", "weights", "divide", "merge")
+MOVES = ("cut", "pe", "grow", "shrink", "split", "unit", "weights", "spill", "divide",
+         "merge")
+#: the moves that trade memory for the shared memory's traffic (drawn where they may pay:
+#: :meth:`PipelineSearch._worth_drawing`)
+SHARED_MOVES = ("weights", "spill")
 #: what a trial found: streamed, does not fit, or bounded (its analytic throughput, which no
 #: stream exceeds, is not above the best streamed one, so it is not streamed)
 STATUSES = ("ok", "no-fit", "bounded")
@@ -175,8 +185,7 @@ class PipelineSearch:
         self._take_in()
         starts = (start, *also)[:trials]
         self.baselines = len(starts)
-        if not any(st.streamed for plan in starts for st in plan.stages):  # nor need they
-            self.moves = tuple(m for m in self.moves if m != "weights")
+        self.moves = self._worth_drawing(starts)
         for plan in starts:
             while plan not in self.seen:  # a worker waits for the one that claimed it
                 self.lost.discard(plan)
@@ -193,6 +202,32 @@ class PipelineSearch:
                 plan = self._pick(list(pool))
                 self._measure(plan, pool[plan], trials)
         return self.best
+
+    def _worth_drawing(self, starts: Sequence[PipelinePlan]) -> tuple[str, ...]:
+        """The moves to draw from ``starts`` on: ``weights`` only if one streams weights,
+        ``spill`` only if one spills a cut or would be faster spilling the cuts next to one
+        of its stages (elsewhere their draws dilute the others'); all if nothing else is
+        left."""
+        drop = set()
+        if not any(st.streamed for plan in starts for st in plan.stages):
+            drop.add("weights")
+        if not any(plan.spilled or self._spill_pays(plan) for plan in starts):
+            drop.add("spill")
+        kept = tuple(m for m in self.moves if m not in drop)
+        return kept or self.moves
+
+    def _spill_pays(self, plan: PipelinePlan) -> bool:
+        """Whether spilling the cuts next to a stage of ``plan`` (:meth:`_spilled`) makes a
+        plan of a higher analytic throughput."""
+        if "spill" not in self.moves:
+            return False
+        at = evaluate(plan, self.costs).throughput
+        for s in range(len(plan.stages)):
+            free = [c for c in self._cuts_of(plan, s) if c not in (plan.spilled or ())]
+            candidate = self._spilled(plan, s, free) if free else None
+            if candidate is not None and evaluate(candidate, self.costs).throughput > at:
+                return True
+        return False
 
     def _left(self, trials: int) -> int:
         if self.shared is None:
@@ -280,10 +315,13 @@ class PipelineSearch:
     def _propose(self, plan: PipelinePlan, move: str) -> PipelinePlan | None:
         stages = list(plan.stages)
         s = self._stage_index(plan)
+        if move == "spill":
+            return self._spill(plan, s)
         stages = getattr(self, f"_{move}")(stages, s)
         if stages is None:
             return None
-        return self._replicated(self._keep(plan, stages, streaming=move != "weights"))
+        return self._replicated(self._keep(plan, stages, streaming=move != "weights"),
+                                plan.spilled)
 
     def _keep(self, plan: PipelinePlan, stages: list[Stage], *,
               streaming: bool) -> list[Stage]:
@@ -307,16 +345,58 @@ class PipelineSearch:
         return [self.costs.with_streamed(st, streamed[a:b]) for st, (a, b) in
                 zip(stages, bounds)]
 
-    def _replicated(self, stages: list[Stage]) -> PipelinePlan | None:
-        """The plan with as many copies as the PEs hold; None if one copy does not fit or
-        a stage has more PEs than the costs were tabulated for."""
+    def _replicated(self, stages: list[Stage],
+                    spilled: tuple[int, ...] | None = None) -> PipelinePlan | None:
+        """The plan with as many copies as the PEs hold, spilling those of the cuts
+        ``spilled`` it still has; None if one copy does not fit or a stage has more PEs
+        than the costs were tabulated for."""
         pes = sum(st.pes for st in stages)
         if pes > self.pes or any(st.pes > self.costs.K for st in stages):
             return None
+        kept = tuple(sorted(set(spilled or ()) & {st.start for st in stages[1:]}))
         try:
-            return PipelinePlan(stages=tuple(stages), replicas=self.pes // pes)
+            return PipelinePlan(stages=tuple(stages), replicas=self.pes // pes,
+                                spilled=kept or None)
         except ValueError:
             return None
+
+    def _spill(self, plan: PipelinePlan, s: int) -> PipelinePlan | None:
+        """Half the time a spilled cut next to stage ``s`` goes over the link again; else
+        cuts next to it pass the shared memory (:meth:`_spilled`: one, or both if one is not
+        enough)."""
+        cuts = self._cuts_of(plan, s)
+        spilled = set(plan.spilled or ())
+        if spilled & set(cuts) and self.rng.random() < 0.5:
+            back = int(self.rng.choice(sorted(spilled & set(cuts))))
+            return self._replicated(list(plan.stages), tuple(sorted(spilled - {back})))
+        free = [cuts[i] for i in self.rng.permutation(len(cuts)) if cuts[i] not in spilled]
+        for more in ([free[0]], free) if len(free) == 2 else [free] if free else ():
+            candidate = self._spilled(plan, s, more)
+            if candidate is not None:
+                return candidate
+        return None
+
+    def _cuts_of(self, plan: PipelinePlan, s: int) -> list[int]:
+        st = plan.stages[s]
+        return [c for c in (st.start, st.end) if 0 < c < self.costs.n]
+
+    def _spilled(self, plan: PipelinePlan, s: int, more: list[int]) -> PipelinePlan | None:
+        """``plan`` with the cuts ``more`` through the shared memory and stage ``s``, its
+        buffers smaller, on a PE fewer, which goes to the slowest stage (if another); None
+        unless memory alone kept that PE (stage ``s`` fits without it only so)."""
+        stages = list(plan.stages)
+        if stages[s].pes == 1:
+            return None
+        stages[s] = _with_pes(stages[s], stages[s].pes - 1)
+        if self.costs.of(stages[s], plan.spilled_at(s))["fits"]:  # the shrink move's
+            return None
+        slowest = int(np.argmax(evaluate(plan, self.costs).stage_period_s))
+        if slowest != s:
+            stages[slowest] = _with_pes(stages[slowest], stages[slowest].pes + 1)
+        candidate = self._replicated(stages, tuple(sorted(set(plan.spilled or ()) | set(more))))
+        if candidate is None or not self.costs.plan_stages(candidate)[s]["fits"]:
+            return None
+        return candidate
 
     def _cut(self, stages: list[Stage], s: int) -> list[Stage] | None:
         if len(stages) < 2:

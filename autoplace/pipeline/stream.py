@@ -34,10 +34,9 @@ def pipeline_items(plan: PipelinePlan, costs: StageCosts) -> list[Work]:
     before."""
     items: list[Work] = []
     names = _resource_names(costs)
-    for n, s in enumerate(plan.stages):
-        f = costs.of(s)
+    for n, (s, f) in enumerate(zip(plan.stages, costs.plan_stages(plan))):
         before = (len(items) - 1,) if items else ()
-        shared = costs.stage_shared_seconds(s, plan.replicas)
+        shared = costs.stage_shared_seconds(s, plan.replicas, plan.spilled_at(n))
         if shared > 0:  # the shared memory's turn for this copy, beside the stage's DMA
             items.append(Work("shared", shared, before))
         items.append(Work(f"stage{n}.dma", f["incoming"], before))

@@ -175,8 +175,9 @@ class PipelineWorker(Shared):
 def _genome(plan: PipelinePlan) -> str:
     """A plan as text: its stages (``start:end:pes``, then ``/ways`` where split fewer ways,
     ``@units`` where ops run on other units than their defaults, ``~ops`` of the ops that
-    stream their weights) and copies."""
-    return " ".join(map(_stage_text, plan.stages)) + f" x{plan.replicas}"
+    stream their weights), copies, and the cuts spilled to the shared memory (``^cuts``)."""
+    spilled = f" ^{','.join(map(str, plan.spilled))}" if plan.spilled else ""
+    return " ".join(map(_stage_text, plan.stages)) + f" x{plan.replicas}" + spilled
 
 
 def _stage_text(s: Stage) -> str:

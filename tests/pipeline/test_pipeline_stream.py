@@ -24,6 +24,10 @@ def _cases():
                       machine(link_bps=1e9))  # a 2 MB cut takes 2 ms, more than any op
     yield "communication-bound", PipelinePlan(stages=(Stage(0, 1, 1), Stage(1, 2, 2),
                                                       Stage(2, 3, 1))), comm
+    spilling = StageCosts(comm.graph, dataclasses.replace(
+        machine(link_bps=1e9), uplink_bps=0.5e9, uplink_s=1e-6, uplink_total_bps=1.5e9))
+    yield "a cut through the shared memory", PipelinePlan(
+        stages=(Stage(0, 1, 1), Stage(1, 2, 2), Stage(2, 3, 1)), spilled=(1,)), spilling
     yield "one stage", PipelinePlan(stages=(Stage(0, 4, 3),)), compute
     weighty = StageCosts(chain([2, 1, 4, 1, 3], weights=MIB, kind="conv2d", nbytes=300_000),
                          machine(rows=2, cols=4, memory=3 * MIB, launch=1e-5))
