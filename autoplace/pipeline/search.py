@@ -307,10 +307,24 @@ class PipelineSearch:
     def _stage_index(self, plan: PipelinePlan) -> int:
         """The slowest stage (analytic) two times in three, else any."""
         if self.rng.random() < 2 / 3:
-            if self._slowest[0] != plan:  # the best plan, the same for many proposals
-                self._slowest = plan, int(np.argmax(evaluate(plan, self.costs).stage_period_s))
-            return self._slowest[1]
+            return self._slowest_stage(plan)
         return int(self.rng.integers(len(plan.stages)))
+
+    def _slowest_stage(self, plan: PipelinePlan) -> int:
+        """The stage of ``plan`` with the longest analytic period (kept for the last plan
+        asked: the best, the same for many proposals)."""
+        if self._slowest[0] != plan:
+            self._slowest = plan, int(np.argmax(evaluate(plan, self.costs).stage_period_s))
+        return self._slowest[1]
+
+    def _fewer_pes_need_memory(self, stage: Stage,
+                               spilled: tuple[bool, bool] = (False, False)) -> Stage | None:
+        """``stage`` on a PE fewer if memory alone keeps that PE (it does not fit without
+        it), else None (the shrink move gives it up as it is)."""
+        if stage.pes == 1:
+            return None
+        smaller = _with_pes(stage, stage.pes - 1)
+        return None if self.costs.of(smaller, spilled)["fits"] else smaller
 
     def _propose(self, plan: PipelinePlan, move: str) -> PipelinePlan | None:
         stages = list(plan.stages)
@@ -385,16 +399,16 @@ class PipelineSearch:
         buffers smaller, on a PE fewer, which goes to the slowest stage (if another); None
         unless memory alone kept that PE (stage ``s`` fits without it only so)."""
         stages = list(plan.stages)
-        if stages[s].pes == 1:
+        smaller = self._fewer_pes_need_memory(stages[s], plan.spilled_at(s))
+        if smaller is None:
             return None
-        stages[s] = _with_pes(stages[s], stages[s].pes - 1)
-        if self.costs.of(stages[s], plan.spilled_at(s))["fits"]:  # the shrink move's
-            return None
-        slowest = int(np.argmax(evaluate(plan, self.costs).stage_period_s))
+        stages[s] = smaller
+        slowest = self._slowest_stage(plan)
         if slowest != s:
             stages[slowest] = _with_pes(stages[slowest], stages[slowest].pes + 1)
         candidate = self._replicated(stages, tuple(sorted(set(plan.spilled or ()) | set(more))))
-        if candidate is None or not self.costs.plan_stages(candidate)[s]["fits"]:
+        if candidate is None or not self.costs.of(candidate.stages[s],
+                                                  candidate.spilled_at(s))["fits"]:
             return None
         return candidate
 
@@ -468,10 +482,8 @@ class PipelineSearch:
             o = streamed[int(self.rng.integers(len(streamed)))]
             stages[s] = self.costs.with_streamed(st, set(streamed) - {o})
             return stages
-        if st.pes == 1:
-            return None
-        smaller = _with_pes(st, st.pes - 1)
-        if self.costs.of(smaller)["fits"]:  # memory does not set its PEs: the shrink move's
+        smaller = self._fewer_pes_need_memory(st)
+        if smaller is None:
             return None
         weights = self.costs.weights[st.start:st.end]
         for o in np.argsort(-weights, kind="stable") + st.start:

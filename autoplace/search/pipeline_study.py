@@ -25,7 +25,13 @@ from autoplace.pipeline.log import LEGACY_KIND, read_lines, trial_fields, trial_
 from autoplace.pipeline.plan import PipelinePlan, Stage
 from autoplace.pipeline.search import Shared, Trial
 from autoplace.search.storage import StorageError, open_storage, redact
-from autoplace.search.workers import BASELINE, SEARCH, SharedStudy, new_worker_id
+from autoplace.search.workers import (
+    BASELINE,
+    SEARCH,
+    SharedStudy,
+    measured_in_study,
+    new_worker_id,
+)
 
 KIND = "pipeline"
 
@@ -142,7 +148,7 @@ class PipelineWorker(Shared):
                             if attrs["latency"] is not None else TrialState.FAIL)
         except UpdateFinishedTrialError:  # another worker took this one for dead
             claim = {k: asked.user_attrs[k] for k in ("kind", "worker", "log", "claim")}
-            if "strategy" not in self.study.trials[trial.number].user_attrs:  # failed it
+            if not measured_in_study(self.study, trial.number):  # it failed it
                 _add_trial(self.study, {**claim, **attrs})  # (not finished from the log)
 
     def others(self) -> list[Trial]:

@@ -31,6 +31,7 @@ from autoplace.records import Record, TuningLog, new_run_id, read
 from autoplace.search.config import SearchError, TuneConfig
 from autoplace.search.params import distributions, to_params, to_placement
 from autoplace.search.storage import open_storage, redact
+from autoplace.search.workers import measured_in_study
 from autoplace.space import Placement, SearchSpace
 
 
@@ -203,7 +204,7 @@ class Store:
             self._set_attrs(trial, rec, genome)
             self._tell(trial, self.value(rec.result))
         except RuntimeError:  # "... has already finished": another worker took this for dead
-            if not self._measured_in_study(trial.number):  # it finished it as failed
+            if not measured_in_study(self.study, trial.number):  # it finished it as failed
                 self._add_trial(rec, genome, extra=trial.user_attrs)
 
     def logged_attrs(self, trial: FrozenTrial) -> dict | None:
@@ -230,10 +231,6 @@ class Store:
         except (OSError, ValueError):
             return {}
         return seen[1]
-
-    def _measured_in_study(self, number: int) -> bool:
-        return any(t.number == number and "strategy" in t.user_attrs
-                   for t in self.study.get_trials(deepcopy=False))
 
     def _set_attrs(self, trial: optuna.Trial, rec: Record, genome: str) -> None:
         for k, v in _attrs(rec, genome, self.value(rec.result)).items():

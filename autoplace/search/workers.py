@@ -201,6 +201,12 @@ def _finish_attrs(attrs: dict):
     return (latency, TrialState.COMPLETE) if latency is not None else (None, TrialState.FAIL)
 
 
+def measured_in_study(study: optuna.Study, number: int) -> bool:
+    """Whether trial ``number`` of ``study`` holds a measurement (its ``strategy``)."""
+    return any(t.number == number and "strategy" in t.user_attrs
+               for t in study.get_trials(deepcopy=False))
+
+
 def worker_seed(seed: int, worker: str) -> int:
     """A worker's own seed: ``seed`` shifted by a hash of its id, so that workers started
     with one seed do not propose alike (and only lose claims to each other)."""
