@@ -2,16 +2,18 @@
 
 For one unit (the host by default) and the models given:
 
-1. every distinct kernel of each model is compiled alone for the unit's target and timed
-   (here, or on an RPC server), and each whole model is built and timed on the unit,
-   keeping the fastest repeat (other load on the machine only ever adds time);
+1. each model runs with every op on the unit, keeping the fastest repeat (other load on
+   the machine only ever adds time): on this host by the runtime (:mod:`autoplace.runtime`,
+   the kernels' times taken from its trace of the runs, so the overhead is the runtime's own
+   dispatch); on an RPC server, every distinct kernel is compiled alone and timed, and the
+   whole model is built and timed by the Relax VM;
 2. the simulator's parameters of that unit are fitted to those times:
    - ``bandwidth_gbps`` of the unit's home scope from the kernels that compute nothing
      (reshapes, concatenations: pure data movement),
    - ``gflops[kind]`` per op kind so that the roofline ``max(flops / gflops, bytes / bw)``
      summed over the kind's kernels equals their measured total,
-   - ``launch_overhead_us`` from what the whole model takes beyond its kernels (the VM's
-     dispatch and allocations), per op;
+   - ``launch_overhead_us`` from what the whole model takes beyond its kernels (the
+     runtime's, or the VM's, dispatch and allocations), per op;
    - a per-kernel latency table (``kernel_us``): the measured time of each distinct kernel,
      keyed by ``kind:flops:bytes``; the simulator uses it instead of the roofline for the
      ops it knows, and the fitted throughputs for the others;
@@ -32,7 +34,7 @@ import numpy as np
 from autoplace.deploy import build
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
-from autoplace.deploy.schedule import cores, parallel_outer, threads_for, use_threads
+from autoplace.deploy.schedule import cores, parallel_outer
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
@@ -131,11 +133,7 @@ def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
 def time_model(mod, graph: OpGraph, profile: Profile, unit: str, session: Session,
                workdir: Path, settings: TimeSettings, seed: int = 0) -> float:
     """Latency of the whole model built with every op on ``unit`` (fastest repeat)."""
-    space = SearchSpace(graph, profile)
-    placement = space.uniform(unit)
-    if placement is None:
-        raise ValueError(f"unit {unit!r} does not accept every op of {graph.name}; "
-                         "calibrate a unit that does (e.g. the host)")
+    placement = _uniform(SearchSpace(graph, profile), unit, graph)
     lib = session.load(build(mod, placement, profile, graph=graph).executable, workdir,
                        f"model-{graph.name}")
     loaded = Loaded(lib, device=session.device)
@@ -143,27 +141,57 @@ def time_model(mod, graph: OpGraph, profile: Profile, unit: str, session: Sessio
 
 
 def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Session,
-            settings: TimeSettings = DEFAULT_TIMING, progress: Callable = print
-            ) -> Measurements:
+            settings: TimeSettings = DEFAULT_TIMING, progress: Callable = print,
+            cache_dir: Path | None = None) -> Measurements:
     """Kernel and whole-model times of ``models`` on ``unit`` (imports TVM)."""
     from autoplace.models import load_module
 
-    target = unit_target(profile.unit(unit), profile)
-    if session.remote is None:
-        use_threads(threads_for(profile))  # as the local measurer's runner
     kernels, whole, ops = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="autoplace-cal-") as tmp:
         for name in models:
             mod, graph = load_module(name)
-            times = time_kernels(mod, graph, target, session, Path(tmp), settings)
+            if session.remote is None:
+                times, whole[name] = run_here(mod, graph, profile, unit, settings,
+                                              cache_dir or Path(tmp))
+            else:
+                target = unit_target(profile.unit(unit), profile)
+                funcs = time_kernels(mod, graph, target, session, Path(tmp), settings)
+                times = [funcs[op.func or op.name] for op in graph.ops]
+                whole[name] = time_model(mod, graph, profile, unit, session, Path(tmp),
+                                         settings)
             kernels += [KernelTime(model=name, op=op.name, func=op.func or op.name,
                                    kind=op.kind, flops=op.flops,
-                                   nbytes=op.bytes_read + op.output_bytes,
-                                   seconds=times[op.func or op.name]) for op in graph.ops]
-            whole[name] = time_model(mod, graph, profile, unit, session, Path(tmp), settings)
+                                   nbytes=op.bytes_read + op.output_bytes, seconds=t)
+                        for op, t in zip(graph.ops, times)]
             ops[name] = len(graph.ops)
-            progress(f"  {name}: {len(times)} kernels, whole model {whole[name] * 1e3:.2f} ms")
+            progress(f"  {name}: {len(graph.ops)} kernels, whole model "
+                     f"{whole[name] * 1e3:.2f} ms")
     return Measurements(unit=unit, kernels=tuple(kernels), models=whole, ops=ops)
+
+
+def run_here(mod, graph: OpGraph, profile: Profile, unit: str, settings: TimeSettings,
+             cache_dir: Path, seed: int = 0) -> tuple[list[float], float]:
+    """Each op's kernel seconds and the whole model's, with every op on ``unit``, run by
+    the runtime here: the fastest of ``settings.repeat`` runs (and at least 5) each."""
+    from autoplace.runtime import Runtime
+
+    placement = _uniform(SearchSpace(graph, profile), unit, graph)
+    with Runtime(mod, graph, profile, cache_dir=cache_dir) as rt:
+        a = rt.assemble(placement)
+        rt.feed(a, random_inputs({"inputs": [s.to_dict() for s in rt.program.inputs]}, seed))
+        for _ in range(settings.warmup):
+            rt.trace(a)
+        traces = [rt.trace(a) for _ in range(max(5, settings.repeat))]
+    per_op = [min(t.end[i] - t.start[i] for t in traces) * 1e-9 for i in a.schedule.op_work]
+    return per_op, min(t.wall_ns for t in traces) * 1e-9
+
+
+def _uniform(space: SearchSpace, unit: str, graph: OpGraph):
+    placement = space.uniform(unit)
+    if placement is None:
+        raise ValueError(f"unit {unit!r} does not accept every op of {graph.name}; "
+                         "calibrate a unit that does (e.g. the host)")
+    return placement
 
 
 # -- fitting --------------------------------------------------------------------------------

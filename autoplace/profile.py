@@ -15,6 +15,7 @@ frozen dataclasses below. The TOML schema, in units a datasheet uses::
     launch_overhead_us = 2.0   # fixed cost per kernel launch
     power_w = 1.5              # optional: active power, for energy (default 0)
     weights = ["resident", "streamed"]  # optional: where its ops' weights may live (default both)
+    cpus = [0]                 # optional: the CPUs the runtime runs its kernels on (pinned)
     [units.cpu1.gflops]        # throughput per op kind; "default" for the others
     default = 8.0
     conv2d = 12.0
@@ -84,6 +85,9 @@ class Unit:
     #: a ``parallel`` unit's cores: its period is at least its ops' time over them (0: as
     #: many as there are ops; its latency never waits for a core either way)
     cores: int = 0
+    #: the CPUs (OS core ids) the runtime's worker for this unit and its thread pool run on,
+    #: one thread each (``cpus = [0]``); empty: its ``num-cores`` threads, not pinned
+    cpus: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -253,6 +257,7 @@ class Profile:
                     **({"class": u.class_name} if u.class_name else {}),
                     **({"execution": u.execution} if u.execution != "stream" else {}),
                     **({"cores": u.cores} if u.cores else {}),
+                    **({"cpus": list(u.cpus)} if u.cpus else {}),
                 }
                 for u in self.units
             ],

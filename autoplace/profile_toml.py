@@ -149,9 +149,25 @@ def parse_unit(t: Table, name: str) -> Unit:
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
                 kernel_s=_kernel_table(t), weights=_weight_modes(t),
-                class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t))
+                class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t),
+                cpus=_cpus(t, target))
     t.finish()
     return unit
+
+
+def _cpus(t: Table, target: dict) -> tuple[int, ...]:
+    """The ``cpus`` key: distinct CPU ids (integers >= 0), as many as the target's
+    ``num-cores`` when it has one (one thread of the unit's pool per CPU)."""
+    value = t.get("cpus", (list,), "an array of CPU ids", [])
+    if any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in value):
+        raise t.error(t.key("cpus"), f"must be CPU ids (integers >= 0), got {value!r}")
+    if len(set(value)) != len(value):
+        raise t.error(t.key("cpus"), f"must not repeat a CPU, got {value!r}")
+    cores = target.get("num-cores", len(value))
+    if value and cores != len(value):
+        raise t.error(t.key("cpus"), f"names {len(value)} CPUs, but the target has "
+                      f"num-cores = {cores!r}")
+    return tuple(value)
 
 
 def _cores(t: Table) -> int:

@@ -22,7 +22,9 @@ RANK = {
     "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
     "profile_write": 3.5,
     "frontend": 1, "models": 2, "space": 4, "deploy": 5, "heft": 5,
-    "contiguous": 5.4, "baselines": 5.5, "measure": 6, "cost_model": 6.5,
+    "contiguous": 5.4, "baselines": 5.5, "measure": 6, "runtime": 6.3, "cost_model": 6.5,
+    # the real measurers run placements on the runtime, which the simulator times
+    "measure.server": 6.55, "measure.local": 6.6, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
     "record_schema": 6.9, "records": 7, "exact": 7, "pipeline": 7.5, "calibrate": 8,
     "analysis": 8, "search": 8,
     "plots": 9, "report": 10, "report_pipeline": 10.2, "cli_args": 10.5, "cli_real": 11,
@@ -32,20 +34,30 @@ RANK = {
 }
 
 
+def rank_key(dotted: str) -> str:
+    """The key of :data:`RANK` that ranks module ``dotted`` (relative to autoplace): the
+    longest of its prefixes that has a rank."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in RANK:
+            return ".".join(parts[:n])
+    raise KeyError(f"no rank for autoplace.{dotted}")
+
+
 def module_key(path: Path) -> str:
     rel = path.relative_to(PKG).with_suffix("")
-    return rel.parts[0]
+    return rank_key(".".join(rel.parts))
 
 
 def autoplace_imports(path: Path) -> set[str]:
-    out = set()
+    names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoplace."):
-            out.add(node.module.split(".")[1])
+            names.add(node.module.split(".", 1)[1])
         elif isinstance(node, ast.Import):
-            out.update(a.name.split(".")[1] for a in node.names
-                       if a.name.startswith("autoplace."))
-    return out
+            names.update(a.name.split(".", 1)[1] for a in node.names
+                         if a.name.startswith("autoplace."))
+    return {rank_key(n) for n in names}
 
 
 SOURCES = sorted(p for p in PKG.rglob("*.py") if p.name != "__init__.py")

@@ -72,11 +72,11 @@ def _extent(sch: s_tir.Schedule, loop) -> int:
 def threads_for(profile: Profile) -> int:
     """Threads of the runtime's pool to run ``profile``'s kernels: the most cores of a unit,
     at most this machine's CPUs."""
-    most = max((_declared_cores(u.target) for u in profile.units), default=1)
+    most = max((declared_cores(u.target) for u in profile.units), default=1)
     return max(1, min(most, len(os.sched_getaffinity(0))))
 
 
-def _declared_cores(target: dict) -> int:
+def declared_cores(target) -> int:
     """A target table's ``num-cores`` (1 when absent or not a whole number: the build of
     such a unit fails, with the reason, before anything runs)."""
     value = target.get("num-cores", 1)

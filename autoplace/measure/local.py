@@ -1,10 +1,13 @@
-"""Measure placements on this host: build each (parallel workers), time it (one at a time).
+"""Measure placements on this host: assembled from compiled kernels, run on every unit at once.
 
-Every candidate of a batch is built first, then the libraries are timed one after another
-in a single runner process, so a build never competes with a timed run for the cores. A
-run that exceeds ``timeout`` is killed (TIMEOUT); a run that crashes its process is a RUN
-failure; a build failure is a BUILD failure. Identical placements in one batch are built
-and timed once.
+The kernels are compiled once per unit target (:mod:`autoplace.runtime.libraries`, cached
+on disk), before the first candidate; each candidate is then assembled and timed by the
+runtime (:mod:`autoplace.runtime`: a worker per unit and DMA engine, the simulator's
+schedule) in a runner process, so a candidate costs its runs, never a build. A run that
+exceeds ``timeout`` is killed (TIMEOUT) and the runner restarts (its libraries come from
+the cache); a run that crashes its process is a RUN failure; a placement the runtime's
+pools cannot hold is OUT_OF_MEMORY; a unit whose kernels cannot be built is a BUILD failure
+of the candidates that use it. Identical placements in one batch are measured once.
 """
 
 from __future__ import annotations
@@ -12,33 +15,52 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import tvm
 from tvm.support.popen_pool import PopenWorker
 
 from autoplace.deploy.pool import Artifact, BuildPool, first_line
-from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, median, random_inputs
-from autoplace.deploy.schedule import threads_for, use_threads
+from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
 from autoplace.deploy.targets import BuildError, unit_target
 from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.profile import Profile
+from autoplace.runtime import DEFAULT_CACHE, KernelLibraries, Runtime, check_program
+from autoplace.runtime.program import load_program, read_program, save_program
 from autoplace.space import Placement, SearchSpace
 
+# The runner process's runtime, made once by _start_runner.
+_RUNNER: dict = {}
 
-def time_library(path: str, settings: dict, seed: int, threads: int = 1) -> dict:
-    """Load a built library here, time ``main`` on seeded random inputs (runner process,
-    its thread pool ``threads`` wide)."""
-    use_threads(threads)
+
+def _start_runner(directory: str, graph: dict, profile: Profile, cache_dir: str) -> None:
+    warnings.simplefilter("ignore")  # the parent process has said it once already
+    graph = OpGraph.from_dict(graph)
+    _RUNNER["runtime"] = Runtime(load_program(directory), graph, profile, cache_dir=cache_dir)
+
+
+def time_placement(placement_json: str, settings: dict, seed: int) -> dict:
+    """Assemble and time one placement in the runner: seconds per run, each unit's busy
+    seconds in the last run, libraries compiled; or an error kind and its detail."""
+    from autoplace.runtime import PoolError, RunError
+
+    rt: Runtime = _RUNNER["runtime"]
+    before = len(rt.libraries.compiled)
     try:
-        loaded = Loaded(tvm.runtime.load_module(path))
-        args = loaded.inputs(random_inputs(loaded.meta, seed))
-        return {"times": loaded.time(args, TimeSettings(**settings))}
-    except Exception as exc:  # noqa: BLE001 - any run failure is a result
-        return {"error": first_line(exc)}
+        a = rt.assemble(Placement.from_json(placement_json))
+        rt.feed(a, random_inputs({"inputs": [s.to_dict() for s in rt.program.inputs]}, seed))
+        times = rt.time(a, TimeSettings(**settings))
+    except PoolError as exc:
+        return {"error": ErrorKind.OUT_OF_MEMORY.value, "detail": str(exc)}
+    except BuildError as exc:
+        return {"error": ErrorKind.BUILD.value, "detail": str(exc)}
+    except RunError as exc:
+        return {"error": ErrorKind.RUN.value, "detail": str(exc)}
+    return {"times": times, "busy": rt.busy_s(a, rt.last_trace),
+            "compiled": len(rt.libraries.compiled) - before}
 
 
 class Prechecker:
@@ -58,7 +80,7 @@ class Prechecker:
             sim = self.sim.simulate(placement, timeline=False)
             if sim.error is ErrorKind.OUT_OF_MEMORY:
                 return MeasureResult.failure(sim.error, f"{sim.detail} (profile capacity; "
-                                             "not built)")
+                                             "not run)")
         return None
 
 
@@ -139,44 +161,63 @@ class BuildingMeasurer(Measurer):
             shutil.rmtree(self._tmp, ignore_errors=True)
 
 
-class LocalMeasurer(BuildingMeasurer):
-    """Builds each placement of ``mod`` (the fused module of ``graph``) and times it here.
+class LocalMeasurer(Measurer):
+    """Times placements of ``mod`` (the fused module of ``graph``) on this host's units.
 
-    ``settings`` (warm-up, repeats, runs per repeat) are TVM time-evaluator settings; the
-    latency is the median of the repeats. ``timeout`` bounds one candidate's run (seconds),
-    ``build_timeout`` one build. ``check_capacity`` fails placements that overflow a scope
-    of the profile without building them (OUT_OF_MEMORY), as the simulator does.
-    ``memory_scopes`` is passed to :func:`autoplace.deploy.apply` ("profile" only runs where
-    the runtime can allocate the profile's scope names).
+    ``settings`` (warm-up, repeats, runs per repeat): the latency is the median of the
+    repeats. ``timeout`` bounds one candidate's runs (seconds). ``check_capacity`` fails
+    placements that overflow a scope of the profile without running them (OUT_OF_MEMORY),
+    as the simulator does. ``cache_dir`` holds the compiled kernel libraries.
+    ``compiled`` counts the libraries compiled for this measurer (at most one per unit
+    target, whatever the number of candidates).
     """
 
     name = "local"
 
     def __init__(self, mod, graph: OpGraph, profile: Profile, *,
                  space: SearchSpace | None = None, settings: TimeSettings = DEFAULT_TIMING,
-                 timeout: float = 60.0, build_timeout: float | None = None,
-                 build_workers: int = 2, check_capacity: bool = True, seed: int = 0,
-                 workdir: str | Path | None = None, memory_scopes: str = "global"):
+                 timeout: float = 60.0, check_capacity: bool = True, seed: int = 0,
+                 cache_dir: str | Path = DEFAULT_CACHE):
         if timeout <= 0:
             raise ValueError(f"timeout > 0 must hold, got timeout={timeout}")
-        super().__init__(mod, graph, profile, space=space, build_workers=build_workers,
-                         build_timeout=build_timeout, check_capacity=check_capacity,
-                         workdir=workdir, memory_scopes=memory_scopes)
+        self.graph, self.profile = graph, profile
+        self.space = space or SearchSpace(graph, profile)
+        self.precheck = Prechecker(graph, profile, self.space, check_capacity=check_capacity)
         self.settings, self.timeout, self.seed = settings, timeout, seed
-        self._runner = PopenWorker()
+        program = read_program(mod)
+        check_program(program, graph)
+        self.libraries = KernelLibraries(program, graph, profile, Path(cache_dir))
+        for unit in profile.units:  # every library compiled (or found) before any run
+            try:
+                self.libraries.build(unit.name)
+            except BuildError as exc:
+                self.libraries.broken.setdefault(unit.name, exc)
+        self._tmp = tempfile.mkdtemp(prefix="autoplace-")
+        save_program(program, self._tmp)
+        self._runner = PopenWorker(initializer=_start_runner, initargs=(
+            self._tmp, graph.to_dict(), profile, str(cache_dir)))
+        self.runner_compiled = 0
+
+    @property
+    def compiled(self) -> int:
+        """Libraries compiled for this measurer, here and in its runner."""
+        return len(self.libraries.compiled) + self.runner_compiled
 
     def measure(self, placements: Sequence[Placement]) -> list[MeasureResult]:
         batch = Batch(placements, self.precheck)
-        for key, art in self._build(batch).items():
-            batch.set(key, self._run(art))
-            self._discard(art)
+        for key in batch.keys():
+            batch.set(key, self._run(batch.placements[key]))
         return batch.done()
 
-    def _run(self, art: Artifact) -> MeasureResult:
+    def _run(self, placement: Placement) -> MeasureResult:
+        broken = [self.libraries.broken[u] for u in sorted(placement.units_used())
+                  if u in self.libraries.broken]
+        if broken:
+            return MeasureResult.failure(ErrorKind.BUILD, str(broken[0]))
         settings = dataclasses.asdict(self.settings)
         try:
-            self._runner.send(time_library, (art.path, settings, self.seed,
-                                             threads_for(self.profile)), timeout=self.timeout)
+            self._runner.send(time_placement, (placement.to_json(), settings, self.seed),
+                              timeout=self.timeout)
             res = self._runner.recv()
         except TimeoutError:
             return MeasureResult.failure(ErrorKind.TIMEOUT,
@@ -184,9 +225,10 @@ class LocalMeasurer(BuildingMeasurer):
         except ChildProcessError:
             return MeasureResult.failure(ErrorKind.RUN, "the run crashed its process")
         if "error" in res:
-            return MeasureResult.failure(ErrorKind.RUN, res["error"])
-        return result_from_times(res["times"])
+            return MeasureResult.failure(ErrorKind(res["error"]), res["detail"])
+        self.runner_compiled += res["compiled"]
+        return dataclasses.replace(result_from_times(res["times"]), unit_busy_s=res["busy"])
 
     def close(self) -> None:
         self._runner.kill()
-        super().close()
+        shutil.rmtree(self._tmp, ignore_errors=True)

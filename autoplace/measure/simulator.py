@@ -23,6 +23,7 @@ from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.blocks import BlockReference
 from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, PlacementError, SearchSpace
+from autoplace.space.schedule import Schedule, Timing, Work, schedule_of
 
 MIB = 1 << 20
 
@@ -55,6 +56,8 @@ class _Run:
         self.copy_bytes = {"sync": 0, "async": 0}
         self.buffers: list[list] = []  # [scope, nbytes, alloc_t, free_t]
         self.events: list[Event] = []
+        self.start: list[float] = []  # per piece of scheduled work
+        self.schedule: Schedule | None = None
 
     def occupy(self, resource: str, ready: float, secs: float) -> tuple[float, float]:
         """Run ``secs`` of work on ``resource`` once ``ready`` and the resource is free (a
@@ -83,24 +86,27 @@ class _Run:
                   if u.cores and u.name in self.parallel)
         return max(self.longest, max(self.load.values(), default=0.0), max(pooled, default=0.0))
 
-    def copy(self, k: int, src: str, dst: str, ready: float) -> tuple[float, list, float]:
-        """Schedule the copy of edge ``k``: its arrival time, final buffer, first hop's end."""
+    def copy(self, k: int, hops: list[Work], end: list[float], items: list[int]
+             ) -> tuple[float, list, float]:
+        """Run the hops of edge ``k``'s copy (schedule work ``items``) on their resources:
+        its arrival time, final buffer, first hop's end."""
         space, name = self.space, self.space.edge_names[k]
-        mode, nbytes = self.p.copies[name], space.graph.edges[k].nbytes
+        mode, nbytes = hops[0].mode, space.graph.edges[k].nbytes
         self.copy_bytes[mode] += nbytes
-        prev, t, first_end = None, ready, None
-        route = space.route(src, dst, mode)
-        for hop, secs in zip(route, hop_times(space, k, route)):
-            res = space.profile.host if mode == "sync" else hop.engine
-            start, t = self.occupy(res, t, secs)
+        route = tuple(space.profile.copy_index[h.src, h.dst] for h in hops)
+        prev, first_end = None, None
+        for item, hop, secs in zip(items, hops, hop_times(space, k, route)):
+            start, t = self.occupy(hop.resource, end[hop.after[0]], secs)
+            self.start[item], end[item] = start, t
             first_end = t if first_end is None else first_end
             if prev is not None:
                 prev[3] = t  # an intermediate buffer lives until the next hop is done
             prev = [hop.dst, nbytes, start, None]
             self.buffers.append(prev)
             if self.record:
-                self.events.append(Event(kind="copy", name=name, resource=res, start=start,
-                                         end=t, mode=mode, src=hop.src, dst=hop.dst))
+                self.events.append(Event(kind="copy", name=name, resource=hop.resource,
+                                         start=start, end=t, mode=mode, src=hop.src,
+                                         dst=hop.dst))
         return t, prev, first_end
 
 class Simulator(Measurer):
@@ -213,37 +219,56 @@ class Simulator(Measurer):
         latency = self._blocks.schedule(run) if self._blocks else self._schedule(run)
         return self._result(run, latency)
 
+    def timing(self, placement: Placement) -> Timing:
+        """The placement's schedule with when each piece of its work starts and ends in the
+        simulation (the reference path; a placement it refuses is a PlacementError)."""
+        problem = self.space.check(placement)
+        if problem:
+            raise PlacementError(problem)
+        if self._blocks:
+            raise PlacementError("a profile with block units has no per-op schedule")
+        run = _Run(self.space, placement, False)
+        self._schedule(run)
+        return Timing(schedule=run.schedule, start=tuple(run.start), end=tuple(run.end))
+
     def _schedule(self, run: _Run) -> float:
+        """Time the placement's schedule (:func:`autoplace.space.schedule.schedule_of`)."""
         g, p, space = self.graph, run.p, self.space
-        finish: list[float] = []
+        sched = run.schedule = schedule_of(space, p)
+        routes, end = sched.routes(), [0.0] * len(sched.work)
+        run.start, run.end = [0.0] * len(sched.work), end
         outputs: list[list] = []
         last_use = [0.0] * len(g.ops)
         for i, op in enumerate(g.ops):
-            unit, scope = p.ops[op.name]
+            item = sched.op_work[i]
+            unit, scope = sched.work[item].resource, sched.work[item].dst
             ready, staged = 0.0, []
-            for k in space.in_edges[i]:
-                src = g.edges[k].src
-                src_scope = p.ops[g.ops[src].name][1]
-                if src_scope == scope:
-                    arrive = finish[src]
+            for k, source in zip(space.in_edges[i], sched.reads[i]):
+                if sched.work[source].kind == "op":
+                    arrive = end[source]
                 else:
-                    arrive, buf, read_done = run.copy(k, src_scope, scope, finish[src])
+                    hops = routes[k]
+                    arrive, buf, read_done = run.copy(k, [sched.work[h] for h in hops], end,
+                                                      hops)
                     staged.append(buf)
+                    src = g.edges[k].src
                     last_use[src] = max(last_use[src], read_done)
                 ready = max(ready, arrive)
             weights = p.weights.get(op.name, "streamed")
-            start, end = run.occupy(unit, ready, self.space.seconds_of(i, unit, scope, weights))
-            finish.append(end)
+            start, end[item] = run.occupy(unit, ready,
+                                          self.space.seconds_of(i, unit, scope, weights))
+            run.start[item] = start
             result = scope == self.profile.default_scope and not space.out_edges[i]
             outputs.append([scope, 0 if result else op.output_bytes, start, None])
-            for k in space.in_edges[i]:
-                if p.ops[g.ops[g.edges[k].src].name][1] == scope:
-                    last_use[g.edges[k].src] = max(last_use[g.edges[k].src], end)
+            for k, source in zip(space.in_edges[i], sched.reads[i]):
+                if sched.work[source].kind == "op":
+                    last_use[g.edges[k].src] = max(last_use[g.edges[k].src], end[item])
             for buf in staged:
-                buf[3] = end
+                buf[3] = end[item]
             if run.record:
                 run.events.append(Event(kind="op", name=op.name, resource=unit, start=start,
-                                        end=end, src=scope, dst=scope))
+                                        end=end[item], src=scope, dst=scope))
+        finish = [end[w] for w in sched.op_work]
         makespan = max(finish, default=0.0)
         for i, buf in enumerate(outputs):
             buf[3] = max(last_use[i], finish[i]) if space.out_edges[i] else makespan

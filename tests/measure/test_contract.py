@@ -5,6 +5,9 @@ Same order and length as the input; failures are values; an empty batch is fine.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+
 import pytest
 from factories import chain_graph, tiny_profile
 
@@ -72,6 +75,8 @@ class _Real(_Factory):
 
         self.mod, self.graph = te_chain()
         self.fast = TimeSettings(number=1, repeat=3, warmup=1, min_repeat_ms=0)
+        self.cache_dir = tempfile.mkdtemp(prefix="autoplace-kernels-")
+        self.closers.append(lambda: shutil.rmtree(self.cache_dir, ignore_errors=True))
 
 
 class _Local(_Real):
@@ -79,7 +84,7 @@ class _Local(_Real):
         from autoplace.measure.local import LocalMeasurer
 
         return LocalMeasurer(self.mod, self.graph, self.profile, settings=self.fast,
-                             build_workers=1)
+                             cache_dir=self.cache_dir)
 
 
 class _RealThroughRPC(_Real):

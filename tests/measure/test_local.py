@@ -1,10 +1,12 @@
-"""LocalMeasurer: real builds in worker processes, real timed runs on this host."""
+"""LocalMeasurer: kernels compiled once per unit target, candidates run by the runtime here."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
+import tvm
 from factories import resident_and_streamed
 from tvm import te
 
@@ -28,31 +30,36 @@ def heavy_te(n: int = 640):
     return from_te([d], [a, b], "heavy")
 
 
-def test_measures_real_builds_in_order(seed, soc):
+def test_measures_in_order_and_never_rebuilds(seed, soc, tmp_path):
     mod, graph = seed
     space = SearchSpace(graph, soc)
     crossing = space.from_user({"C": "cpu1", "D": "accelerator1",
                                 "E": {"unit": "accelerator2", "scope": "sram2"}})
     bad = Placement(ops={**crossing.ops, "C": ("cpu1", "sram2")}, copies={})
-    m = LocalMeasurer(mod, graph, soc, settings=FAST, timeout=60)
+    m = LocalMeasurer(mod, graph, soc, settings=FAST, timeout=60, cache_dir=tmp_path)
     try:
+        compiled = m.compiled
         results = m.measure([space.uniform("cpu1"), bad, crossing, space.uniform("cpu1")])
+        more = m.measure(space.decode_rows(*space.random_genomes(8, np.random.default_rng(0))))
+        assert m.compiled == compiled == 2  # one library per target (cpus, accelerators)
     finally:
         m.close()
     assert [r.error for r in results] == [None, ErrorKind.INVALID, None, None]
     assert "cannot write scope 'sram2'" in results[1].detail
     assert all(0 < r.latency_s < 0.1 for r in results if r.ok)
-    assert results[0] is results[3]  # one build and one run for a repeated candidate
+    assert set(results[2].unit_busy_s) == {"cpu1", "accelerator1", "accelerator2"}
+    assert results[0] is results[3]  # one run for a repeated candidate
+    assert any(r.ok for r in more)
     assert m.measure([]) == []
 
 
-def test_resident_weights_are_placed_when_the_runner_loads_the_library(weighted, soc):
-    """The runner runs the library's load step (else ``main`` misses its weights)."""
+def test_resident_weights_are_placed_when_a_candidate_is_assembled(weighted, soc, tmp_path):
+    """The runtime copies resident weights into their scope (else the kernel misses them)."""
     mod, graph = weighted
     space = SearchSpace(graph, soc)
     placement = resident_and_streamed(space)
     assert list(placement.weights.values()) == ["resident"]
-    m = LocalMeasurer(mod, graph, soc, settings=FAST, timeout=60, build_workers=1)
+    m = LocalMeasurer(mod, graph, soc, settings=FAST, timeout=60, cache_dir=tmp_path)
     try:
         results = m.measure([placement, space.uniform("cpu1")])
     finally:
@@ -60,13 +67,13 @@ def test_resident_weights_are_placed_when_the_runner_loads_the_library(weighted,
     assert [r.error for r in results] == [None, None], [r.detail for r in results]
 
 
-def test_a_build_failure_is_a_failed_result(seed, soc):
+def test_a_build_failure_is_a_failed_result(seed, soc, tmp_path):
     mod, graph = seed
     units = tuple(dataclasses.replace(u, target={"kind": "llvm", "num-cores": "two"})
                   if u.name == "accelerator1" else u for u in soc.units)
     broken = dataclasses.replace(soc, units=units)
     space = SearchSpace(graph, broken)
-    m = LocalMeasurer(mod, graph, broken, settings=FAST)
+    m = LocalMeasurer(mod, graph, broken, settings=FAST, cache_dir=tmp_path)
     try:
         results = m.measure([space.from_user({"D": "accelerator1"}), space.uniform("cpu2")])
     finally:
@@ -75,12 +82,12 @@ def test_a_build_failure_is_a_failed_result(seed, soc):
     assert results[1].ok
 
 
-def test_a_run_over_the_timeout_fails_and_the_runner_recovers():
+def test_a_run_over_the_timeout_fails_and_the_runner_recovers(tmp_path):
     mod, graph = heavy_te()
     host = load_profile("host")
     placement = SearchSpace(graph, host).uniform("cpu")
     m = LocalMeasurer(mod, graph, host, settings=TimeSettings(number=1, repeat=5, warmup=1),
-                      timeout=0.5)
+                      timeout=0.5, cache_dir=tmp_path)
     try:
         (slow,) = m.measure([placement])
         m.timeout, m.settings = 120.0, TimeSettings(number=1, repeat=1, warmup=0)
@@ -91,30 +98,50 @@ def test_a_run_over_the_timeout_fails_and_the_runner_recovers():
     assert done.ok and done.latency_s > 0.01
 
 
-def test_a_run_failure_is_a_failed_result(seed, soc):
-    """Profile scope names as memory scopes build, but a CPU cannot allocate them."""
-    mod, graph = seed
-    space = SearchSpace(graph, soc)
-    m = LocalMeasurer(mod, graph, soc, settings=FAST, memory_scopes="profile")
+def missing_function_te():
+    """A kernel that calls a packed function nobody registered: it fails when it runs."""
+    from tvm import relax
+
+    from autoplace.frontend.relax import from_relax
+
+    def extern(a):
+        return te.extern(a.shape, [a], lambda ins, outs: tvm.tirx.call_packed(
+            "autoplace_test.nobody_registered_this", ins[0], outs[0]), name="B",
+            dtype="float32")
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((16,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit_te(extern, x, primfunc_name_hint="B"))
+        bb.emit_func_output(out)
+    return from_relax(bb.finalize(), "missing")
+
+
+def test_a_run_failure_is_a_failed_result(tmp_path):
+    mod, graph = missing_function_te()
+    host = load_profile("host")
+    m = LocalMeasurer(mod, graph, host, settings=FAST, cache_dir=tmp_path)
     try:
-        (res,) = m.measure([space.from_user({"E": {"unit": "accelerator2", "scope": "sram2"}})])
+        (res,) = m.measure([SearchSpace(graph, host).uniform("core")])
     finally:
         m.close()
-    assert res.error is ErrorKind.RUN and "alloc" in res.detail
+    assert res.error is ErrorKind.RUN
+    assert "op B on core" in res.detail and "nobody_registered_this" in res.detail
 
 
-def test_over_capacity_is_refused_without_building(seed, soc):
+def test_over_capacity_is_refused_without_running(seed, soc, tmp_path):
     mod, graph = seed
     scopes = tuple(dataclasses.replace(s, capacity_bytes=1000) if s.name == "sram2" else s
                    for s in soc.scopes)
     small = dataclasses.replace(soc, scopes=scopes)
-    m = LocalMeasurer(mod, graph, small, settings=FAST, build_workers=1)
+    m = LocalMeasurer(mod, graph, small, settings=FAST, cache_dir=tmp_path)
     try:
         (res,) = m.measure([SearchSpace(graph, small).from_user(
             {"E": {"unit": "accelerator2", "scope": "sram2"}})])
     finally:
         m.close()
-    assert res.error is ErrorKind.OUT_OF_MEMORY and "not built" in res.detail
+    assert res.error is ErrorKind.OUT_OF_MEMORY and "not run" in res.detail
     assert "sram2" in res.detail
 
 

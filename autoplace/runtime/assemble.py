@@ -1,0 +1,232 @@
+"""A placement assembled from compiled kernels: a call per piece of scheduled work.
+
+:func:`assemble` binds every piece of a :class:`~autoplace.space.schedule.Schedule` to what
+runs it: an op to its unit's compiled kernel with its argument and output tensors, a copy
+hop to a copy of the edge's tensors from one scope's buffer into the next. Nothing is
+compiled (the kernels come from :class:`~autoplace.runtime.libraries.KernelLibraries`);
+buffers come from one pool per scope (:mod:`autoplace.runtime.memory`); resident weights
+are copied into their op's scope here, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from autoplace.measure.simulator import Simulator
+from autoplace.runtime.libraries import KernelLibraries
+from autoplace.runtime.memory import ALIGN, PoolPlan, Request
+from autoplace.runtime.program import Program, TensorSpec
+from autoplace.space import Placement, SearchSpace
+from autoplace.space.schedule import Schedule, Timing
+
+_COPY = tvm.get_global_func("runtime.TVMTensorCopyFromTo")
+
+
+def copy_tensor(src, dst) -> None:
+    """Copy ``src`` into ``dst`` (TVM's copy, which releases the GIL)."""
+    _COPY(src, dst)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Assembled:
+    """A placement ready to run: per piece of work, its call and what it waits for."""
+
+    schedule: Schedule
+    calls: tuple[Callable[[], object], ...]
+    #: per work item: the work on *other* resources it waits for
+    waits: tuple[tuple[int, ...], ...]
+    #: per work item: whether work on another resource waits for it
+    signals: tuple[bool, ...]
+    #: per work item: the event set when it is done (None where nothing waits for it)
+    events: tuple
+    #: per work item: what it is, for messages (``op conv2d#2 on cpu1``)
+    labels: tuple[str, ...]
+    inputs: tuple
+    results: tuple
+    #: bytes of each scope's pool
+    pool_bytes: dict
+
+
+class _Binder:
+    """Plans every buffer of a schedule, then makes its tensors."""
+
+    def __init__(self, program: Program, space: SearchSpace, placement: Placement,
+                 timing: Timing):
+        schedule = timing.schedule
+        self.program, self.space, self.p, self.s = program, space, placement, schedule
+        self.plan = PoolPlan(timing)
+        self.start = timing.start
+        self.default = space.profile.default_scope
+        self.slots: dict[tuple, tuple[tuple[str, int], TensorSpec]] = {}
+        self.edge_of = {(e.src, e.dst): k for k, e in enumerate(space.graph.edges)}
+        self.routes = schedule.routes()
+        self.readers = self._readers()
+
+    def scope(self, op: int) -> str:
+        return self.s.work[self.s.op_work[op]].dst
+
+    def _readers(self) -> dict[int, list[int]]:
+        """Work index -> the work that reads its output (op consumers, next hops)."""
+        out: dict[int, list[int]] = {}
+        for dst, sources in enumerate(self.s.reads):
+            for source in sources:
+                out.setdefault(source, []).append(self.s.op_work[dst])
+        for hops in self.routes.values():
+            src = self.space.graph.edges[self.s.work[hops[0]].edge].src
+            out.setdefault(self.s.op_work[src], []).append(hops[0])
+            for a, b in zip(hops, hops[1:]):
+                out.setdefault(a, []).append(b)
+        return out
+
+    def request(self, key: tuple, scope: str, spec: TensorSpec, writer: int,
+                pinned: bool = False) -> None:
+        slot = self.plan.place(Request(scope=scope, nbytes=spec.nbytes, writer=writer,
+                                       readers=self.readers.get(writer, []), pinned=pinned))
+        self.slots[key] = (slot, spec)
+
+    def plan_all(self) -> None:
+        """Plan the weights and inputs, then every written tensor in the order its writer
+        starts (the simulated timing)."""
+        prog, results = self.program, set(self.program.results)
+        for i, spec in enumerate(prog.inputs):
+            self.request(("input", i), self.default, spec, -1, pinned=True)
+        for spec in prog.weights:  # the program's own tensors, counted in the default scope
+            self.plan.hold(self.default, spec.nbytes)
+        for k, item in enumerate(self.s.op_work):
+            self._plan_resident(k)
+        for item in sorted(range(len(self.s.work)), key=lambda i: (self.start[i], i)):
+            w = self.s.work[item]
+            if w.kind == "op":
+                for f, spec in enumerate(prog.kernels[w.op].outputs):
+                    key = ("op", w.op, f)
+                    self.request(key, w.dst, spec, item, pinned=key in results)
+            else:
+                src = self.space.graph.edges[w.edge].src
+                for f in prog.edge_fields(src, w.op):
+                    self.request(("hop", item, f), w.dst, prog.kernels[src].outputs[f], item)
+
+    def _plan_resident(self, k: int) -> None:
+        """A copy in op ``k``'s scope of each weight it keeps resident there (once per
+        weight and scope)."""
+        op, scope = self.space.graph.ops[k], self.scope(k)
+        if self.p.weights.get(op.name) != "resident" or scope == self.default:
+            return
+        for a in self.program.kernels[k].args:
+            if a[0] == "weight" and ("resident", a[1], scope) not in self.slots:
+                self.request(("resident", a[1], scope), scope, self.program.weights[a[1]], -1,
+                             pinned=True)
+
+    def tensors(self, inputs: dict, weights: tuple) -> dict[tuple, object]:
+        """Each planned buffer as a tensor: a view of its scope's storage; the graph's
+        weights are the program's own tensors, resident copies filled from them."""
+        arenas = {scope: _arena(n) for scope, n in self.plan.arena_bytes.items()}
+        out = {}
+        for key, ((scope, offset), spec) in self.slots.items():
+            if key[0] == "input" and key in inputs:
+                out[key] = inputs[key]
+            else:
+                view = arenas[scope][offset:offset + spec.nbytes].view(spec.dtype)
+                out[key] = tvm_ffi.from_dlpack(view.reshape(spec.shape))
+        for key in out:
+            if key[0] == "resident":
+                copy_tensor(weights[key[1]], out[key])
+        out.update({("weight", w): value for w, value in enumerate(weights)})
+        return out
+
+
+def _arena(nbytes: int) -> np.ndarray:
+    """``nbytes`` of host memory starting at an :data:`ALIGN`-byte boundary."""
+    base = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    skip = -base.ctypes.data % ALIGN
+    return base[skip:skip + nbytes]
+
+
+def _arg(b: _Binder, t: dict, ref: tuple, k: int):
+    """The tensor op ``k`` reads for argument ``ref``."""
+    if ref[0] == "input":
+        return t[ref]
+    if ref[0] == "weight":
+        return t.get(("resident", ref[1], b.scope(k)), t[ref]) \
+            if b.p.weights.get(b.space.graph.ops[k].name) == "resident" else t[ref]
+    src = ref[1]
+    if b.scope(src) == b.scope(k):
+        return t[("op", src, ref[2])]
+    last = b.routes[b.edge_of[src, k]][-1]
+    return t[("hop", last, ref[2])]
+
+
+def _call(b: _Binder, t: dict, item: int, libraries: KernelLibraries, copy) -> Callable:
+    w = b.s.work[item]
+    if w.kind == "op":
+        kernel = b.program.kernels[w.op]
+        args = [_arg(b, t, a, w.op) for a in kernel.args]
+        outs = [t[("op", w.op, f)] for f in range(len(kernel.outputs))]
+        return functools.partial(libraries.function(w.resource, kernel.func), *args, *outs)
+    src = b.space.graph.edges[w.edge].src
+    pairs = []
+    for f in b.program.edge_fields(src, w.op):
+        before = t[("op", src, f)] if w.hop == 0 else t[("hop", w.after[0], f)]
+        pairs.append((before, t[("hop", item, f)]))
+    return functools.partial(_copies, copy, tuple(pairs))
+
+
+def _copies(copy, pairs) -> None:
+    for src, dst in pairs:
+        copy(src, dst)
+
+
+def _label(space: SearchSpace, w) -> str:
+    if w.kind == "op":
+        return f"op {space.graph.ops[w.op].name} on {w.resource}"
+    return f"{w.mode} copy {space.edge_names[w.edge]} ({w.src} -> {w.dst}) on {w.resource}"
+
+
+def _cross(schedule: Schedule, reuse: set[tuple[int, int]]
+           ) -> tuple[tuple[tuple[int, ...], ...], tuple[bool, ...]]:
+    """Per item, the work it waits for on other resources (what it reads, and what it
+    overwrites: ``reuse``); whether anything waits on it."""
+    waits, signals = [], [False] * len(schedule.work)
+    extra: dict[int, list[int]] = {}
+    for u, w in sorted(reuse):
+        extra.setdefault(w, []).append(u)
+    for i, w in enumerate(schedule.work):
+        mine = tuple(a for a in dict.fromkeys([*w.after, *extra.get(i, [])])
+                     if schedule.work[a].resource != w.resource
+                     or w.resource in schedule.unordered)
+        for a in mine:
+            signals[a] = True
+        waits.append(mine)
+    return tuple(waits), tuple(signals)
+
+
+def assemble(program: Program, space: SearchSpace, placement: Placement,
+             libraries: KernelLibraries, *, inputs: dict | None = None,
+             copy: Callable = copy_tensor, capacity_check: bool = True) -> Assembled:
+    """Bind ``placement``'s schedule to compiled kernels and pooled buffers.
+
+    ``inputs`` maps ``("input", i)`` to tensors to read the graph inputs from (default: a
+    buffer of the default scope each, filled by the caller); ``copy(src, dst)`` is how copy
+    engines move bytes (a board's DMA driver would be called here).
+    """
+    timing = Simulator(space).timing(placement)
+    schedule = timing.schedule
+    binder = _Binder(program, space, placement, timing)
+    binder.plan_all()
+    if capacity_check:
+        binder.plan.check({s.name: s.capacity_bytes for s in space.profile.scopes})
+    t = binder.tensors(inputs or {}, program.weight_values)
+    calls = tuple(_call(binder, t, i, libraries, copy) for i in range(len(schedule.work)))
+    waits, signals = _cross(schedule, binder.plan.waits)
+    results = tuple(t[r] if r[0] != "op" else t[("op", r[1], r[2])] for r in program.results)
+    return Assembled(schedule=schedule, calls=calls, waits=waits, signals=signals,
+                     events=tuple(threading.Event() if s else None for s in signals),
+                     labels=tuple(_label(space, w) for w in schedule.work),
+                     inputs=tuple(t[("input", i)] for i in range(len(program.inputs))),
+                     results=results, pool_bytes=binder.plan.bytes_by_scope)

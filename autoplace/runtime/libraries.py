@@ -1,0 +1,143 @@
+"""Kernels compiled once per (kernel, unit target), one shared library per target.
+
+A candidate placement only changes which unit runs each kernel, so the runtime compiles
+every kernel a unit may run (the kinds it accepts) for that unit's target once, into one
+library, and assembles candidates from those libraries without compiling anything. Units
+that share a target share its library. Libraries are cached on disk under ``cache_dir`` by
+the graph's fingerprint, the target and the PrimFuncs' structural hashes: a second job on
+the same model and profile compiles nothing.
+
+A unit whose target kind has no code generator here is built for the host target
+(:func:`autoplace.deploy.targets.unit_target` says so once); a unit whose kernels need a
+device this TVM cannot open (``cuda``, ``opencl`` without their runtime) is refused with a
+:class:`~autoplace.deploy.targets.BuildError` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import tvm
+
+from autoplace.deploy.schedule import cores, parallel_outer
+from autoplace.deploy.targets import BuildError, target_key, unit_target
+from autoplace.graph import OpGraph
+from autoplace.profile import Profile
+from autoplace.runtime.program import Program
+
+#: bumped when what goes into a library changes (its schedules), so old caches are not used
+LIBRARY_VERSION = 1
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _runnable(target: tvm.target.Target, unit: str) -> None:
+    """Refuse a target whose device this process cannot open (before anything compiles)."""
+    dev = tvm.device(int(target.get_target_device_type()), 0)
+    if not dev.exist:
+        raise BuildError(f"unit {unit!r}: target kind {target.kind.name!r}: no such device "
+                         "here (its device API is not enabled in this TVM, or the machine "
+                         "has none)")
+
+
+class KernelLibraries:
+    """The libraries of one program's kernels for a profile's units (compiled or cached).
+
+    ``compiled`` lists the libraries this object compiled (paths); it stays empty when every
+    library came from the cache.
+    """
+
+    def __init__(self, program: Program, graph: OpGraph, profile: Profile, cache_dir: Path):
+        self.program, self.graph, self.profile = program, graph, profile
+        self.cache_dir = Path(cache_dir)
+        self.compiled: list[str] = []
+        self._targets: dict[str, tvm.target.Target] = {}
+        self._funcs: dict[str, set[str]] = {}  # target key -> PrimFunc names
+        self._unit_key: dict[str, str] = {}
+        #: unit -> why its kernels cannot be built (an invalid target)
+        self.broken: dict[str, BuildError] = {}
+        for unit in profile.units:
+            try:
+                self._add_unit(unit.name)
+            except BuildError as exc:
+                self.broken[unit.name] = exc
+        self._libs: dict[str, tvm.runtime.Module] = {}
+        self._calls: dict[tuple[str, str], object] = {}
+
+    def _add_unit(self, name: str) -> None:
+        unit = self.profile.unit(name)
+        target = unit_target(unit, self.profile)
+        key = target_key(target)
+        self._unit_key[name] = key
+        self._targets.setdefault(key, target)
+        funcs = self._funcs.setdefault(key, set())
+        for op, kernel in zip(self.graph.ops, self.program.kernels):
+            if unit.accepts_kind(op.kind):
+                funcs.add(kernel.func)
+
+    def path(self, unit: str) -> Path:
+        """Where the library of ``unit``'s target is cached."""
+        return self._path(self._unit_key[unit])
+
+    def _path(self, key: str) -> Path:
+        funcs = sorted(self._funcs[key])
+        hashes = [f"{f}:{self.program.func_hashes[f]}" for f in funcs]
+        digest = _digest(str(LIBRARY_VERSION), tvm.__version__, key, *hashes)
+        return self.cache_dir / f"{self.graph.name}-{self.graph.fingerprint[:12]}-{digest}.so"
+
+    def library(self, unit: str) -> tvm.runtime.Module:
+        """The library of ``unit``'s target: loaded from the cache, or compiled into it."""
+        key = self.build(unit)
+        if key not in self._libs:
+            self._libs[key] = tvm.runtime.load_module(str(self._path(key)))
+        return self._libs[key]
+
+    def build(self, unit: str) -> str:
+        """Compile ``unit``'s library into the cache unless it is there; its target key."""
+        if unit in self.broken:
+            raise self.broken[unit]
+        key = self._unit_key[unit]
+        _runnable(self._targets[key], unit)
+        path = self._path(key)
+        if not path.is_file():
+            if not self.program.funcs:
+                raise BuildError(f"unit {unit!r}: its kernel library {path.name} is not in "
+                                 f"{self.cache_dir}, and this program has no PrimFuncs to "
+                                 "compile it from")
+            self._compile(key, path)
+        return key
+
+    def function(self, unit: str, func: str):
+        """The compiled PrimFunc ``func`` for ``unit`` (looked up once)."""
+        if (unit, func) not in self._calls:
+            self._calls[unit, func] = self.library(unit).get_function(func)
+        return self._calls[unit, func]
+
+    def _compile(self, key: str, path: Path) -> None:
+        target = self._targets[key]
+        many = cores(target) > 1
+        funcs = {}
+        for name in sorted(self._funcs[key]):
+            pf = self.program.funcs[name]
+            pf = parallel_outer(pf) if many else pf
+            funcs[name] = pf.with_attr("global_symbol", name).with_attr("target", target)
+        lib = tvm.compile(tvm.IRModule(funcs), target=target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+        try:
+            lib.export_library(tmp)
+            os.replace(tmp, path)  # whole or absent: a killed compile leaves no library
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        self.compiled.append(str(path))
+
+    def load_all(self, units) -> None:
+        """Load (compile if needed) the libraries of ``units``."""
+        for unit in units:
+            self.library(unit)

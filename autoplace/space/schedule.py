@@ -1,0 +1,123 @@
+"""The schedule of a placement: what each resource runs, in which order, after what.
+
+One home for the order that docs/simulator.md defines and both executors follow: the
+simulator (:mod:`autoplace.measure.simulator`) times it, the runtime
+(:mod:`autoplace.runtime`) runs it on real units. Every resource (a unit, or a DMA engine)
+runs its work in program order: the ops in the graph's topological order, each op's incoming
+copies just before it, hop after hop along the copy's route. A ``sync`` copy is done by the
+host unit (it holds that unit), an ``async`` one by each hop's DMA engine. A piece of work
+starts once its resource has finished the work before it and the work it reads is done
+(``after``): independent ops on different units, and async copies, overlap.
+
+A ``parallel`` unit runs each op as soon as it is ready, whatever its order
+(:attr:`Schedule.unordered`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoplace.space.compiled import SearchSpace
+from autoplace.space.placement import Placement
+from autoplace.space.routes import Route
+
+
+@dataclass(frozen=True, kw_only=True)
+class Work:
+    """One piece of work: an op on its unit, or one hop of an edge's copy.
+
+    ``op`` is the op run (``kind == "op"``) or the op the copy feeds; ``edge`` and ``hop``
+    name the copy (edge index, hop index along its route); ``src`` and ``dst`` are the
+    scopes read and written (an op's own scope, twice); ``after`` the indices of the work
+    whose results this one reads.
+    """
+
+    kind: str
+    resource: str
+    op: int
+    src: str
+    dst: str
+    after: tuple[int, ...]
+    edge: int = -1
+    hop: int = 0
+    mode: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """A placement's work in program order, and each resource's share of it."""
+
+    work: tuple[Work, ...]
+    #: resource -> indices into ``work``, in the order it runs them
+    order: dict[str, tuple[int, ...]]
+    #: resources that run each piece of work once it is ready, in no fixed order
+    unordered: frozenset[str]
+    #: per op: the index of its work
+    op_work: tuple[int, ...]
+    #: per op, per in-edge (space.in_edges order): the work whose result it reads (the
+    #: producer's op, or the last hop of the edge's copy)
+    reads: tuple[tuple[int, ...], ...]
+
+    def routes(self) -> dict[int, list[int]]:
+        """Edge index -> its copy's hops (work indices, in route order)."""
+        out: dict[int, list[int]] = {}
+        for i, w in enumerate(self.work):
+            if w.kind == "copy":
+                out.setdefault(w.edge, []).append(i)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    """A schedule with when each piece of its work starts and ends (seconds), as the
+    simulator times it (``Simulator.timing``)."""
+
+    schedule: Schedule
+    start: tuple[float, ...]
+    end: tuple[float, ...]
+
+
+def schedule_of(space: SearchSpace, placement: Placement) -> Schedule:
+    """The schedule of a placement the space accepts (``space.check`` is None)."""
+    g, host = space.graph, space.profile.host
+    work: list[Work] = []
+    op_work: list[int] = []
+    reads: list[tuple[int, ...]] = []
+    for i, op in enumerate(g.ops):
+        unit, scope = placement.ops[op.name]
+        sources = []
+        for k in space.in_edges[i]:
+            src = g.edges[k].src
+            src_scope = placement.ops[g.ops[src].name][1]
+            last = op_work[src]
+            if src_scope != scope:
+                mode = placement.copies[space.edge_names[k]]
+                route = space.route(src_scope, scope, mode)
+                last = _hops(work, route, mode, host, i, k, last)
+            sources.append(last)
+        reads.append(tuple(sources))
+        op_work.append(len(work))
+        work.append(Work(kind="op", resource=unit, op=i, src=scope, dst=scope,
+                         after=tuple(dict.fromkeys(sources))))
+    return _with_order(space, work, op_work, reads)
+
+
+def _hops(work: list[Work], route: Route, mode: str, host: str, op: int, edge: int,
+          last: int) -> int:
+    """Append the hops of edge ``edge``'s copy after work ``last``; the last hop's index."""
+    for j, hop in enumerate(route):
+        work.append(Work(kind="copy", resource=host if mode == "sync" else hop.engine,
+                         op=op, src=hop.src, dst=hop.dst, after=(last,), edge=edge, hop=j,
+                         mode=mode))
+        last = len(work) - 1
+    return last
+
+
+def _with_order(space: SearchSpace, work: list[Work], op_work: list[int],
+                reads: list[tuple[int, ...]]) -> Schedule:
+    order: dict[str, list[int]] = {}
+    for i, w in enumerate(work):
+        order.setdefault(w.resource, []).append(i)
+    unordered = frozenset(u.name for u in space.profile.units if u.execution == "parallel")
+    return Schedule(work=tuple(work), order={r: tuple(v) for r, v in order.items()},
+                    unordered=unordered, op_work=tuple(op_work), reads=tuple(reads))

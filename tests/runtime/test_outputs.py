@@ -1,0 +1,74 @@
+"""A placement run by the runtime computes what TVM's default build of the model computes.
+
+Every bundled model, with random weights (tests/runtime/runtime_factories.py: the bundled
+weights make every output the same), on random feasible placements of the ``soc`` profile:
+ops on all four units, activations in the SRAMs, copies sync and async, weights resident or
+streamed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from runtime_factories import inputs_of, randomized, unplaced_outputs
+
+from autoplace.measure.simulator import Simulator
+from autoplace.models import BUNDLED, load_module
+from autoplace.profile_io import load_profile
+from autoplace.runtime import PoolError, Runtime
+from autoplace.space import SearchSpace
+
+
+def mixed(space: SearchSpace, rng: np.random.Generator, share: float = 0.4):
+    """16 genomes: the host unit's placement with a random ``share`` of its ops moved to
+    random choices (uniformly random ones nearly all overflow the SRAMs)."""
+    base, _ = space.encode([space.uniform(space.profile.host)])
+    choice, mode = space.random_genomes(16, rng)
+    keep = rng.random(choice.shape) > share
+    choice[keep] = np.broadcast_to(base, choice.shape)[keep]
+    return choice, mode
+
+
+def feasible(rt: Runtime, n: int, seed: int) -> list:
+    """``n`` random placements the simulator accepts and the runtime's pools hold, each
+    assembled (a pool a little over the simulated peak refuses a few in a hundred)."""
+    space = rt.space
+    sim, rng, out = Simulator(space), np.random.default_rng(seed), []
+    while len(out) < n:
+        for p in space.decode_rows(*mixed(space, rng)):
+            if len(out) < n and sim.simulate(p, timeline=False).ok:
+                try:
+                    out.append((p, rt.assemble(p)))
+                except PoolError:
+                    pass
+    return out
+
+
+def check_model(name: str, kernel_cache, placements: int) -> None:
+    mod, graph = load_module(name)
+    mod = randomized(mod)
+    profile = load_profile("soc")
+    space = SearchSpace(graph, profile)
+    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
+        x = inputs_of(rt.program)
+        want = unplaced_outputs(mod, x)
+        chosen = feasible(rt, placements, seed=len(name))
+        units = {u for p, _ in chosen for u in p.units_used()}
+        for _, assembled in chosen:
+            got = rt.run(assembled, x, timeout=600)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert len(units) > 1  # the placements spread over units
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "inception_v1"])
+def test_random_placements_compute_the_unplaced_outputs(name, kernel_cache):
+    check_model(name, kernel_cache, placements=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(n for n in BUNDLED if n not in
+                                        ("squeezenet", "inception_v1")))
+def test_every_bundled_model_computes_the_unplaced_outputs(name, kernel_cache):
+    check_model(name, kernel_cache, placements=1)
