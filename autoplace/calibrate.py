@@ -364,7 +364,7 @@ def calibrate_cli(args, out) -> int:
     print(f"calibrating unit {unit} of {profile.name} on {where} with {', '.join(models)}",
           file=out)
     m = measure(models, profile, unit, session=_session(args), settings=settings,
-                progress=lambda s: print(s, file=out, flush=True))
+                progress=lambda s: print(s, file=out, flush=True), cache_dir=args.cache_dir)
     f = fit(m, profile)
     after = calibrated(profile, f)
     path = Path(args.output or f"{profile.name}-calibrated.toml")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autoplace import cli_summary as summary
-from autoplace.cli_args import positive_int, positive_seconds, seed_arg, share
+from autoplace.cli_args import cache_arg, positive_int, positive_seconds, seed_arg, share
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.base import MeasurementStopped
 from autoplace.profile import ProfileError
@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--rpc-key", default=None, help="device key on the tracker")
     t.add_argument("--timeout", type=positive_seconds, default=60.0,
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
+    cache_arg(t)
     b = sub.add_parser("best", help="the best placement in a log, as a table")
     b.set_defaults(run=cmd_best)
     b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")

@@ -45,3 +45,12 @@ def share(text: str) -> float:
     if not 0.0 <= value <= 1.0:  # (NaN fails too)
         raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
     return value
+
+
+def cache_arg(p: argparse.ArgumentParser) -> None:
+    """``--cache-dir``: where the runtime's compiled kernel libraries are kept."""
+    from pathlib import Path
+
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="directory of compiled kernel libraries, reused by every job on "
+                        "the same model and unit targets (default ~/.cache/autoplace/kernels)")

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoplace.cli_args import seed_arg
+from autoplace.cli_args import cache_arg, seed_arg
 from autoplace.measure.objective import OBJECTIVES
 
 
@@ -19,6 +19,12 @@ def _timing_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--number", type=int, default=1, help="runs per repeat")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the random inputs")
+
+
+def _cache(args) -> Path:
+    from autoplace.runtime import DEFAULT_CACHE
+
+    return args.cache_dir or DEFAULT_CACHE
 
 
 def register(sub) -> None:
@@ -30,25 +36,28 @@ def register(sub) -> None:
     c.add_argument("--log", default=None,
                    help="tuning log (JSON lines); not needed for a mesh pipeline")
     c.add_argument("-o", "--output", required=True,
-                   help="library to write (.so); for a mesh pipeline, the directory of its "
-                        "stage libraries and manifest.json")
+                   help="directory to write: the per-unit kernel libraries, the schedule and "
+                        "manifest.json (docs/runtime.md); for a mesh pipeline, its stage "
+                        "libraries and manifest.json")
     c.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
                    help="build the best record by latency, or by a stream's period; "
                         "throughput on a mesh profile builds a pipeline (docs/pipeline.md)")
     from autoplace.cli_pipeline import plan_args
 
     plan_args(c)
+    cache_arg(c)
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it; "
                                    "or stream inferences through a compiled pipeline")
-    r.add_argument("target", help="a library from `autoplace compile`, a model, or a "
-                                  "pipeline's directory (or its manifest.json)")
+    r.add_argument("target", help="a directory from `autoplace compile` (a placed build, or "
+                                  "a pipeline's; or its manifest.json), or a model")
     r.add_argument("--hw", default=None, help="profile (with a model and --log)")
     r.add_argument("--log", default=None, help="tuning log (with a model and --hw)")
     _timing_args(r)
     from autoplace.cli_stages import run_args
 
     run_args(r)
+    cache_arg(r)
     r.set_defaults(run=cmd_run)
     s = sub.add_parser("serve", help="a TVM RPC server that also simulates a profile")
     s.add_argument("--hw", required=True, help="the profile the server simulates")
@@ -68,6 +77,7 @@ def register(sub) -> None:
     k.add_argument("-o", "--output", default=None,
                    help="profile to write (default HW-calibrated.toml)")
     _timing_args(k)
+    cache_arg(k)
     k.set_defaults(run=cmd_calibrate)
 
 
@@ -94,7 +104,7 @@ def real_measurer(args, graph, profile, space):
         from autoplace.measure.local import LocalMeasurer
 
         return LocalMeasurer(mod, graph, profile, space=space, settings=settings,
-                             timeout=args.timeout)
+                             timeout=args.timeout, cache_dir=_cache(args))
     if args.measurer == "rpc":
         from autoplace.measure.rpc import RPCMeasurer
 
@@ -110,8 +120,9 @@ def _need_rpc(args) -> None:
                          "--rpc-key KEY")
 
 
-def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
-    from autoplace.deploy import apply, best_record
+def _best_record(model: str, hw: str, log: str, objective: str = "latency"):
+    """The model's module and graph, the profile, and the best record of ``log``."""
+    from autoplace.deploy import best_record
     from autoplace.measure.objective import objective_named
     from autoplace.models import load_module
     from autoplace.profile_io import load_profile
@@ -123,13 +134,12 @@ def _best_placed(model: str, hw: str, log: str, objective: str = "latency"):
         rec = best_record(read(log), graph, profile, by=objective_named(objective).field)
     except ValueError as exc:
         raise ValueError(f"{log}: {exc}") from None
-    return apply(mod, rec.placement, profile, graph=graph), rec
+    return mod, graph, profile, rec
 
 
 def cmd_compile(args) -> int:
     from autoplace.cli_pipeline import is_pipeline_job
     from autoplace.cli_stages import compile_pipeline
-    from autoplace.deploy import compile_placed
 
     if is_pipeline_job(args):
         return compile_pipeline(args)
@@ -141,62 +151,85 @@ def cmd_compile(args) -> int:
     if given:
         raise ValueError(f"compile: {', '.join(given)} only go with --objective throughput on "
                          "a profile with a [mesh] (a pipeline)")
+    from autoplace.runtime import Runtime
+    from autoplace.runtime.artefact import write_artefact
 
-    placed, rec = _best_placed(args.model, args.hw, args.log, args.objective)
-    exe = compile_placed(placed)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    exe.export_library(args.output)
-    units = sorted({u for u, _ in rec.placement.ops.values()})
+    mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective)
+    with Runtime(mod, graph, profile, cache_dir=_cache(args)) as rt:
+        rt.assemble(rec.placement)  # refused here, not on the board, if it cannot run
+        path = write_artefact(args.output, rt, rec.placement, model=args.model,
+                              record={"trial": rec.trial, "strategy": rec.strategy,
+                                      "measurer": rec.measurer,
+                                      "latency_s": rec.result.latency_s})
+    units = sorted(rec.placement.units_used())
     print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
           f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
-          f"{len(rec.placement.copies)} copies -> {args.output}")
+          f"{len(rec.placement.copies)} copies -> {path}")
     return 0
 
 
 def cmd_run(args) -> int:
     from autoplace.cli_stages import is_pipeline_dir, run_pipeline
-    from autoplace.deploy.run import Loaded, TimeSettings, median, random_inputs
+    from autoplace.runtime import RunError
 
     if is_pipeline_dir(args.target):
         return run_pipeline(args)
-    given = [o for o, v in (("--inferences", args.inferences), ("--check", args.check or None),
+    given = [o for o, v in (("--inferences", args.inferences),
                             ("--rpc-tracker", args.rpc_tracker), ("--rpc-key", args.rpc_key))
              if v is not None]
     if given:
         raise ValueError(f"run {args.target}: {', '.join(given)} only go with a compiled "
                          "pipeline (a directory with manifest.json)")
+    try:
+        return _run_placed(args)
+    except RunError as exc:
+        raise ValueError(f"run {args.target}: {exc}") from None
 
-    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
-    loaded = Loaded(_load_target(args))
-    args_ = loaded.inputs(random_inputs(loaded.meta, args.seed))
-    outputs = loaded.run(args_)
-    times = loaded.time(args_, settings)
-    shapes = ", ".join(str(tuple(o.shape)) for o in outputs)
-    graph = (loaded.meta.get("graph") or {}).get("name", "?")
-    print(f"{args.target} ({graph}, {len(loaded.devices)} vdevices): median "
-          f"{median(times) * 1e3:.3f} ms over {len(times)} repeats (min {min(times) * 1e3:.3f},"
-          f" max {max(times) * 1e3:.3f}); outputs {shapes}")
+
+def _run_placed(args) -> int:
+    """Run a placed build (an artefact, or a model's best record compiled here) and time it."""
+    from autoplace.deploy.run import TimeSettings, median, random_inputs
+
+    rt, placement, model = _placed(args)
+    with rt:
+        a = rt.assemble(placement)
+        inputs = random_inputs({"inputs": [s.to_dict() for s in rt.program.inputs]}, args.seed)
+        outputs = rt.run(a, inputs)
+        times = rt.time(a, TimeSettings(number=args.number, repeat=args.repeat,
+                                        warmup=args.warmup))
+        shapes = ", ".join(str(tuple(o.shape)) for o in outputs)
+        print(f"{args.target} ({rt.graph.name} on {rt.profile.name}, units "
+              f"{', '.join(sorted(placement.units_used()))}): median "
+              f"{median(times) * 1e3:.3f} ms over {len(times)} repeats (min "
+              f"{min(times) * 1e3:.3f}, max {max(times) * 1e3:.3f}); outputs {shapes}")
+        if args.check:
+            from autoplace.cli_stages import check_outputs
+
+            check_outputs({"model": model, "fingerprint": rt.graph.fingerprint},
+                          [dict(zip(rt.program.input_names, inputs))], [outputs],
+                          "placed build")
     return 0
 
 
-def _load_target(args):
-    import tvm
+def _placed(args):
+    """(runtime, placement, model name) of ``run``'s target."""
+    from autoplace.runtime import Runtime
+    from autoplace.runtime.artefact import is_artefact, load_artefact
 
     path = Path(args.target)
-    if path.suffix in (".so", ".tar", ".dylib") or path.is_file() and path.suffix != ".onnx":
-        if not path.is_file():
-            raise ValueError(f"{path}: no such library")
-        try:
-            return tvm.runtime.load_module(str(path))
-        except Exception as exc:  # noqa: BLE001 - TVM raises many kinds here
-            raise ValueError(f"{path}: cannot load library: {str(exc).splitlines()[0]}") from None
+    if path.name == "manifest.json":
+        path = path.parent
+    if path.is_dir() and is_artefact(path):
+        art = load_artefact(path)
+        return art.runtime, art.placement, art.manifest["graph"].get("model")
+    if path.is_dir() or path.suffix in (".so", ".tar", ".json"):
+        raise ValueError(f"{path}: not a build of `autoplace compile` (no manifest.json of "
+                         "a placed build or a pipeline)")
     if not args.log or not args.hw:
         raise ValueError(f"{args.target}: a model needs --log LOG and --hw PROFILE "
-                         "(or give a library built by `autoplace compile`)")
-    from autoplace.deploy import compile_placed
-
-    placed, _ = _best_placed(args.target, args.hw, args.log)
-    return compile_placed(placed)
+                         "(or give a directory built by `autoplace compile`)")
+    mod, graph, profile, rec = _best_record(args.target, args.hw, args.log)
+    return Runtime(mod, graph, profile, cache_dir=_cache(args)), rec.placement, args.target
 
 
 def cmd_serve(args) -> int:

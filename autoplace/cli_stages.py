@@ -10,6 +10,10 @@ from pathlib import Path
 from autoplace.cli_pipeline import planned, print_plan
 
 MANIFEST = "manifest.json"
+#: inferences ``run`` streams through a pipeline at most (each output is kept, to check it)
+MAX_INFERENCES = 10_000
+#: distinct random inputs made (the stream cycles through them)
+DISTINCT_INPUTS = 16
 
 
 def compile_pipeline(args) -> int:
@@ -48,7 +52,7 @@ def run_args(p) -> None:
     p.add_argument("--inferences", type=positive_int, default=None,
                    help="pipeline: inferences streamed (default 16)")
     p.add_argument("--check", action="store_true",
-                   help="pipeline: compare every output with the unplaced model's")
+                   help="compare the outputs with the unplaced model's (TVM's default build)")
     p.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
                    help="pipeline: time each stage library on a board of the tracker")
     p.add_argument("--rpc-key", default=None,
@@ -56,54 +60,67 @@ def run_args(p) -> None:
 
 
 def is_pipeline_dir(target: str) -> bool:
-    """Whether ``target`` is a compiled pipeline: its directory, or its manifest."""
+    """Whether ``target`` is a compiled pipeline (its directory, or its manifest): a
+    manifest that is not a placed build's (whose format says so)."""
+    from autoplace.deploy.artefact import PLACED_FORMAT, manifest_format
+
     path = Path(target)
-    return (path / MANIFEST).is_file() or path.name == MANIFEST
+    path = path if path.name == MANIFEST else path / MANIFEST
+    return path.is_file() and manifest_format(path) != PLACED_FORMAT
 
 
 def run_pipeline(args) -> int:
     """Stream inferences through the stage libraries: pipelined, then one at a time."""
+    from autoplace.deploy.artefact import field
     from autoplace.deploy.run import random_inputs
     from autoplace.deploy.runner import PipelineRunner, load_stage_libraries
 
+    n = args.inferences or 16
+    if n > MAX_INFERENCES:
+        raise ValueError(f"--inferences {n}: at most {MAX_INFERENCES:,} (every output is kept "
+                         "to be checked)")
     path = Path(args.target)
     path = path / MANIFEST if path.is_dir() else path
     manifest, libs = load_stage_libraries(path)
+    graph = field(manifest, "graph", dict, path)
     runner = PipelineRunner(libs)
-    feeds = [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()},
-                                                   args.seed + i)))
-             for i in range(args.inferences or 16)]
+    distinct = [dict(zip(runner.inputs, random_inputs({"inputs": runner.input_specs()},
+                                                      args.seed + i)))
+                for i in range(min(n, DISTINCT_INPUTS))]
+    feeds = [distinct[i % len(distinct)] for i in range(n)]
     runner.run_sequential(feeds[:1])  # warm-up
     piped, alone = runner.run(feeds), runner.run_sequential(feeds)
-    print(f"{path}: {manifest['graph']['name']} in {len(libs)} stages on this host; "
+    print(f"{path}: {graph.get('name')} in {len(libs)} stages on this host; "
           f"{len(feeds)} inferences: {piped.throughput:,.2f} inferences/s pipelined, "
           f"{alone.throughput:,.2f} one at a time ({piped.throughput / alone.throughput:.2f}x)")
     if args.check:
-        _check(manifest, feeds, piped.outputs)
+        check_outputs(graph, feeds, piped.outputs, "pipeline")
     if args.rpc_tracker:
         _time_on_boards(args, manifest, path.parent)
     return 0
 
 
-def _check(manifest: dict, feeds: list, outputs: list) -> None:
-    """Every output against the unplaced model's; ValueError naming the first that differs."""
+def check_outputs(graph: dict, feeds: list[dict], outputs: list, what: str) -> None:
+    """Every output against TVM's default build of the unplaced model ``graph`` names
+    (``model``, ``fingerprint``: a manifest's); ValueError naming the first that differs.
+    ``feeds``: per inference, input name -> array."""
     import numpy as np
 
     from autoplace.deploy import Loaded, compile_unplaced
     from autoplace.models import load_module
 
-    model = manifest["graph"].get("model")
+    model = graph.get("model")
     if model is None:
-        raise ValueError("--check: the manifest does not say which model it was built from")
-    mod, graph = load_module(model)
-    if graph.fingerprint != manifest["graph"]["fingerprint"]:
-        raise ValueError(f"--check: {model} is not the model the pipeline was built from")
+        raise ValueError(f"--check: the {what} does not say which model it was built from")
+    mod, g = load_module(model)
+    if g.fingerprint != graph.get("fingerprint"):
+        raise ValueError(f"--check: {model} is not the model the {what} was built from")
     loaded, worst = Loaded(compile_unplaced(mod)), 0.0
     for n, (feed, out) in enumerate(zip(feeds, outputs)):
         want = loaded.run(loaded.inputs([feed[i["name"]] for i in loaded.meta["inputs"]]))
         for a, b in zip(out, want):
             if a.shape != b.shape or not np.allclose(a, b, rtol=1e-5, atol=1e-6):
-                raise ValueError(f"--check: inference {n}: the pipeline's output differs "
+                raise ValueError(f"--check: inference {n}: the {what}'s output differs "
                                  f"from the unplaced model's")
             worst = max(worst, float(np.max(np.abs(a - b))) if a.size else 0.0)
     print(f"check: all {len(outputs)} outputs equal the unplaced {model}'s "

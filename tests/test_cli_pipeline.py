@@ -103,8 +103,14 @@ def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
     times = [float(t) for t in re.findall(r"stage \d+ on mesh-stages: ([\d.]+) ms", b.stdout)]
     assert len(times) == len(plan.stages) and min(times) > 0
     assert f"rpc: period {max(times):.4f} ms" in b.stdout
-    (out / "stage1.so").unlink()
-    assert_one_line_error(cli("run", out), "stage1.so: cannot load stage library")
+    stage = out / "stage1.so"
+    stage.write_bytes(stage.read_bytes()[:4096])  # truncated: refused, not mapped (SIGBUS)
+    assert_one_line_error(cli("run", out), "stages[1].library: 'stage1.so'", "SHA-256 differs")
+    stage.unlink()
+    assert_one_line_error(cli("run", out), "stages[1].library: 'stage1.so': no such file")
+    manifest["version"] = 99
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert_one_line_error(cli("run", out), "version: this autoplace reads 1, got 99")
 
 
 def test_compile_needs_a_log_unless_it_builds_a_pipeline(tmp_path):
@@ -114,8 +120,8 @@ def test_compile_needs_a_log_unless_it_builds_a_pipeline(tmp_path):
     log.write_text("")
     assert_one_line_error(cli("compile", "squeezenet", "--hw", "soc", "--log", log, "--pes", 4,
                               "-o", "x.so"), "--pes only go with --objective throughput")
-    assert_one_line_error(cli("run", tmp_path / "model.so", "--check"),
-                          "--check only go with a compiled pipeline")
+    assert_one_line_error(cli("run", tmp_path / "model.so", "--inferences", 2),
+                          "--inferences only go with a compiled pipeline")
 
 
 def test_a_malformed_pipeline_log_is_one_line(tmp_path):

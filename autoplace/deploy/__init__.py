@@ -2,94 +2,28 @@
 
 ``apply(mod, placement, profile)`` gives the placed Relax module; ``build`` compiles it;
 ``apply_best`` picks the best placement of a tuning log; ``build_te`` is the first seed
-thread's ``s[C].map_to = cpu1`` for a TE graph. Imports TVM.
+thread's ``s[C].map_to = cpu1`` for a TE graph. The parts that build import TVM, when
+first used; :mod:`autoplace.deploy.artefact` (reading manifests safely) does not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import importlib
 
-import tvm
+#: public name -> the module that defines it; loaded on first use, so that importing a
+#: light part (``autoplace.deploy.artefact``) does not load TVM
+_HOMES = {
+    "BuildError": "targets", "Built": "vm_build", "Loaded": "run", "TimeSettings": "run",
+    "apply": "place", "apply_best": "vm_build", "best_record": "vm_build",
+    "build": "vm_build", "build_te": "vm_build", "check_placement": "place",
+    "compile_placed": "compiler", "compile_unplaced": "compiler", "metadata": "compiler",
+    "random_inputs": "run",
+}
 
-from autoplace.deploy.compiler import compile_placed, compile_unplaced, metadata
-from autoplace.deploy.place import apply, check_placement
-from autoplace.deploy.run import Loaded, TimeSettings, random_inputs
-from autoplace.deploy.targets import BuildError
-from autoplace.graph import OpGraph
-from autoplace.profile import Profile
-from autoplace.space import Placement, SearchSpace
-
-__all__ = ["BuildError", "Built", "Loaded", "TimeSettings", "apply", "apply_best", "best_record",
-           "build", "build_te", "check_placement", "compile_placed", "compile_unplaced",
-           "metadata", "random_inputs"]
+__all__ = sorted(_HOMES)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Built:
-    """A compiled placement: the placed module, the executable, the placement."""
-
-    placement: Placement
-    module: tvm.IRModule
-    executable: tvm.runtime.Executable
-
-    def export(self, path: str) -> None:
-        """Write the library (``.so``); ``autoplace run`` and RPC servers load it."""
-        self.executable.export_library(path)
-
-    def load(self) -> Loaded:
-        """The executable in a Relax VM on this host's devices."""
-        return Loaded(self.executable)
-
-
-def build(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
-          graph: OpGraph | None = None, memory_scopes: str = "global") -> Built:
-    """:func:`apply` then compile (TVM's pipeline without StaticPlanBlockMemory)."""
-    placed = apply(mod, placement, profile, graph=graph, memory_scopes=memory_scopes)
-    return Built(placement=placement, module=placed, executable=compile_placed(placed))
-
-
-def best_record(records: Iterable, graph: OpGraph, profile: Profile, *,
-                by: str = "latency_s"):
-    """The valid placement record with the lowest ``by`` (a result field: ``latency_s``,
-    or ``period_s`` for throughput) for this graph and profile, else BuildError. A pipeline
-    search's records (a plan, no placement) are not placements."""
-    records = list(records)
-    ok = [r for r in records if r.result.ok and r.graph_fp == graph.fingerprint
-          and r.profile_hash == profile.hash and getattr(r.result, by) is not None
-          and r.pipeline is None]
-    if not ok:
-        raise BuildError(f"no valid record for graph {graph.name} (fingerprint "
-                         f"{graph.fingerprint}) on profile {profile.name} (hash {profile.hash}) "
-                         f"among {len(records)} records")
-    return min(ok, key=lambda r: (getattr(r.result, by), r.trial))
-
-
-def apply_best(mod: tvm.IRModule, records: Iterable, profile: Profile, *,
-               graph: OpGraph | None = None) -> tvm.IRModule:
-    """``mod`` placed by the best record of a tuning log (``autoplace.records.read(path)``).
-
-    Like AutoTVM's ``apply_history_best``: only records of this graph (by fingerprint) and
-    this profile (by hash) count; none is a :class:`BuildError`.
-    """
-    if graph is None:
-        from autoplace.frontend.relax import op_graph
-
-        graph = op_graph(mod, "module")
-    rec = best_record(records, graph, profile)
-    return apply(mod, rec.placement, profile, graph=graph)
-
-
-def build_te(outputs: Sequence, inputs: Sequence, spec: Mapping, profile: Profile, *,
-             name: str = "te") -> Built:
-    """Build a TE graph with its ops mapped by name: ``{"C": "cpu1", "D": "accelerator1"}``.
-
-    ``spec`` is what :meth:`SearchSpace.from_user` takes: op -> unit, or op ->
-    ``{"unit": ..., "scope": ...}``, optionally with ``{"ops": ..., "copies": {"C->D":
-    "async"}}``. Ops left out run on the host unit.
-    """
-    from autoplace.frontend.te import from_te
-
-    mod, graph = from_te(outputs, inputs, name)
-    placement = SearchSpace(graph, profile).from_user(spec)
-    return build(mod, placement, profile, graph=graph)
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'autoplace.deploy' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"autoplace.deploy.{_HOMES[name]}"), name)

@@ -19,6 +19,13 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from autoplace.deploy.artefact import (
+    PIPELINE_FORMAT,
+    PIPELINE_VERSION,
+    field,
+    member,
+    read_manifest,
+)
 from autoplace.deploy.compiler import META_FUNC
 from autoplace.deploy.run import to_numpy
 from autoplace.deploy.stages import OUTPUT, STAGE_FORMAT
@@ -153,13 +160,15 @@ def _put_all(q: queue.Queue, items: list) -> None:
 
 
 def load_stage_libraries(manifest_path: str | Path) -> tuple[dict, list]:
-    """A compiled pipeline's manifest and its stage libraries (loaded from beside it)."""
+    """A compiled pipeline's manifest and its stage libraries, each checked (inside the
+    manifest's directory, of its recorded SHA-256) before it is loaded."""
     path = Path(manifest_path)
-    try:
-        manifest = json.loads(path.read_text())
-        files = [path.parent / s["library"]["file"] for s in manifest["stages"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BuildError(f"{path}: not a compiled pipeline's manifest ({exc})") from None
+    manifest = read_manifest(path, PIPELINE_FORMAT, (PIPELINE_VERSION,))
+    stages = field(manifest, "stages", list, path)
+    files = []
+    for n, stage in enumerate(stages):
+        entry = stage.get("library") if isinstance(stage, dict) else None
+        files.append(member(path.parent, entry, f"stages[{n}].library"))
     libs = []
     for f in files:
         try:
@@ -168,4 +177,3 @@ def load_stage_libraries(manifest_path: str | Path) -> tuple[dict, list]:
             raise BuildError(f"{f}: cannot load stage library: "
                              f"{str(exc).splitlines()[0]}") from None
     return manifest, libs
-

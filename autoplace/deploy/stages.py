@@ -24,6 +24,7 @@ from pathlib import Path
 import tvm
 from tvm import relax
 
+from autoplace.deploy.artefact import file_entry
 from autoplace.deploy.compiler import attach_meta
 from autoplace.deploy.shard import is_kernel_call, shard_call, shard_kernel
 from autoplace.deploy.targets import BuildError
@@ -195,13 +196,13 @@ def _sharded(m: _Main, call: relax.Call, ways: int):
 
 def export_stages(stages: Sequence[StageModule], out_dir: str | Path) -> list[dict]:
     """Compile each stage and write ``stage<i>.so`` in ``out_dir``; per stage, the manifest's
-    ``library`` entry (its file, and the values it reads and returns)."""
+    ``library`` entry (its file and SHA-256, and the values it reads and returns)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     for stage in stages:
         name = f"stage{stage.index}.so"
         stage.compile().export_library(str(out / name))
-        entries.append({"file": name, "inputs": list(stage.inputs),
+        entries.append({**file_entry(out, out / name), "inputs": list(stage.inputs),
                         "outputs": list(stage.outputs), "shards": stage.shards})
     return entries

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tvm.support.popen_pool import PopenWorker
 
-from autoplace.deploy.pool import Artifact, BuildPool, first_line
+from autoplace.deploy.pool import Artifact, BuildPool
 from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
 from autoplace.deploy.targets import BuildError, unit_target
 from autoplace.graph import OpGraph

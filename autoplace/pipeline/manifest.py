@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from autoplace.deploy.artefact import PIPELINE_FORMAT, PIPELINE_VERSION
 from autoplace.pipeline.costs import CHANNELWISE, StageCosts
 from autoplace.pipeline.layout import layout
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 
-FORMAT, VERSION = "autoplace-pipeline", 1
+FORMAT, VERSION = PIPELINE_FORMAT, PIPELINE_VERSION
 
 
 class ManifestError(ValueError):

@@ -39,8 +39,8 @@ from autoplace.space import Placement, SearchSpace
 #: where kernel libraries are cached unless told otherwise
 DEFAULT_CACHE = Path.home() / ".cache" / "autoplace" / "kernels"
 
-__all__ = ["DEFAULT_CACHE", "Assembled", "BuildError", "KernelLibraries", "PoolError", "Program", "RunError",
-           "RunTimeout", "RunTrace", "Runtime", "read_program"]
+__all__ = ["DEFAULT_CACHE", "Assembled", "BuildError", "KernelLibraries", "PoolError",
+           "Program", "RunError", "RunTimeout", "RunTrace", "Runtime", "read_program"]
 
 
 def check_program(program: Program, graph: OpGraph) -> None:
@@ -57,19 +57,21 @@ def check_program(program: Program, graph: OpGraph) -> None:
 class Runtime:
     """Placements of one model run on this host's units at once.
 
-    ``mod`` is the fused module the op graph was made from (``models.load_module``);
-    ``cache_dir`` holds the compiled kernel libraries. ``copy(src, dst)`` is how a DMA
-    engine moves bytes (TVM's copy here).
+    ``mod`` is the fused module the op graph was made from (``models.load_module``), or
+    its :class:`Program`; ``cache_dir`` holds the compiled kernel libraries (``files``:
+    unit -> library, an artefact's, instead). ``copy(src, dst)`` is how a DMA engine moves
+    bytes (TVM's copy here).
     """
 
     def __init__(self, mod: tvm.IRModule | Program, graph: OpGraph, profile: Profile, *,
                  cache_dir: str | Path, space: SearchSpace | None = None,
-                 copy=copy_tensor):
+                 copy=copy_tensor, files: dict[str, Path] | None = None):
         self.program = mod if isinstance(mod, Program) else read_program(mod)
         check_program(self.program, graph)
         self.graph, self.profile = graph, profile
         self.space = space or SearchSpace(graph, profile)
-        self.libraries = KernelLibraries(self.program, graph, profile, Path(cache_dir))
+        self.libraries = KernelLibraries(self.program, graph, profile, Path(cache_dir),
+                                         files=files)
         threads = {u.name: declared_cores(u.target) for u in profile.units}
         self.executor = Executor(profile, threads)
         self.copy = copy

@@ -99,7 +99,7 @@ class _Binder:
             self.request(("input", i), self.default, spec, -1, pinned=True)
         for spec in prog.weights:  # the program's own tensors, counted in the default scope
             self.plan.hold(self.default, spec.nbytes)
-        for k, item in enumerate(self.s.op_work):
+        for k in range(len(self.s.op_work)):
             self._plan_resident(k)
         for item in sorted(range(len(self.s.work)), key=lambda i: (self.start[i], i)):
             w = self.s.work[item]

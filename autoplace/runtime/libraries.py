@@ -52,9 +52,12 @@ class KernelLibraries:
     library came from the cache.
     """
 
-    def __init__(self, program: Program, graph: OpGraph, profile: Profile, cache_dir: Path):
+    def __init__(self, program: Program, graph: OpGraph, profile: Profile, cache_dir: Path,
+                 *, files: dict[str, Path] | None = None):
         self.program, self.graph, self.profile = program, graph, profile
         self.cache_dir = Path(cache_dir)
+        #: unit -> its library, given (an artefact's): nothing is compiled or looked up
+        self.files = files
         self.compiled: list[str] = []
         self._targets: dict[str, tvm.target.Target] = {}
         self._funcs: dict[str, set[str]] = {}  # target key -> PrimFunc names
@@ -81,7 +84,11 @@ class KernelLibraries:
                 funcs.add(kernel.func)
 
     def path(self, unit: str) -> Path:
-        """Where the library of ``unit``'s target is cached."""
+        """Where the library of ``unit``'s target is (cached, or given)."""
+        if self.files is not None:
+            if unit not in self.files:
+                raise BuildError(f"unit {unit!r}: no kernel library was given for it")
+            return self.files[unit]
         return self._path(self._unit_key[unit])
 
     def _path(self, key: str) -> Path:
@@ -92,10 +99,11 @@ class KernelLibraries:
 
     def library(self, unit: str) -> tvm.runtime.Module:
         """The library of ``unit``'s target: loaded from the cache, or compiled into it."""
-        key = self.build(unit)
-        if key not in self._libs:
-            self._libs[key] = tvm.runtime.load_module(str(self._path(key)))
-        return self._libs[key]
+        self.build(unit)
+        path = str(self.path(unit))
+        if path not in self._libs:
+            self._libs[path] = tvm.runtime.load_module(path)
+        return self._libs[path]
 
     def build(self, unit: str) -> str:
         """Compile ``unit``'s library into the cache unless it is there; its target key."""
@@ -103,6 +111,8 @@ class KernelLibraries:
             raise self.broken[unit]
         key = self._unit_key[unit]
         _runnable(self._targets[key], unit)
+        if self.files is not None:
+            return key
         path = self._path(key)
         if not path.is_file():
             if not self.program.funcs:

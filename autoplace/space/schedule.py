@@ -76,6 +76,19 @@ class Timing:
     start: tuple[float, ...]
     end: tuple[float, ...]
 
+    def to_dict(self) -> dict:
+        """JSON form (docs/runtime.md, "The artefact"): each piece of work with its
+        resource, what it reads (``after``, indices) and its simulated start and end;
+        each resource's order."""
+        work = [{"kind": w.kind, "resource": w.resource, "op": w.op, "src": w.src,
+                 "dst": w.dst, "after": list(w.after),
+                 **({"edge": w.edge, "hop": w.hop, "mode": w.mode} if w.kind == "copy"
+                    else {}),
+                 "start_s": s, "end_s": e}
+                for w, s, e in zip(self.schedule.work, self.start, self.end)]
+        return {"work": work, "order": {r: list(v) for r, v in self.schedule.order.items()},
+                "unordered": sorted(self.schedule.unordered)}
+
 
 def schedule_of(space: SearchSpace, placement: Placement) -> Schedule:
     """The schedule of a placement the space accepts (``space.check`` is None)."""

@@ -11,6 +11,7 @@ import tvm
 from references import Reference
 
 from autoplace.deploy import BuildError, compile_unplaced, random_inputs
+from autoplace.deploy.artefact import ArtefactError
 from autoplace.deploy.runner import PipelineRunner, carried, load_stage_libraries, stage_meta
 from autoplace.deploy.shard import SPLIT_KINDS, shard_ways
 from autoplace.deploy.stages import OUTPUT, export_stages, slice_stages
@@ -153,7 +154,8 @@ def test_libraries_written_and_loaded_back(tmp_path):
     stages = slice_stages(ref.mod, names, [(0, 20), (20, len(names))])
     entries = export_stages(stages, tmp_path / "out")
     assert [e["file"] for e in entries] == ["stage0.so", "stage1.so"]
-    manifest = {"stages": [{"library": e} for e in entries]}
+    manifest = {"format": "autoplace-pipeline", "version": 1,
+                "stages": [{"library": e} for e in entries]}
     (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
     _, libs = load_stage_libraries(tmp_path / "out" / "manifest.json")
     assert [stage_meta(lib)["outputs"] for lib in libs] == [e["outputs"] for e in entries]
@@ -165,8 +167,9 @@ def test_libraries_written_and_loaded_back(tmp_path):
     bad = tmp_path / "bad"  # not the loaded file: overwriting a loaded library crashes
     bad.mkdir()
     (bad / "stage0.so").write_text("garbage")
-    (bad / "manifest.json").write_text(json.dumps({"stages": [{"library": entries[0]}]}))
-    with pytest.raises(BuildError, match="stage0.so: cannot load stage library"):
-        load_stage_libraries(bad / "manifest.json")
-    with pytest.raises(BuildError, match="not a compiled pipeline"):
+    (bad / "manifest.json").write_text(json.dumps({**manifest,
+                                                   "stages": [{"library": entries[0]}]}))
+    with pytest.raises(ArtefactError, match="'stage0.so' is not the file .* SHA-256 differs"):
+        load_stage_libraries(bad / "manifest.json")  # refused before it is loaded
+    with pytest.raises(ArtefactError, match="stage0.so: not JSON"):
         load_stage_libraries(tmp_path / "out" / "stage0.so")

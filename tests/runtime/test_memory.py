@@ -6,7 +6,6 @@ import pytest
 from factories import chain_graph, fork_graph, op, tiny_profile
 
 from autoplace.graph import Edge, OpGraph
-
 from autoplace.measure.simulator import Simulator
 from autoplace.runtime.memory import Arena, PoolError, PoolPlan, Request, ancestors
 from autoplace.space import SearchSpace

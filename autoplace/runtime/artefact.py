@@ -1,0 +1,121 @@
+"""The build a user deploys: per-unit kernel libraries and the schedule, in one directory.
+
+``autoplace compile`` writes it, ``autoplace run DIR`` runs it (docs/runtime.md, "The
+artefact"). The directory holds ``manifest.json`` (format ``autoplace-placed``), the kernel
+library of each unit the placement uses (units of one target share one), the weights, the
+profile as TOML and the op graph as JSON. The manifest also records the program (each
+kernel's arguments and outputs) and the schedule with its simulated timing, so that a
+board's own runtime can follow it without autoplace. Loading checks every file as
+:mod:`autoplace.deploy.artefact` says before anything is mapped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import tvm
+
+from autoplace.deploy.artefact import (
+    MANIFEST,
+    PLACED_FORMAT,
+    PLACED_VERSION,
+    ArtefactError,
+    field,
+    file_entry,
+    manifest_format,
+    member,
+    read_manifest,
+)
+from autoplace.graph import GraphError, OpGraph
+from autoplace.measure.simulator import Simulator
+from autoplace.profile import ProfileError
+from autoplace.profile_io import profile_from_toml
+from autoplace.profile_write import to_toml
+from autoplace.runtime import Runtime
+from autoplace.runtime.program import WEIGHTS_FILE, Program
+from autoplace.space import Placement, PlacementError
+
+FORMAT, VERSION = PLACED_FORMAT, PLACED_VERSION
+
+
+def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
+                   model: str | None = None, record: dict | None = None) -> Path:
+    """Write ``placement`` of ``rt``'s model as an artefact into ``directory``; the
+    manifest's path."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    libraries, copied = {}, {}
+    for unit in sorted(placement.units_used()):
+        rt.libraries.build(unit)
+        src = rt.libraries.path(unit)
+        if src not in copied:
+            copied[src] = out / f"kernels-{len(copied)}.so"
+            shutil.copyfile(src, copied[src])
+        libraries[unit] = file_entry(out, copied[src])
+    weights = out / WEIGHTS_FILE
+    weights.write_bytes(tvm.runtime.save_param_dict(
+        {f"w{i}": v for i, v in enumerate(rt.program.weight_values)}))
+    (out / "profile.toml").write_text(to_toml(rt.profile, "the profile this build runs on"))
+    (out / "graph.json").write_text(json.dumps(rt.graph.to_dict()))
+    timing = Simulator(rt.space).timing(placement)
+    manifest = {
+        "format": FORMAT, "version": VERSION,
+        "graph": {"name": rt.graph.name, "fingerprint": rt.graph.fingerprint,
+                  **({"model": model} if model else {}),
+                  **file_entry(out, out / "graph.json")},
+        "profile": {"name": rt.profile.name, "hash": rt.profile.hash,
+                    **file_entry(out, out / "profile.toml")},
+        "placement": placement.to_dict(), "record": record or {},
+        "libraries": libraries, "weights": file_entry(out, weights),
+        "program": rt.program.to_dict(), "schedule": timing.to_dict(),
+    }
+    path = out / MANIFEST
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return path
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """A loaded artefact: its runtime (libraries from the directory), placement, manifest."""
+
+    runtime: Runtime
+    placement: Placement
+    manifest: dict
+
+
+def is_artefact(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a manifest of this format (whatever its version)."""
+    return manifest_format(Path(directory) / MANIFEST) == FORMAT
+
+
+def load_artefact(directory: str | Path) -> Artefact:
+    """The artefact in ``directory``, every file checked before it is read or loaded."""
+    root = Path(directory)
+    path = root / MANIFEST
+    m = read_manifest(path, FORMAT, (VERSION,))
+    graph_entry, profile_entry = field(m, "graph", dict, path), field(m, "profile", dict, path)
+    try:
+        graph = OpGraph.from_dict(json.loads(member(root, graph_entry, "graph").read_text()),
+                                  source=str(root / "graph.json"))
+        profile = profile_from_toml(member(root, profile_entry, "profile").read_text(),
+                                    str(root / "profile.toml"))
+        placement = Placement.from_dict(field(m, "placement", dict, path))
+        program = Program.from_dict(field(m, "program", dict, path))
+    except (GraphError, ProfileError, PlacementError, KeyError, TypeError, ValueError) as exc:
+        raise ArtefactError(f"{path}: {exc}"[:400]) from None
+    if graph.fingerprint != graph_entry.get("fingerprint") or \
+            profile.hash != profile_entry.get("hash"):
+        raise ArtefactError(f"{path}: the graph or profile is not the one it was built for")
+    files = {str(u): member(root, e, f"libraries.{u}")
+             for u, e in field(m, "libraries", dict, path).items()}
+    weights = tvm.runtime.load_param_dict(member(root, m.get("weights"), "weights").read_bytes())
+    if sorted(weights) != sorted(f"w{i}" for i in range(len(program.weights))):
+        raise ArtefactError(f"{path}: weights: {len(weights)} tensors, the program reads "
+                            f"{len(program.weights)}")
+    program = Program.from_dict(m["program"], tuple(weights[f"w{i}"]
+                                                   for i in range(len(weights))))
+    rt = Runtime(program, graph, profile, cache_dir=root, files=files)
+    return Artefact(runtime=rt, placement=placement, manifest=m)

@@ -1,0 +1,354 @@
+"""The runtime against the Relax VM, the simulator and the measurer of fa7bb04 (issue 28).
+
+Tables (markdown, load printed beside every row; same machine, same minute):
+
+1. ``vm``: per model, the same placement (every op on the host profile's ``cpu`` unit, both
+   cores) timed by the Relax VM one kernel at a time (the build of fa7bb04) and by the
+   runtime; their ratio.
+2. ``tuned``: per model, the best placement the local measurer finds in ``--trials`` trials
+   against the best single-unit placement, both measured by the runtime; the simulator's
+   predicted gain beside it.
+3. ``fidelity``: simulated against measured latency of ``--random`` random feasible
+   placements per model: median and worst relative error.
+4. ``rate``: measured candidates per minute on squeezenet, the runtime's local measurer
+   against fa7bb04's (``--baseline-tree``: a checkout of it), on the same candidates.
+5. ``branches``: two independent branches of 24 small MatMul+Relu kernels on two one-core
+   units: the best measured placement against one unit.
+6. ``overhead``: the runtime's time per op of a chain of empty kernels, on one unit and
+   alternating between two (an event per op).
+
+Run from the repository root: ``python experiments/bench_runtime.py [--tables ...]
+[--models ...] [--trials 256] [--random 100] [--baseline-tree DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ["squeezenet", "resnet50", "inception_v1", "inception_v2", "densenet121",
+          "shufflenet"]
+TWO_CORES = """
+name = "two-cores"
+host = "core0"
+default_scope = "dram"
+copies = []
+[units.core0]
+target = { kind = "llvm", num-cores = 1 }
+accepts = ["*"]
+cpus = [0]
+launch_overhead_us = 8
+[units.core0.gflops]
+default = 4.0
+[units.core1]
+target = { kind = "llvm", num-cores = 1 }
+accepts = ["*"]
+cpus = [1]
+launch_overhead_us = 8
+[units.core1.gflops]
+default = 4.0
+[scopes.dram]
+capacity_mib = 4096
+bandwidth_gbps = 20
+access = ["*"]
+"""
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    if not rows:
+        return "(no rows)"
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def settings(repeat: int = 5):
+    from autoplace.deploy.run import TimeSettings
+
+    return TimeSettings(number=1, repeat=repeat, warmup=1)
+
+
+# -- 1. the VM against the runtime ---------------------------------------------------------
+def vm_row(name: str, profile, cache: Path) -> dict:
+    from autoplace.deploy import build
+    from autoplace.deploy.run import Loaded, random_inputs
+    from autoplace.models import load_module
+    from autoplace.runtime import Runtime
+    from autoplace.space import SearchSpace
+
+    mod, graph = load_module(name)
+    placement = SearchSpace(graph, profile).uniform("cpu")
+    loaded = Loaded(build(mod, placement, profile, graph=graph).executable)
+    args = loaded.inputs(random_inputs(loaded.meta, 0))
+    with Runtime(mod, graph, profile, cache_dir=cache) as rt:
+        a = rt.assemble(placement)
+        rt.feed(a, random_inputs(loaded.meta, 0))
+        vm, ours = [], []
+        for _ in range(3):  # interleaved: the same minute for both
+            vm.append(statistics.median(loaded.time(args, settings())))
+            ours.append(statistics.median(rt.time(a, settings())))
+    v, o = min(vm), min(ours)
+    return {"model": name, "ops": len(graph.ops), "VM ms": f"{v * 1e3:.2f}",
+            "runtime ms": f"{o * 1e3:.2f}", "VM / runtime": f"{v / o:.2f}", "load": load()}
+
+
+# -- 2. tuned against the best single unit ------------------------------------------------
+def tuned_row(name: str, profile, cache: Path, trials: int, seed: int = 0) -> dict:
+    from autoplace.measure.local import LocalMeasurer
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_module
+    from autoplace.records import TuningLog
+    from autoplace.search import TuneConfig, tune
+    from autoplace.space import SearchSpace
+
+    mod, graph = load_module(name)
+    space = SearchSpace(graph, profile)
+    sim = Simulator(space)
+    singles = [p for p in (space.uniform(u.name) for u in profile.units) if p is not None]
+    m = LocalMeasurer(mod, graph, profile, space=space, settings=settings(3), cache_dir=cache,
+                      timeout=600)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, TuningLog(Path(tmp) / "t.jsonl") as log:
+            t0 = time.perf_counter()
+            result = tune(space, m, log, TuneConfig(trials=trials, seed=seed))
+            wall = time.perf_counter() - t0
+        best = result.best.placement
+        measured = m.measure([best, *singles])  # again, the same minute
+    finally:
+        m.close()
+    tuned, single = measured[0].latency_s, min(r.latency_s for r in measured[1:] if r.ok)
+    which = min((r.latency_s, p) for r, p in zip(measured[1:], singles) if r.ok)[1]
+    predicted = sim.simulate(which).latency_s / sim.simulate(best).latency_s
+    return {"model": name, "trials": trials, "tune s": f"{wall:.0f}",
+            "best single unit": next(iter(which.units_used())),
+            "single ms": f"{single * 1e3:.2f}", "tuned ms": f"{tuned * 1e3:.2f}",
+            "tuned gain": f"{single / tuned:.3f}", "simulated gain": f"{predicted:.3f}",
+            "units used": ", ".join(sorted(best.units_used())), "load": load()}
+
+
+# -- 3. simulated against measured --------------------------------------------------------
+def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0) -> dict:
+    from autoplace.measure.local import LocalMeasurer
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_module
+    from autoplace.space import SearchSpace
+
+    mod, graph = load_module(name)
+    space = SearchSpace(graph, profile)
+    sim, rng, chosen = Simulator(space), np.random.default_rng(seed), []
+    while len(chosen) < n:
+        for p in space.decode_rows(*space.random_genomes(32, rng)):
+            if len(chosen) < n and sim.simulate(p).ok:
+                chosen.append(p)
+    m = LocalMeasurer(mod, graph, profile, space=space, settings=settings(3), cache_dir=cache,
+                      timeout=600)
+    try:
+        measured = m.measure(chosen)
+    finally:
+        m.close()
+    err = [abs(sim.simulate(p).latency_s - r.latency_s) / r.latency_s
+           for p, r in zip(chosen, measured) if r.ok]
+    return {"model": name, "placements": len(err), "median error": f"{np.median(err):.1%}",
+            "worst error": f"{max(err):.1%}", "load": load()}
+
+
+# -- 4. candidates per minute -------------------------------------------------------------
+RATE_SNIPPET = """
+import json, sys, time
+from autoplace.models import load_module
+from autoplace.profile_io import load_profile
+from autoplace.space import Placement, SearchSpace
+from autoplace.deploy.run import TimeSettings
+from autoplace.measure.local import LocalMeasurer
+mod, graph = load_module("squeezenet")
+profile = load_profile(sys.argv[1])
+placements = [Placement.from_json(s) for s in json.loads(sys.stdin.read())]
+kw = json.loads(sys.argv[2])
+m = LocalMeasurer(mod, graph, profile, settings=TimeSettings(number=1, repeat=5, warmup=1),
+                  timeout=600, **kw)
+t0 = time.perf_counter()
+res = m.measure(placements)
+print(json.dumps({"seconds": time.perf_counter() - t0, "ok": sum(r.ok for r in res)}))
+m.close()
+"""
+
+
+def rate_rows(profile_path: str, cache: Path, baseline: Path | None, n: int) -> list[dict]:
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_graph
+    from autoplace.profile_io import load_profile
+    from autoplace.space import SearchSpace
+
+    space = SearchSpace(load_graph("squeezenet"), load_profile(profile_path))
+    sim, rng, chosen = Simulator(space), np.random.default_rng(1), []
+    while len(chosen) < n:
+        for p in space.decode_rows(*space.random_genomes(32, rng)):
+            if len(chosen) < n and sim.simulate(p).ok:
+                chosen.append(p.to_json())
+    trees = [("runtime (this tree)", Path.cwd(), {"cache_dir": str(cache)})]
+    if baseline is not None:
+        trees.insert(0, ("Relax VM builds (fa7bb04)", baseline, {}))
+    rows = []
+    for label, tree, kw in trees:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        out = subprocess.run([sys.executable, "-c", RATE_SNIPPET, profile_path, json.dumps(kw)],
+                             input=json.dumps(chosen), capture_output=True, text=True, env=env,
+                             check=True, cwd=tree)
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append({"measurer": label, "candidates": n, "ok": got["ok"],
+                     "s": f"{got['seconds']:.1f}",
+                     "per minute": f"{60 * n / got['seconds']:.1f}", "load": load()})
+    if len(rows) == 2:
+        ratio = float(rows[1]["per minute"]) / float(rows[0]["per minute"])
+        rows[1]["per minute"] += f" ({ratio:.1f}x)"
+    return rows
+
+
+# -- 5. two branches on two cores ---------------------------------------------------------
+def branches_module(depth: int = 24, rows: int = 32, width: int = 128, seed: int = 0):
+    """Two independent chains of ``depth`` MatMul+Relu kernels on one input, summed."""
+    from tvm import relax
+
+    from autoplace.frontend.relax import from_relax
+
+    rng = np.random.default_rng(seed)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((rows, width), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            ends = []
+            for _ in range(2):
+                h = x
+                for _ in range(depth):
+                    w = rng.standard_normal((width, width)) / np.sqrt(width)
+                    h = bb.emit(relax.op.nn.relu(relax.op.matmul(
+                        h, relax.const(w.astype("float32")))))
+                ends.append(h)
+            out = bb.emit_output(relax.op.add(*ends))
+        bb.emit_func_output(out)
+    return from_relax(bb.finalize(), "branches")
+
+
+def branches_row(cache: Path, trials: int) -> dict:
+    from autoplace.measure.local import LocalMeasurer
+    from autoplace.profile_io import profile_from_toml
+    from autoplace.records import TuningLog
+    from autoplace.search import TuneConfig, tune
+    from autoplace.space import SearchSpace
+
+    mod, graph = branches_module()
+    profile = profile_from_toml(TWO_CORES, "two-cores.toml")
+    space = SearchSpace(graph, profile)
+    m = LocalMeasurer(mod, graph, profile, space=space, settings=settings(5), cache_dir=cache)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, TuningLog(Path(tmp) / "t.jsonl") as log:
+            best = tune(space, m, log, TuneConfig(trials=trials, seed=0)).best.placement
+        one, tuned = m.measure([space.uniform("core0"), best])
+    finally:
+        m.close()
+    return {"model": f"branches ({len(graph.ops)} ops)", "trials": trials,
+            "one unit ms": f"{one.latency_s * 1e3:.2f}",
+            "best measured ms": f"{tuned.latency_s * 1e3:.2f}",
+            "speedup": f"{one.latency_s / tuned.latency_s:.2f}",
+            "ops on core1": sum(u == "core1" for u, _ in best.ops.values()), "load": load()}
+
+
+# -- 6. the runtime's overhead per op ----------------------------------------------------
+def empty_chain(n: int = 200):
+    from tvm import relax, te
+
+    from autoplace.frontend.relax import from_relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = x
+            for _ in range(n):
+                h = bb.emit_te(lambda a: te.compute((1,), lambda i: a[i] + 1.0), h,
+                               primfunc_name_hint="plus_one")
+            out = bb.emit_output(h)
+        bb.emit_func_output(out)
+    return from_relax(bb.finalize(), "empty")
+
+
+def overhead_rows(cache: Path) -> list[dict]:
+    from autoplace.profile_io import profile_from_toml
+    from autoplace.runtime import Runtime
+    from autoplace.space import SearchSpace
+
+    mod, graph = empty_chain()
+    profile = profile_from_toml(TWO_CORES, "two-cores.toml")
+    space = SearchSpace(graph, profile)
+    alternate = {op.name: "core1" if i % 2 else "core0" for i, op in enumerate(graph.ops)}
+    rows = []
+    with Runtime(mod, graph, profile, cache_dir=cache, space=space) as rt:
+        for label, p in (("one unit", space.uniform("core0")),
+                         ("alternating units", space.from_user(alternate))):
+            a = rt.assemble(p)
+            rt.feed(a, [np.zeros(1, "float32")])
+            wall = min(rt.time(a, settings(20)))
+            trace = rt.last_trace
+            kernels = sum(e - s for s, e in zip(trace.start, trace.end)) * 1e-9
+            rows.append({"placement": label, "ops": len(graph.ops),
+                         "us per op": f"{wall / len(graph.ops) * 1e6:.2f}",
+                         "us per op outside kernels":
+                             f"{(wall - kernels) / len(graph.ops) * 1e6:.2f}",
+                         "load": load()})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tables", nargs="+", default=["overhead", "branches", "vm", "rate",
+                                                    "fidelity", "tuned"])
+    ap.add_argument("--models", nargs="+", default=MODELS)
+    ap.add_argument("--hw", default="hwprofiles/host.toml")
+    ap.add_argument("--trials", type=int, default=256)
+    ap.add_argument("--random", type=int, default=100)
+    ap.add_argument("--rate-candidates", type=int, default=12)
+    ap.add_argument("--baseline-tree", type=Path, default=None,
+                    help="a checkout of fa7bb04 (git worktree add DIR fa7bb04) for the rate")
+    ap.add_argument("--cache-dir", type=Path,
+                    default=Path(tempfile.gettempdir()) / "autoplace-bench-kernels")
+    args = ap.parse_args()
+    from autoplace.profile_io import load_profile
+
+    profile = load_profile(args.hw)
+    print(f"# bench_runtime ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
+          f"profile {args.hw})", flush=True)
+    for table in args.tables:
+        if table == "overhead":
+            rows = overhead_rows(args.cache_dir)
+        elif table == "branches":
+            rows = [branches_row(args.cache_dir, min(args.trials, 64))]
+        elif table == "rate":
+            rows = rate_rows(args.hw, args.cache_dir, args.baseline_tree, args.rate_candidates)
+        else:
+            fn = {"vm": lambda m: vm_row(m, profile, args.cache_dir),
+                  "tuned": lambda m: tuned_row(m, profile, args.cache_dir, args.trials),
+                  "fidelity": lambda m: fidelity_row(m, profile, args.cache_dir, args.random)
+                  }[table]
+            rows = []
+            for m in args.models:
+                rows.append(fn(m))
+                print(f"  {table} {m}: {rows[-1]}", file=sys.stderr, flush=True)
+        print(f"\n## {table}\n\n{markdown(rows)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
