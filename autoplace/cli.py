@@ -125,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=positive_seconds, default=60.0,
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     cache_arg(t)
+    t.add_argument("--rpc-mode", choices=("runtime", "vm"), default="runtime",
+                   help="--measurer rpc: the board runs each placement with the runtime "
+                        "(autoplace serve on the board; the kernels uploaded once per job), "
+                        "or a Relax VM build of each candidate (any TVM RPC server)")
     b = sub.add_parser("best", help="the best placement in a log, as a table")
     b.set_defaults(run=cmd_best)
     b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")

@@ -110,7 +110,9 @@ def real_measurer(args, graph, profile, space):
 
         _need_rpc(args)
         return RPCMeasurer(mod, graph, profile, space=space, tracker=args.rpc_tracker,
-                           key=args.rpc_key, settings=settings, timeout=args.timeout)
+                           key=args.rpc_key, settings=settings, timeout=args.timeout,
+                           mode="run" if args.rpc_mode == "vm" else "runtime",
+                           cache_dir=_cache(args))
     raise ValueError(f"--measurer {args.measurer!r}: unknown")
 
 

@@ -24,7 +24,8 @@ RANK = {
     "frontend": 1, "models": 2, "space": 4, "deploy": 5, "heft": 5,
     "contiguous": 5.4, "baselines": 5.5, "measure": 6, "runtime": 6.3, "cost_model": 6.5,
     # the real measurers run placements on the runtime, which the simulator times
-    "measure.server": 6.55, "measure.local": 6.6, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
+    "measure.board": 6.5, "measure.server": 6.55, "measure.local": 6.6,
+    "measure.rpc_runtime": 6.65, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
     "record_schema": 6.9, "records": 7, "exact": 7, "pipeline": 7.5, "calibrate": 8,
     "analysis": 8, "search": 8,
     "plots": 9, "report": 10, "report_pipeline": 10.2, "cli_args": 10.5, "cli_real": 11,

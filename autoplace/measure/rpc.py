@@ -1,8 +1,11 @@
 """Measure placements through a TVM RPC tracker: real boards, or simulated ones.
 
-``mode="run"``: each candidate is built here (parallel workers), uploaded to a server the
-tracker hands out for ``key``, loaded and timed there. ``mode="simulate"``: nothing is
-built; the servers (``autoplace serve``) simulate the placements with their profile.
+``mode="runtime"``: the kernels are compiled here once per unit target; each session a
+board (``autoplace serve``) grants receives them once, with the weights, and then runs each
+candidate's placement with the runtime (:mod:`autoplace.measure.rpc_runtime`). ``mode="run"``
+(any TVM RPC server, a stock one too): each candidate is built here into one Relax VM
+library (parallel workers), uploaded, loaded and timed there. ``mode="simulate"``: nothing
+is built; the servers (``autoplace serve``) simulate the placements with their profile.
 
 One worker thread per server registered under the key measures in parallel, each with its
 own session. Faults are results: a call that exceeds ``timeout`` abandons its server
@@ -13,6 +16,7 @@ results it got (:class:`~autoplace.measure.base.MeasurementStopped`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -20,21 +24,29 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from tvm import rpc
 
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
+from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, MeasurementStopped, MeasureResult
 from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times
+from autoplace.measure.rpc_runtime import BoardJob, Sessions, remote_json
 from autoplace.measure.server import INFO_FUNC, LOAD_FUNC, SIM_FUNC, parse_addr
 from autoplace.profile import Profile
+from autoplace.runtime.libraries import KernelLibraries
 from autoplace.space import Placement, SearchSpace
 
-MODES = ("run", "simulate")
+MODES = ("runtime", "run", "simulate")
 #: Session requests made before giving up on the servers under a key.
 ATTEMPTS = 3
+#: how long a board keeps a runtime job's session (it is kept for the whole job)
+JOB_SESSION_S = 24 * 3600.0
+#: how often a worker waiting for a session looks whether the job freed one of its own
+STOP_TICK = 0.2
 
 
 class NoServerError(MeasurementStopped, ConnectionError):
@@ -92,36 +104,56 @@ def _connection_lost(exc: BaseException) -> bool:
 class RPCMeasurer(BuildingMeasurer):
     """Measures placements on the servers a TVM RPC tracker has under ``key``.
 
-    ``tracker`` is ``HOST:PORT``. ``mode="run"`` needs ``mod`` (the fused module of
-    ``graph``); ``mode="simulate"`` does not. ``timeout`` bounds one candidate on a server
+    ``tracker`` is ``HOST:PORT``. ``mode="runtime"`` and ``"run"`` need ``mod`` (the
+    fused module of ``graph``); ``mode="simulate"`` does not. ``cache_dir`` holds the
+    runtime's kernel libraries. ``timeout`` bounds one candidate on a server
     (upload, load and timing, or one simulation); ``server_wait`` is how long to wait for a
     session before asking the tracker whether any server is left.
     """
 
     def __init__(self, mod, graph: OpGraph, profile: Profile, *, tracker: str, key: str,
-                 mode: str = "run", space: SearchSpace | None = None,
+                 mode: str = "runtime", space: SearchSpace | None = None,
                  settings: TimeSettings = DEFAULT_TIMING, timeout: float = 60.0,
                  build_timeout: float | None = None, build_workers: int = 2,
                  check_capacity: bool = True, seed: int = 0, server_wait: float = 5.0,
-                 workdir=None, memory_scopes: str = "global"):
+                 workdir=None, memory_scopes: str = "global", cache_dir=None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got mode={mode!r}")
-        if mode == "run" and mod is None:
-            raise ValueError("mode='run' needs the module to build")
+        if mode != "simulate" and mod is None:
+            raise ValueError(f"mode={mode!r} needs the module to build")
         if timeout <= 0 or server_wait <= 0:
             raise ValueError(f"timeout > 0 and server_wait > 0 must hold, got "
                              f"timeout={timeout}, server_wait={server_wait}")
         self.tracker, self.key, self.mode = parse_addr(tracker, "--rpc-tracker"), key, mode
         self.settings, self.timeout, self.seed = settings, timeout, seed
         self.server_wait = server_wait
-        self.name = "rpc" if mode == "run" else "rpc-sim"
+        self.name = "rpc-sim" if mode == "simulate" else "rpc"
         self._lock = threading.Lock()
         self._tracker_seen = False
         self.server_count()  # fail fast on a wrong tracker address
         super().__init__(mod if mode == "run" else None, graph, profile, space=space,
                          build_workers=build_workers, build_timeout=build_timeout,
-                         check_capacity=check_capacity and mode == "run", workdir=workdir,
-                         memory_scopes=memory_scopes)
+                         check_capacity=check_capacity and mode != "simulate",
+                         workdir=workdir, memory_scopes=memory_scopes)
+        self.sessions = self._job(mod, cache_dir) if mode == "runtime" else None
+
+    def _job(self, mod, cache_dir) -> Sessions:
+        """The runtime job's files (every unit's library compiled or found here first)."""
+        from autoplace.runtime import DEFAULT_CACHE, check_program
+        from autoplace.runtime.program import read_program
+
+        program = read_program(mod)
+        check_program(program, self.graph)
+        libraries = KernelLibraries(program, self.graph, self.profile,
+                                    Path(cache_dir or DEFAULT_CACHE))
+        for unit in self.profile.units:
+            try:
+                libraries.build(unit.name)
+            except BuildError as exc:
+                libraries.broken.setdefault(unit.name, exc)
+        self.broken = libraries.broken
+        return Sessions(lambda stop: self._open(JOB_SESSION_S, stop),
+                        BoardJob(program, self.graph, self.profile, libraries))
 
     # -- tracker -------------------------------------------------------------------------
     def server_count(self) -> int:
@@ -147,8 +179,9 @@ class RPCMeasurer(BuildingMeasurer):
             f"PROFILE --tracker {self._addr()} --key {self.key}) and run the same command "
             "again with --resume to continue")
 
-    def _open(self):
-        """A session for the key; waits while servers are busy, raises when none is left.
+    def _open(self, session_timeout: float | None = None, stop=None):
+        """A session for the key; waits while servers are busy, raises when none is left;
+        None as soon as ``stop()`` holds while it waits.
 
         One attempt waits up to ``timeout + server_wait`` (a busy server frees within one
         candidate's timeout). An attempt that fails or hangs (the tracker handed out a
@@ -157,9 +190,10 @@ class RPCMeasurer(BuildingMeasurer):
         :class:`NoServerError`.
         """
         patience = self.timeout + self.server_wait
+        lifetime = session_timeout or self.timeout + 60.0
         for _ in range(ATTEMPTS):
-            status, value = self._request(time.monotonic() + patience)
-            if status == "ok":
+            status, value = self._request(time.monotonic() + patience, lifetime, stop)
+            if status in ("ok", "stopped"):
                 return value
             if self.server_count() == 0:
                 raise self._no_server("no server left", str(value))
@@ -167,14 +201,16 @@ class RPCMeasurer(BuildingMeasurer):
         raise self._no_server(f"no server answered in {ATTEMPTS} attempts of {patience:g} s",
                               str(value))
 
-    def _request(self, deadline: float) -> tuple[str, object]:
-        """One tracker request: ("ok", session) or ("failed", why)."""
+    def _request(self, deadline: float, lifetime: float, stop=None) -> tuple[str, object]:
+        """One tracker request: ("ok", session), ("failed", why), or ("stopped", None) when
+        ``stop()`` holds while it waits; the server ends the session ``lifetime`` seconds
+        after it starts."""
         box, done, cancelled = {}, threading.Event(), threading.Event()
 
         def request():
             try:
                 sess = rpc.connect_tracker(*self.tracker).request(
-                    self.key, priority=1, session_timeout=self.timeout + 60.0, max_retry=1)
+                    self.key, priority=1, session_timeout=lifetime, max_retry=1)
                 if not cancelled.is_set():
                     box["sess"] = sess
             except BaseException as exc:  # noqa: BLE001 - reported to the caller
@@ -183,7 +219,14 @@ class RPCMeasurer(BuildingMeasurer):
                 done.set()
 
         threading.Thread(target=request, daemon=True).start()
-        while not done.wait(self.server_wait):
+        checked = time.monotonic()
+        while not done.wait(STOP_TICK if stop else self.server_wait):
+            if stop is not None and stop():
+                cancelled.set()
+                return "stopped", None
+            if time.monotonic() - checked < self.server_wait:
+                continue
+            checked = time.monotonic()
             if self.server_count() == 0 or time.monotonic() > deadline:
                 cancelled.set()  # a session granted later is dropped at once
                 return "failed", "waited for a session in vain"
@@ -197,6 +240,8 @@ class RPCMeasurer(BuildingMeasurer):
         servers = self.server_count() if batch.keys() else 0
         if self.mode == "run":
             tasks = list(self._build(batch).items())
+        elif self.mode == "runtime":
+            tasks = [(k, batch.placements[k]) for k in batch.keys()]
         else:  # one chunk per server: a simulation is cheap, a session is not
             keys = batch.keys()
             size = max(1, -(-len(keys) // max(1, servers)))
@@ -225,7 +270,8 @@ class RPCMeasurer(BuildingMeasurer):
             raise errors[0]
 
     def _worker(self, batch: Batch, todo: queue.Queue, errors: list) -> None:
-        """Take candidates until none is left; one session per candidate.
+        """Take candidates until none is left; one session per candidate (a session kept
+        for the job in runtime mode: its first candidate uploads the job).
 
         The candidate is taken before the session is asked for: a session opened only to
         find nothing left to do could wait on a hung server for nothing.
@@ -236,11 +282,14 @@ class RPCMeasurer(BuildingMeasurer):
             except queue.Empty:
                 return
             try:
-                sess = self._open()
+                sess, fresh = self.sessions.lease() if self.sessions else (self._open(), True)
             except (NoServerError, ValueError) as exc:
                 errors.append(exc)
                 return
-            status, value = _call(lambda s=sess, t=task: self._on_server(s, t), self.timeout)
+            status, value = _call(lambda s=sess, t=task, f=fresh: self._on_server(s, t, f),
+                                  self.timeout)
+            if self.sessions and status == "ok":
+                self.sessions.give_back(sess)
             del sess
             if self.mode == "run" and status != "timeout":  # a hung upload may still read it
                 self._discard(task)
@@ -252,6 +301,12 @@ class RPCMeasurer(BuildingMeasurer):
             with self._lock:
                 for k, r in zip(*_as_lists(key, result)):
                     batch.set(k, r)
+
+    def close(self) -> None:
+        if self.sessions is not None:
+            self.sessions.close()
+            self.sessions.job.close()
+        super().close()
 
     def _outcome(self, status: str, value) -> MeasureResult:
         if status == "timeout":
@@ -266,9 +321,17 @@ class RPCMeasurer(BuildingMeasurer):
                                          f"measurement ({first_line(value)})")
         return MeasureResult.failure(ErrorKind.RUN, first_line(value))
 
-    def _on_server(self, sess, task):
+    def _on_server(self, sess, task, fresh: bool):
         if self.mode == "simulate":
             return self._simulate(sess, task)
+        if self.mode == "runtime":
+            broken = [self.broken[u] for u in sorted(task.units_used()) if u in self.broken]
+            if broken:
+                return MeasureResult.failure(ErrorKind.BUILD, str(broken[0]))
+            if fresh:
+                self.sessions.job.start(sess)
+            return self.sessions.job.time(sess, task, dataclasses.asdict(self.settings),
+                                          self.seed)
         name = os.path.basename(task.path)
         sess.upload(task.path)
         loaded = Loaded(sess.load_module(name), device=sess.device)
@@ -276,13 +339,13 @@ class RPCMeasurer(BuildingMeasurer):
         return result_from_times(loaded.time(args, self.settings))
 
     def _simulate(self, sess, placements: list[Placement]) -> list[MeasureResult]:
-        info = _remote_json(sess, INFO_FUNC)
+        info = remote_json(sess, INFO_FUNC)
         if info.get("profile_hash") != self.profile.hash:
             raise ValueError(f"rpc: the server under key {self.key!r} simulates profile "
                              f"{info.get('profile')!r} (hash {info.get('profile_hash')}), "
                              f"not {self.profile.name!r} (hash {self.profile.hash})")
-        _remote_json(sess, LOAD_FUNC, json.dumps(self.graph.to_dict()))
-        res = _remote_json(sess, SIM_FUNC, json.dumps([p.to_dict() for p in placements]))
+        remote_json(sess, LOAD_FUNC, json.dumps(self.graph.to_dict()))
+        res = remote_json(sess, SIM_FUNC, json.dumps([p.to_dict() for p in placements]))
         return [MeasureResult.from_dict(r) for r in res["results"]]
 
 
@@ -291,11 +354,3 @@ def _as_lists(key, result) -> tuple[list, list]:
     if isinstance(key, list):
         return key, result if isinstance(result, list) else [result] * len(key)
     return [key], [result]
-
-
-def _remote_json(sess, func: str, *args) -> dict:
-    """Call remote function ``func``; its JSON answer, or RuntimeError with its error."""
-    answer = json.loads(str(sess.get_function(func)(*args)))
-    if "error" in answer:
-        raise RuntimeError(f"{func} on the server: {answer['error']}")
-    return answer

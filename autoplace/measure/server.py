@@ -30,6 +30,7 @@ import time
 from pathlib import PurePosixPath
 
 from autoplace.graph import OpGraph
+from autoplace.measure.board import register_runtime
 from autoplace.profile import Profile
 
 #: the largest graph a client may load: JSON text, and ops (the bundled graphs are under
@@ -131,6 +132,7 @@ def register_functions(profile: Profile) -> None:
                              override=True)
     tvm.register_global_func(SIM_FUNC, lambda p: _answer(service.simulate, str(p)),
                              override=True)
+    register_runtime()
 
 
 def parse_addr(text: str, what: str = "--tracker") -> tuple[str, int]:

@@ -208,6 +208,14 @@ def save_program(program: Program, directory: str | Path) -> Path:
 def load_program(directory: str | Path) -> Program:
     """The program :func:`save_program` wrote (no PrimFuncs: it runs from libraries)."""
     directory = Path(directory)
-    data = json.loads((directory / PROGRAM_FILE).read_text())
-    weights = tvm.runtime.load_param_dict((directory / WEIGHTS_FILE).read_bytes())
-    return Program.from_dict(data, tuple(weights[f"w{i}"] for i in range(len(weights))))
+    return read_program_files(directory / PROGRAM_FILE, directory / WEIGHTS_FILE)
+
+
+def read_program_files(program: Path, weights: Path) -> Program:
+    """A program from its JSON file and its weights file; ValueError if they disagree."""
+    data = json.loads(Path(program).read_text())
+    values = tvm.runtime.load_param_dict(Path(weights).read_bytes())
+    if sorted(values) != sorted(f"w{i}" for i in range(len(data["weights"]))):
+        raise ValueError(f"{weights}: {len(values)} tensors, the program reads "
+                         f"{len(data['weights'])}")
+    return Program.from_dict(data, tuple(values[f"w{i}"] for i in range(len(values))))

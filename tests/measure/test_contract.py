@@ -88,21 +88,30 @@ class _Local(_Real):
 
 
 class _RealThroughRPC(_Real):
-    """Built here, run on a server of a tracker on 127.0.0.1."""
+    """Kernels compiled here once, placements run by the runtime on a server of a tracker
+    on 127.0.0.1 (``autoplace serve``)."""
+
+    mode = "runtime"
 
     def make(self) -> Measurer:
         from autoplace.measure.rpc import RPCMeasurer
         from autoplace.measure.server import LocalCluster
 
-        cluster = LocalCluster(self.profile, "contract-run", servers=1)
+        cluster = LocalCluster(self.profile, f"contract-{self.mode}", servers=1)
         self.closers.append(cluster.close)
         return RPCMeasurer(self.mod, self.graph, self.profile, tracker=cluster.tracker,
-                           key="contract-run", settings=self.fast, build_workers=1,
-                           timeout=60)
+                           key=f"contract-{self.mode}", settings=self.fast, build_workers=1,
+                           timeout=60, mode=self.mode, cache_dir=self.cache_dir)
+
+
+class _VMThroughRPC(_RealThroughRPC):
+    """Each candidate built here into a Relax VM library, run on the server."""
+
+    mode = "run"
 
 
 FACTORIES = {"simulator": _Simulator, "rpc-sim": _ThroughRPC, "local": _Local,
-             "rpc": _RealThroughRPC}
+             "rpc": _RealThroughRPC, "rpc-vm": _VMThroughRPC}
 
 
 @pytest.fixture(params=sorted(FACTORIES))

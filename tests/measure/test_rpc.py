@@ -100,9 +100,9 @@ class Spy(RPCMeasurer):
         super().__init__(*args, **kwargs)
         self.started: queue.Queue = queue.Queue()
 
-    def _on_server(self, sess, task):
+    def _on_server(self, sess, task, fresh):
         self.started.put(json.loads(str(sess.get_function(INFO_FUNC)()))["pid"])
-        return super()._on_server(sess, task)
+        return super()._on_server(sess, task, fresh)
 
     def next_server(self, servers: Servers, timeout: float = 300.0):
         """The ``autoplace serve`` process of the next candidate to start (SLOW keeps it
@@ -116,14 +116,15 @@ class Spy(RPCMeasurer):
             self.started.get_nowait()
 
 
-def test_runs_real_builds_on_two_servers(seed, soc, servers, tracker):
+@pytest.mark.parametrize("mode", ["runtime", "run"])
+def test_runs_placements_on_two_servers(seed, soc, servers, tracker, mode):
     servers.start(2)
     mod, graph = seed
     space = SearchSpace(graph, soc)
     batch = distinct(space)
     bad = Placement(ops={**batch[0].ops, "C": ("cpu1", "sram2")}, copies={})
     m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key,
-                    settings=TimeSettings(repeat=3), timeout=60)
+                    settings=TimeSettings(repeat=3), timeout=60, mode=mode)
     try:
         results = m.measure(batch[:2] + [bad] + batch[2:])
     finally:
@@ -131,6 +132,24 @@ def test_runs_real_builds_on_two_servers(seed, soc, servers, tracker):
     assert [r.error for r in results] == [None, None, ErrorKind.INVALID, None, None]
     assert all(0 < r.latency_s < 0.1 for r in results if r.ok)
     assert m.name == "rpc"
+
+
+def test_a_board_receives_the_kernels_once_per_job_then_only_placements(seed, soc, servers,
+                                                                       tracker, tmp_path):
+    servers.start(1)
+    mod, graph = seed
+    space = SearchSpace(graph, soc)
+    m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=servers.key, timeout=60,
+                    settings=TimeSettings(repeat=2), cache_dir=tmp_path)
+    try:
+        first = m.measure(distinct(space)[:2])
+        second = m.measure(distinct(space)[2:])
+        uploads = m.sessions.job.uploads
+    finally:
+        m.close()
+    assert [r.error for r in first + second] == [None] * 4, [r.detail for r in first + second]
+    assert uploads == 1  # one session for the whole job: the kernels went over once
+    assert set(second[0].unit_busy_s) == {"cpu1", "accelerator2"}  # the board's trace
 
 
 def test_resident_weights_are_placed_when_a_server_loads_the_library(weighted, soc, servers,
