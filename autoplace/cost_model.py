@@ -29,7 +29,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from autoplace.measure.batch import simulate_batch
+from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.space import ASYNC, SearchSpace
 
@@ -73,8 +73,14 @@ class Featurizer:
                   plan: tuple | None = None) -> np.ndarray:
         """Feature matrix ``[B, len(FEATURES)]`` of ``B`` genomes; ``plan`` is their
         ``SearchSpace.copy_plan`` if the caller has it already."""
+        return self.features(choice, mode, plan)[0]
+
+    def features(self, choice: np.ndarray, mode: np.ndarray,
+                 plan: tuple | None = None) -> tuple[np.ndarray, BatchOutput | None]:
+        """:meth:`transform`'s matrix, and the batch simulator's output it was made from
+        (None for no rows)."""
         if not len(choice):
-            return np.zeros((0, len(FEATURES)))
+            return np.zeros((0, len(FEATURES))), None
         t, at = self.space, self._flat + choice
         unit, scope, dur = (table[at] for table in self._tables)
         cross, used, rid = t.copy_plan(choice, mode) if plan is None else plan
@@ -93,7 +99,8 @@ class Featurizer:
             est = np.maximum(est, cp)
         total = busy.sum(axis=1)
         log = self._log
-        simulated = self._log_simulated(choice, mode, (cross, used, rid), log(est))
+        out = simulate_batch(t, choice, mode, plan=(cross, used, rid))
+        simulated = self._log_simulated(out, log(est))
         feats = [
             simulated, log(est), log(cp), log(ranked[:, 0]),
             log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
@@ -109,14 +116,13 @@ class Featurizer:
             np.log1p((held / t.capacity).max(axis=1)), np.minimum(biggest, 4.0),
             (cross & (rid == 0)).any(axis=1).astype(float),
         ]
-        return np.column_stack(feats)
+        return np.column_stack(feats), out
 
-    def _log_simulated(self, choice: np.ndarray, mode: np.ndarray, plan: tuple,
-                       fallback: np.ndarray) -> np.ndarray:
+    def _log_simulated(self, out: BatchOutput, fallback: np.ndarray) -> np.ndarray:
         """``log(simulated objective / bound)``, on the targets' scale (no floor: with the
         simulator as the measurer the residual is exactly zero); ``fallback`` where the
         simulator gives no finite positive value (a block unit's ops not contiguous)."""
-        secs = self.objective.simulated(simulate_batch(self.space, choice, mode, plan=plan))
+        secs = self.objective.simulated(out)
         ok = np.isfinite(secs) & (secs > 0)
         return np.where(ok, np.log(np.where(ok, secs, 1.0) / self.reference), fallback)
 

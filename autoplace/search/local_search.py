@@ -11,6 +11,7 @@ found to be local optima, so a resumed job proposes what the uninterrupted one d
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
@@ -54,7 +55,8 @@ class LocalSearch:
         genome, HEFT's placement once measured (a basin of its own: steepest descent from
         it alone beat the tuner in 7 of 36 runs of bench_hill), then the next best measured
         genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`)."""
-        done = sorted((lat, k) for k, lat in seen.items() if lat is not None)
+        done = heapq.nsmallest(DESCENT_STARTS, ((lat, k) for k, lat in seen.items()
+                                                 if lat is not None))
         if not done:
             return
         if self._heft is None:

@@ -20,9 +20,9 @@ from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.records import Record, TuningLog
 from autoplace.search.checkpoint import (
     Checkpoint,
+    CheckpointWriter,
     checkpoint_path,
     read_checkpoint,
-    write_checkpoint,
 )
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.descent import predicted
@@ -61,11 +61,13 @@ class Tuner:
         #: genome key -> the objective's seconds (None: failed, or no value for it)
         self.seen: dict[bytes, float | None] = {}
         self.done: list[str] = []  # strategy of every candidate of the job so far
+        self._search_done = 0  # of them, candidates of the search (not baselines)
         #: logged candidates of the round a resumed job stopped in, by genome key: taken
         #: from the log when that round is proposed again (see autoplace.search.checkpoint)
         self.pending: dict[bytes, tuple[str, Placement, float | None]] = {}
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
+        self._checkpoints: CheckpointWriter | None = None  # made on the first round
         self.local = LocalSearch(space, self.predict)  # descent and its restarts
         self.resumed = 0
         self.measure_s = 0.0
@@ -98,17 +100,20 @@ class Tuner:
         come from this log, and the checkpoint is of this run and no further than them."""
         if self.checkpoint is None or n_done != len(self.store.logged):
             return None
-        c = self.config
-        cp = read_checkpoint(self.checkpoint, run=self.store.run, sampler=c.sampler,
-                             seed=c.seed, batch_size=c.batch_size, objective=c.objective)
+        cp = read_checkpoint(self.checkpoint, **self._job())
         return cp if cp is not None and 0 <= cp.records <= n_done else None
+
+    def _job(self) -> dict:
+        """What a checkpoint of this job is known by (its header)."""
+        c = self.config
+        return dict(run=self.store.run, sampler=c.sampler, seed=c.seed,
+                    batch_size=c.batch_size, objective=c.objective)
 
     def _write_checkpoint(self) -> None:
         if self.checkpoint is not None:
-            c = self.config
-            write_checkpoint(self.checkpoint, Checkpoint(
-                run=self.store.run, sampler=c.sampler, seed=c.seed, batch_size=c.batch_size,
-                records=len(self.done), strategy=self.strategy.state(), objective=c.objective))
+            if self._checkpoints is None:
+                self._checkpoints = CheckpointWriter(self.checkpoint, **self._job())
+            self._checkpoints.write(len(self.done), self.strategy.state())
 
     def _take_in(self, done: list[tuple[str, Placement, float | None]]) -> None:
         """Measured candidates of the job from elsewhere (log, study): remembered as
@@ -120,7 +125,7 @@ class Tuner:
         lat = np.array([np.nan if x is None else x for x in latency], dtype=np.float64)
         self._remember(choice, mode, lat)
         self.strategy.observe(Proposal(choice=choice, mode=mode, labels=labels), lat)
-        self.done.extend(labels)
+        self._add_done(labels)
 
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         keys = self.space.keys(*self.space.canonical(choice, mode))
@@ -128,7 +133,11 @@ class Tuner:
 
     def search_trials_done(self) -> int:
         """Candidates of the search (not baselines) the job has measured."""
-        return sum(1 for s in self.done if s not in self.baseline_names)
+        return self._search_done
+
+    def _add_done(self, labels) -> None:
+        self.done.extend(labels)
+        self._search_done += sum(1 for s in labels if s not in self.baseline_names)
 
     # -- measuring ---------------------------------------------------------------------------
     def run_baselines(self) -> None:
@@ -166,7 +175,7 @@ class Tuner:
         for i, (label, _, lat) in logged.items():  # measured before the job was resumed
             latency[i] = np.nan if lat is None else lat
             self.seen[keys[i]] = lat
-            self.done.append(label)
+            self._add_done((label,))
         rows = [i for i in fresh if i in latency]
         self.strategy.observe(proposal.take(rows), np.array([latency[i] for i in rows]))
         if stopped is not None:
@@ -217,7 +226,7 @@ class Tuner:
         genome = self.space.format_genome(proposal.choice[i], mode)
         self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
         self.seen[key] = self.objective.value(result)
-        self.done.append(proposal.labels[i])
+        self._add_done((proposal.labels[i],))
 
     def _measure(self, choice: np.ndarray, mode: np.ndarray, placements: list[Placement]):
         """(results, stop): the measurer's results, or, when it stops mid-batch, what it got
