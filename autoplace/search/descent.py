@@ -34,6 +34,8 @@ from autoplace.space import SearchSpace
 MAX_MOVES = 20_000
 #: steps of one descent in the simulator at most
 MAX_STEPS = 200
+#: rows simulated at a time
+CHUNK = 4096
 LABEL = "descent"
 
 
@@ -41,18 +43,19 @@ def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
               limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray]:
     """The moves from a genome as ``(ops, values)``: op ``ops[j]`` to choice ``values[j]``,
     or, where ``ops[j]`` is -1, a flip of crossing edge ``values[j]``'s copy mode. At most
-    ``limit``: every copy flip and a fixed sample of the op moves."""
-    ops = np.repeat(np.arange(space.n_ops), space.n_choices - 1)
-    starts = np.repeat(np.cumsum(space.n_choices - 1) - (space.n_choices - 1), space.n_choices - 1)
-    alt = np.arange(len(ops)) - starts  # 0 .. n_choices-2 per op
-    alt = alt + (alt >= choice[ops])  # skip the op's own choice
-    lead = ~np.isin(ops, space.colocated[0])  # a group moves with its leader
-    ops, alt = ops[lead], alt[lead]
+    ``limit``: every copy flip and a fixed sample of the op moves, drawn by position in the
+    list of them without making the list (on a mesh of thousands of PEs it has millions)."""
+    lead = np.setdiff1d(np.arange(space.n_ops), space.colocated[0])  # a group moves with
+    counts = space.n_choices[lead] - 1  # its leader; each op to each of its other choices
     cross = np.flatnonzero(space.copy_plan(choice[None, :], mode[None, :])[0][0])
-    room = max(limit - len(cross), 0)
-    if len(ops) > room:
-        pick = np.sort(np.random.default_rng(len(ops)).choice(len(ops), room, replace=False))
-        ops, alt = ops[pick], alt[pick]
+    room, total = max(limit - len(cross), 0), int(counts.sum())
+    at = np.arange(total) if total <= room else \
+        np.sort(np.random.default_rng(total).choice(total, room, replace=False))
+    ends = np.cumsum(counts)
+    k = np.searchsorted(ends, at, side="right")  # which op's moves position ``at`` is in
+    ops = lead[k]
+    alt = at - (ends[k] - counts[k])  # 0 .. n_choices-2 per op
+    alt = alt + (alt >= choice[ops])  # skip the op's own choice
     return np.concatenate([ops, np.full(len(cross), -1)]), np.concatenate([alt, cross])
 
 
@@ -87,10 +90,12 @@ def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
               objective: Objective = LATENCY) -> np.ndarray:
     """The simulator's seconds per inference (``objective``) of each genome; infinite where
     it does not fit the profile (a scope over capacity, a copy without a route, a stream
-    that does not fit)."""
-    if not len(choice):
-        return np.zeros(0)
-    return objective.batch(space, simulate_batch(space, choice, mode))
+    that does not fit). Simulated :data:`CHUNK` rows at a time (the copy plan of 20,000
+    moves alone is tens of MB)."""
+    return np.concatenate([np.zeros(0)] + [
+        objective.batch(space, simulate_batch(space, choice[i:i + CHUNK],
+                                              mode[i:i + CHUNK], per_unit=False))
+        for i in range(0, len(choice), CHUNK)])
 
 
 class Descent:

@@ -293,7 +293,8 @@ class GuidedProposer:
         if self.model is not None:
             _, dup, fits = self.scored(c, m)
             return fits, dup
-        return np.asarray(self.feasible(simulate_batch(self.space, c, m)), dtype=bool), \
+        out = simulate_batch(self.space, c, m, per_unit=False)
+        return np.asarray(self.feasible(out), dtype=bool), \
             self.space.keys(c, m)
 
     def _not_fitting(self, keys: list[bytes]) -> None:
