@@ -367,7 +367,7 @@ def _run(args) -> int:
               file=sys.stderr)
         return 2
     except (KeyboardInterrupt, SystemError) as exc:
-        from autoplace.search.loop import from_ctrl_c
+        from autoplace.search.interrupt import from_ctrl_c
 
         if not from_ctrl_c(exc):  # a SystemError of its own: a bug, with its traceback
             raise

@@ -31,9 +31,9 @@ class LocalSearch:
     """Descent proposals of one job (module docstring); ``predict`` ranks the moves."""
 
     def __init__(self, space: SearchSpace,
-                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray], stable: bool = False):
         self.space, self.predict = space, predict
-        self.descent = Descent(space, predict=predict)
+        self.descent = Descent(space, predict=predict, stable=stable)
         self._optima: set[bytes] = set()  # descent starts found one-op local optima
         self._heft: bytes | None = None  # the key of HEFT's genome, a descent start
 

@@ -26,7 +26,7 @@ from autoplace.search.checkpoint import (
 )
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.descent import predicted
-from autoplace.search.interrupt import CtrlC
+from autoplace.search.interrupt import CtrlC, from_ctrl_c
 from autoplace.search.local_search import LocalSearch
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
@@ -68,7 +68,9 @@ class Tuner:
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
         self._checkpoints: CheckpointWriter | None = None  # made on the first round
-        self.local = LocalSearch(space, self.predict)  # descent and its restarts
+        #: descent and its restarts (predictions are the simulator's, the same every round,
+        #: unless a costly measurer's cost model learns)
+        self.local = LocalSearch(space, self.predict, stable=measurer.free)
         self.resumed = 0
         self.measure_s = 0.0
         self.lost = 0  # candidates of the last round other workers had claimed first
@@ -223,7 +225,8 @@ class Tuner:
         trial = proposal.trial(i)
         if result is None:  # never measured (the measurer stopped): not a result
             return
-        genome = self.space.format_genome(proposal.choice[i], mode)
+        genome = None if self.store.study is None else \
+            self.space.format_genome(proposal.choice[i], mode)  # (the study's only)
         self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
         self.seen[key] = self.objective.value(result)
         self._add_done((proposal.labels[i],))
@@ -361,18 +364,6 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
     result = _result(tuner, interrupted, time.perf_counter() - t0)
     return replace(result, warm_start=warm.summary() if warm is not None else "",
                    polished=polished)
-
-
-def from_ctrl_c(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt raised while a numba
-    kernel called back into Python comes out of the kernel as a SystemError caused by it."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
