@@ -118,8 +118,11 @@ def peaks(it_res, it_start, it_end, freer, b_scope, b_bytes, nb, makespan, w, pe
         f = freer[x] if freer[x] >= 0 else nb
         nxt[x], first[f] = first[f], x
     live = w[2]
-    for x in range(nb):  # the scopes this row writes (not all: a mesh has thousands)
-        live[b_scope[x]] = 0.0
+    if len(live) <= nb:
+        live[:] = 0.0
+    else:  # the scopes this row writes, where there are fewer (a mesh has thousands)
+        for x in range(nb):
+            live[b_scope[x]] = 0.0
     e = 0  # position in ``ends``; nb: the makespan's frees
     for y in range(nb):
         a = allocs[y]
