@@ -367,8 +367,12 @@ def _run(args) -> int:
     except (CliError, *USER_ERRORS) as exc:
         print(f"autoplace: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError as exc:  # (numpy's says what it could not allocate)
+        print(f"autoplace: error: out of memory: {exc or 'an allocation failed'}",
+              file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, SystemError) as exc:
-        from autoplace.search.loop import from_ctrl_c
+        from autoplace.search.interrupt import from_ctrl_c
 
         if not from_ctrl_c(exc):  # a SystemError of its own: a bug, with its traceback
             raise

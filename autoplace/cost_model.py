@@ -29,7 +29,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from autoplace.measure.batch import simulate_batch
+from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.space import ASYNC, SearchSpace
 
@@ -73,8 +73,14 @@ class Featurizer:
                   plan: tuple | None = None) -> np.ndarray:
         """Feature matrix ``[B, len(FEATURES)]`` of ``B`` genomes; ``plan`` is their
         ``SearchSpace.copy_plan`` if the caller has it already."""
+        return self.features(choice, mode, plan)[0]
+
+    def features(self, choice: np.ndarray, mode: np.ndarray,
+                 plan: tuple | None = None) -> tuple[np.ndarray, BatchOutput | None]:
+        """:meth:`transform`'s matrix, and the batch simulator's output it was made from
+        (None for no rows)."""
         if not len(choice):
-            return np.zeros((0, len(FEATURES)))
+            return np.zeros((0, len(FEATURES))), None
         t, at = self.space, self._flat + choice
         unit, scope, dur = (table[at] for table in self._tables)
         cross, used, rid = t.copy_plan(choice, mode) if plan is None else plan
@@ -82,41 +88,35 @@ class Featurizer:
         secs, per_mode, dma = _copies(cross, used, rid, t.nbytes, r.lat, r.inv, r.hop_res,
                                       r.hop_lat, r.hop_bw, len(t.units), t.n_resources,
                                       t.transfer_s)
-        busy, held, biggest, switches, off_default = _op_sums(
+        top, second, host, units_used, pressure, biggest, switches, off_default = _op_sums(
             unit, scope, dur, t.out_bytes, t.capacity, t.src, t.dst, t.default_scope,
-            len(t.units), len(t.scopes))
-        busy[:, t.host] += per_mode[:, 0]
+            len(t.units), len(t.scopes), t.host, per_mode[:, 0])
         cp = self._critical_path(dur, secs)
-        ranked = np.sort(busy, axis=1)[:, ::-1]
-        est = np.maximum(ranked[:, 0], dma.max(axis=1, initial=0.0))  # the busiest resource
+        est = np.maximum(top, dma)  # the busiest resource
         if self.objective is LATENCY:  # a stream's period does not wait for the critical path
             est = np.maximum(est, cp)
-        total = busy.sum(axis=1)
+        total = dur.sum(axis=1) + per_mode[:, 0]  # every unit's busy time
         log = self._log
-        simulated = self._log_simulated(choice, mode, (cross, used, rid), log(est))
+        out = simulate_batch(t, choice, mode, plan=(cross, used, rid), per_unit=False)
         feats = [
-            simulated, log(est), log(cp), log(ranked[:, 0]),
-            log(ranked[:, 1] if ranked.shape[1] > 1 else 0 * cp),
-            log(dma.max(axis=1, initial=0.0)), log(busy[:, t.host]), log(total),
-            total / np.maximum(est, 1e-30), ranked[:, 0] / np.maximum(total, 1e-30),
+            self._log_simulated(out, log(est)), log(est), log(cp), log(top), log(second),
+            log(dma), log(host), log(total),
+            total / np.maximum(est, 1e-30), top / np.maximum(total, 1e-30),
             log(per_mode[:, 0]), log(per_mode[:, 1]),
             per_mode[:, 2] / self.total_bytes, per_mode[:, 3] / self.total_bytes,
             cross.mean(axis=1) if t.n_edges else 0 * cp,
             switches / t.n_edges if t.n_edges else 0 * cp,
-            (busy > 0).sum(axis=1) / len(t.units),
-            off_default / t.n_ops,
-            log(t.launch[unit].sum(axis=1)),
-            np.log1p((held / t.capacity).max(axis=1)), np.minimum(biggest, 4.0),
+            units_used / len(t.units), off_default / t.n_ops,
+            log(t.launch[unit].sum(axis=1)), np.log1p(pressure), np.minimum(biggest, 4.0),
             (cross & (rid == 0)).any(axis=1).astype(float),
         ]
-        return np.column_stack(feats)
+        return np.column_stack(feats), out
 
-    def _log_simulated(self, choice: np.ndarray, mode: np.ndarray, plan: tuple,
-                       fallback: np.ndarray) -> np.ndarray:
+    def _log_simulated(self, out: BatchOutput, fallback: np.ndarray) -> np.ndarray:
         """``log(simulated objective / bound)``, on the targets' scale (no floor: with the
         simulator as the measurer the residual is exactly zero); ``fallback`` where the
         simulator gives no finite positive value (a block unit's ops not contiguous)."""
-        secs = self.objective.simulated(simulate_batch(self.space, choice, mode, plan=plan))
+        secs = self.objective.simulated(out)
         ok = np.isfinite(secs) & (secs > 0)
         return np.where(ok, np.log(np.where(ok, secs, 1.0) / self.reference), fallback)
 
@@ -146,12 +146,15 @@ def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_unit
             n_res, transfer):  # pragma: no cover - compiled
     """Per row: each edge's unloaded copy time (0 where no copy; the measured transfer
     time where the graph has one), the sync and async copy time and bytes
-    (``per_mode[B, 4]``), and each DMA engine's busy time (the async copies' hops it
-    performs, scaled like the copy)."""
+    (``per_mode[B, 4]``), and the busiest DMA engine's busy time (the async copies' hops it
+    performs, scaled like the copy; 0 without any). Engines are summed in one scratch row,
+    cleared where the row wrote: the cost is the row's copies', not the engines'."""
     B, E = cross.shape
-    secs, per_mode = np.zeros((B, E)), np.zeros((B, 4))
-    dma = np.zeros((B, n_res - n_units))
+    secs, per_mode, busiest = np.zeros((B, E)), np.zeros((B, 4)), np.zeros(B)
+    dma, stamp = np.zeros(max(n_res - n_units, 1)), np.full(max(n_res - n_units, 1), -1)
+    touched = np.zeros(E * hop_res.shape[1] + 1, dtype=np.int64)
     for b in range(B):
+        n_touched = 0
         for k in range(E):
             if not cross[b, k]:
                 continue
@@ -166,29 +169,56 @@ def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_unit
             for h in range(hop_res.shape[1] if a else 0):
                 e = hop_res[r, h] - n_units  # a DMA engine (units' hops are not counted)
                 if e >= 0:
-                    dma[b, e] += (hop_lat[r, h] + nbytes[k] / hop_bw[r, h]) * scale
-    return secs, per_mode, dma
+                    if stamp[e] != b:
+                        stamp[e], touched[n_touched], n_touched = b, e, n_touched + 1
+                    dma[e] += (hop_lat[r, h] + nbytes[k] / hop_bw[r, h]) * scale
+        for x in range(n_touched):
+            busiest[b] = max(busiest[b], dma[touched[x]])
+            dma[touched[x]] = 0.0
+    return secs, per_mode, busiest
 
 
 @numba.njit(cache=True, nogil=True)
-def _op_sums(unit, scope, dur, out_bytes, capacity, src, dst, default, n_units,
-             n_scopes):  # pragma: no cover - compiled
-    """Per row: each unit's busy time (its ops' times), each scope's held bytes (outputs
-    kept there: scope pressure), the largest output over its scope's capacity (buffer
-    pressure), edges whose ends are on different units, ops off the default scope."""
+def _op_sums(unit, scope, dur, out_bytes, capacity, src, dst, default, n_units, n_scopes,
+             host, sync):  # pragma: no cover - compiled
+    """Per row, of the units' busy times (their ops' times; the host's with the ``sync``
+    copies): the largest, the second largest and the host's, and how many units are busy;
+    the most a scope holds of outputs kept there over its capacity (scope pressure), the
+    largest output over its scope's capacity (buffer pressure), edges whose ends are on
+    different units, ops off the default scope. Units and scopes are summed in one scratch
+    row, cleared where the row wrote: the cost is the row's ops', not the profile's units'."""
     B, n = unit.shape
-    busy, held = np.zeros((B, n_units)), np.zeros((B, n_scopes))
-    biggest, switches, off = np.zeros(B), np.zeros(B), np.zeros(B)
+    top, second, host_busy, used = np.zeros(B), np.zeros(B), np.zeros(B), np.zeros(B)
+    pressure, biggest, switches, off = np.zeros(B), np.zeros(B), np.zeros(B), np.zeros(B)
+    busy, held = np.zeros(n_units), np.zeros(n_scopes)
+    units, scopes = np.zeros(n + 1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    u_stamp, s_stamp = np.full(n_units, -1), np.full(n_scopes, -1)
     for b in range(B):
+        n_u, n_s = 1, 0
+        units[0], u_stamp[host] = host, b
         for i in range(n):
-            s = scope[b, i]
-            busy[b, unit[b, i]] += dur[b, i]
-            held[b, s] += out_bytes[i]
+            u, s = unit[b, i], scope[b, i]
+            if u_stamp[u] != b:
+                u_stamp[u], units[n_u], n_u = b, u, n_u + 1
+            if s_stamp[s] != b:
+                s_stamp[s], scopes[n_s], n_s = b, s, n_s + 1
+            busy[u] += dur[b, i]
+            held[s] += out_bytes[i]
             biggest[b] = max(biggest[b], out_bytes[i] / capacity[s])
             off[b] += s != default
+        busy[host] += sync[b]
         for k in range(len(src)):
             switches[b] += unit[b, src[k]] != unit[b, dst[k]]
-    return busy, held, biggest, switches, off
+        host_busy[b] = busy[host]
+        for x in range(n_u):
+            v = busy[units[x]]
+            top[b], second[b] = (v, top[b]) if v > top[b] else (top[b], max(second[b], v))
+            used[b] += v > 0
+            busy[units[x]] = 0.0
+        for x in range(n_s):
+            pressure[b] = max(pressure[b], held[scopes[x]] / capacity[scopes[x]])
+            held[scopes[x]] = 0.0
+    return top, second, host_busy, used, pressure, biggest, switches, off
 
 
 class CostModel(ABC):

@@ -9,7 +9,8 @@ that tree imported ahead of the editable install, measuring:
 - batched simulator placements/s on resnet50/soc (batches of 256 random placements, the
   median of 20 calls after one warm-up call);
 - tuner overhead per measured trial on densenet121/soc ((wall - measure) / measured, 1,000
-  trials of the default search after a 30-trial warm-up run), and its CPU seconds.
+  trials of the default search after a 30-trial warm-up run), and its CPU seconds;
+- the same overhead on resnet50/soc.
 
 Interleaving puts both trees through the same moments of a shared, noisy machine; the table
 gives each figure's median over the rounds, the ratio new/old, and the load average.
@@ -48,21 +49,25 @@ for _ in range(20):
     t = time.perf_counter(); simulate_batch(space, choice, mode)
     times.append(time.perf_counter() - t)
 sim = 256 / float(np.median(times))
-space = SearchSpace(load_graph("densenet121"), load_profile("soc"))
-measurer, out = Simulator(space), tempfile.mkdtemp()
-with TuningLog(os.path.join(out, "warm.jsonl")) as log:
-    tune(space, measurer, log, TuneConfig(trials=30, seed=1))
-with TuningLog(os.path.join(out, "t.jsonl")) as log:
-    t, c = time.perf_counter(), time.process_time()
-    r = tune(space, measurer, log, TuneConfig(trials=1000, seed=0))
-    wall, cpu = time.perf_counter() - t, time.process_time() - c
-print(json.dumps({"sim_per_s": sim, "overhead_ms": (wall - r.measure_s) / r.measured * 1e3,
-                  "cpu_s": cpu, "load": os.getloadavg()[0]}))
+out, figures = tempfile.mkdtemp(), {"sim_per_s": sim}
+for model, key in (("densenet121", "overhead_ms"), ("resnet50", "overhead_resnet50_ms")):
+    space = SearchSpace(load_graph(model), load_profile("soc"))
+    measurer = Simulator(space)
+    with TuningLog(os.path.join(out, model + "warm.jsonl")) as log:
+        tune(space, measurer, log, TuneConfig(trials=30, seed=1))
+    with TuningLog(os.path.join(out, model + ".jsonl")) as log:
+        t, c = time.perf_counter(), time.process_time()
+        r = tune(space, measurer, log, TuneConfig(trials=1000, seed=0))
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+    figures[key] = (wall - r.measure_s) / r.measured * 1e3
+    figures.setdefault("cpu_s", cpu)
+print(json.dumps(figures | {"load": os.getloadavg()[0]}))
 """
 
 FIGURES = (("sim_per_s", "batched sim placements/s (resnet50/soc)", "{:,.0f}"),
            ("overhead_ms", "tuner overhead ms/trial (densenet121/soc)", "{:.2f}"),
-           ("cpu_s", "CPU s of 1,000 trials (densenet121/soc)", "{:.2f}"))
+           ("cpu_s", "CPU s of 1,000 trials (densenet121/soc)", "{:.2f}"),
+           ("overhead_resnet50_ms", "tuner overhead ms/trial (resnet50/soc)", "{:.2f}"))
 
 
 def run(tree: Path) -> dict:

@@ -1,11 +1,12 @@
-"""Core benchmark: set-up, memory, batched simulator, tuner overhead, against 440fede.
+"""Core benchmark: set-up, memory, batched simulator, tuner overhead, against a reference.
 
     python experiments/bench_core.py [--cases ...] [--trials 1000] [--runs 3]
-                                     [--ref experiments/results/bench_core_440fede.json]
+                                     [--ref experiments/results/bench_core_fa7bb04.json]
 
-prints one markdown table, each figure beside 440fede's and their ratio, then the goals met or
-not. ``--legacy-tree DIR --out FILE`` measures 440fede's API instead (``git archive 440fede``
-extracted in DIR, imported ahead of the editable install) and writes the --ref JSON.
+prints one markdown table, each figure beside the reference's (``--ref``, named by its file:
+``bench_core_<rev>.json``) and their ratio, then the goals met or not. ``--tree DIR --out
+FILE`` measures another checkout of the current API (``git archive fa7bb04`` extracted in
+DIR) and writes a --ref JSON; ``--legacy-tree DIR`` measures 440fede's API instead.
 
 Each case runs in a fresh subprocess on one core (``taskset -c 0``), killed past 8 GiB RSS
 (sampled), 900 s of set-up or 1,800 s more. Figures, each with the 1-minute load average:
@@ -14,7 +15,9 @@ first batch apart (numba JIT compile or cache load), then placements/s of the ba
 (batches of 256 random placements made untimed, >= 2 s of simulator time per run, median of
 --runs); tuner overhead per measured trial ((wall - measure) / measured), wall s of --trials
 trials. A set-up over 300 s or 8 GiB skips the rest. The meshes NxM are the measured tree's
-hwprofiles/mesh.toml (the bundled 4x4 ``mesh``) with rows and cols changed.
+hwprofiles/mesh.toml (the bundled 4x4 ``mesh``) with rows and cols changed. ``@10k`` tunes
+10,000 trials only (the goals divide its wall by the 1,000-trial one's); ``cli`` runs
+``autoplace tune`` as a user would: wall s and the child's peak RSS (``wait4``).
 """
 
 from __future__ import annotations
@@ -39,18 +42,29 @@ CASES = {  # name -> (model, bundled profile name or (rows, cols) of a generated
     "resnet50/soc": ("resnet50", "soc"), "densenet121/soc": ("densenet121", "soc"),
     "densenet121/mesh": ("densenet121", "mesh"), "resnet50/mesh8x8": ("resnet50", (8, 8)),
     "resnet50/mesh32x32": ("resnet50", (32, 32)), "resnet50/mesh96x76": ("resnet50", (96, 76)),
+    "densenet121/soc@10k": ("densenet121", "soc"), "resnet50/mesh96x76 cli": ("resnet50", (96, 76)),
 }
+ONLY_TUNE = {"densenet121/soc@10k": 10_000}  # case -> its trials (no set-up or sim figures)
+CLI = {"resnet50/mesh96x76 cli": 20}  # case -> trials of `autoplace tune`
 GOALS = (  # text, case, field, limit, higher is better
-    ("batched sim >= 50,000 placements/s (resnet50/soc)", "resnet50/soc", "sim_per_s",
-     50_000, True),
-    ("overhead <= 5 ms per trial (densenet121/soc)", "densenet121/soc", "overhead_ms", 5, False),
+    ("batched sim >= 68,000 placements/s (resnet50/soc)", "resnet50/soc", "sim_per_s",
+     68_000, True),
+    ("overhead <= 2 ms per trial (densenet121/soc)", "densenet121/soc", "overhead_ms", 2, False),
+    ("overhead <= 2 ms per trial (resnet50/soc)", "resnet50/soc", "overhead_ms", 2, False),
     ("1,000 trials in <= 8 s wall (densenet121/soc)", "densenet121/soc", "wall_s", 8, False),
+    ("10,000 trials <= 10.5x the wall of 1,000 (densenet121/soc)", "densenet121/soc@10k",
+     "wall_ratio", 10.5, False),
     ("set-up <= 10 s (resnet50, 7,296-PE mesh)", "resnet50/mesh96x76", "setup_s", 10, False),
     ("set-up <= 1 GiB = 1,024 MiB peak RSS (resnet50, 7,296-PE mesh)", "resnet50/mesh96x76",
      "setup_rss_mib", 1024, False),
+    ("tune --trials 20 <= 60 s (resnet50, 7,296-PE mesh)", "resnet50/mesh96x76 cli",
+     "cli_wall_s", 60, False),
+    ("tune --trials 20 <= 1 GiB = 1,024 MiB peak RSS (resnet50, 7,296-PE mesh)",
+     "resnet50/mesh96x76 cli", "cli_rss_mib", 1024, False),
 )
 FIGURES = ("import_s", "profile_s", "space_s", "sim_s", "setup_s", "setup_rss_mib",
-           "first_batch_s", "sim_per_s", "overhead_ms", "wall_s", "measured", "peak_rss_mib")
+           "first_batch_s", "sim_per_s", "overhead_ms", "wall_s", "measured", "peak_rss_mib",
+           "cli_wall_s", "cli_rss_mib")
 
 
 def mesh_toml(rows: int, cols: int, tree: Path, out_dir: str) -> Path:
@@ -155,6 +169,23 @@ def tune_figures(api, trials: int, seed: int, tmp: str) -> None:
          measured=res.measured, peak_rss_mib=rss_mib())
 
 
+def cli_figures(model: str, spec, trials: int, tree: Path, tmp: str) -> None:
+    """Wall s and peak RSS of ``autoplace tune`` (this process's environment: the tree)."""
+    hw = spec if isinstance(spec, str) else str(mesh_toml(*spec, tree, tmp))
+    cmd = [sys.executable, "-m", "autoplace", "tune", model, "--hw", hw, "--trials",
+           str(trials), "--log", os.path.join(tmp, "cli.jsonl"), "--no-progress"]
+    err, t0 = Path(tmp, "cli.err"), time.perf_counter()
+    with err.open("w") as fe:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fe, cwd=tmp)  # (-m
+        # puts the working directory first on the path: not the checkout it was run from)
+        _, status, usage = os.wait4(proc.pid, 0)  # (its rusage: the child's own peak RSS)
+    wall, tail = time.perf_counter() - t0, err.read_text().strip().splitlines()[-1:]
+    code = proc.returncode = os.waitstatus_to_exitcode(status)
+    shown = f"autoplace tune {model} --hw {Path(hw).name} --trials {trials}"
+    emit(cli_wall_s=wall, cli_rss_mib=usage.ru_maxrss / 1024, cli_command=shown,
+         **({"error_cli": f"exit {code}: {' '.join(tail)}"} if code else {}))
+
+
 def run_case(name: str, tree: Path, legacy: bool, trials: int, runs: int, seed: int) -> None:
     import numpy as np
 
@@ -164,6 +195,9 @@ def run_case(name: str, tree: Path, legacy: bool, trials: int, runs: int, seed: 
     if not Path(autoplace.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"imported {autoplace.__file__}, not the tree {tree}")
     (model, spec), api, stages = CASES[name], (LegacyApi if legacy else CurrentApi)(), {}
+    if name in CLI:
+        with tempfile.TemporaryDirectory() as tmp:
+            return cli_figures(model, spec, CLI[name], tree, tmp)
 
     def clock(key, fn, *args):
         t0 = time.perf_counter()
@@ -180,8 +214,9 @@ def run_case(name: str, tree: Path, legacy: bool, trials: int, runs: int, seed: 
         if setup_s > SKIP_SETUP_S or rss_mib() > RSS_LIMIT_MIB:
             emit(note=f"set-up took {setup_s:.0f} s, {rss_mib():.0f} MiB: rest skipped")
             return
-        for what, figures in (("sim", lambda: sim_figures(api, np.random.default_rng(seed), runs)),
-                              ("tune", lambda: tune_figures(api, trials, seed, tmp))):
+        todo = (("sim", lambda: sim_figures(api, np.random.default_rng(seed), runs)),
+                ("tune", lambda: tune_figures(api, trials, seed, tmp)))
+        for what, figures in todo[1:] if name in ONLY_TUNE else todo:
             try:
                 figures()
             except Exception as exc:  # an API in flux: report it, go on to the next figures
@@ -217,13 +252,15 @@ def watch(proc: subprocess.Popen, out: Path) -> dict:
 
 def run_isolated(name: str, args) -> dict:
     """One case in a fresh subprocess on core 0: its figures merged, with a note."""
+    trials = ONLY_TUNE.get(name, CLI.get(name, args.trials))
     cmd = ["taskset", "-c", "0", sys.executable, __file__, "--case", name, "--trials",
-           str(args.trials), "--runs", str(args.runs), "--seed", str(args.seed)]
+           str(trials), "--runs", str(args.runs), "--seed", str(args.seed)]
     cmd += ["--legacy-tree", str(args.legacy_tree)] if args.legacy_tree else []
-    path = [str(args.legacy_tree or ROOT), os.environ.get("PYTHONPATH")]
+    cmd += ["--tree", str(args.tree)] if args.tree else []
+    path = [str(args.legacy_tree or args.tree or ROOT), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
     row, t0 = {"case": name, "note": None} | dict.fromkeys(FIGURES), time.monotonic()
-    row |= {"trials": args.trials, "runs": args.runs, "load_before": os.getloadavg()[0]}
+    row |= {"trials": trials, "runs": args.runs, "load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         out, err = Path(tmp, "out"), Path(tmp, "err")
         with out.open("w") as fo, err.open("w") as fe:
@@ -270,13 +307,13 @@ def loads(row: dict | None) -> str:
     return text if killed is None else f"{text} (at kill {killed:.1f})"
 
 
-def table(rows: list[dict], ref: dict[str, dict]) -> str:
+def table(rows: list[dict], ref: dict[str, dict], ref_name: str) -> str:
     head = ["case", "first batch s (JIT/cache)"]
     for name, _, _, ratio_head in COLUMNS:
-        head += [name, "440fede", ratio_head]
-    head += ["load set-up/sim/tune", "440fede load"]
+        head += [name, ref_name, ratio_head]
+    head += ["load set-up/sim/tune", f"{ref_name} load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
+    for r in (r for r in rows if r["case"] not in CLI):
         old, cells = ref.get(r["case"], {}), [r["case"], cell(r, "first_batch_s", "{:.3f}")]
         for _, field, fmt, _ in COLUMNS:
             a, b = r.get(field), old.get(field)
@@ -287,7 +324,32 @@ def table(rows: list[dict], ref: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def goals(rows: list[dict], ref: dict[str, dict], trials: int) -> str:
+def cli_table(rows: list[dict], ref: dict[str, dict], ref_name: str) -> str:
+    """The runs of the command line: wall s and peak RSS beside the reference's."""
+    lines = ["", f"| case | command | wall s | {ref_name} | {LOWER} | peak RSS MiB | {ref_name} "
+             f"| {LOWER} | load | {ref_name} load |", "|" + "---|" * 10]
+    for r in (r for r in rows if r["case"] in CLI):
+        old, cells = ref.get(r["case"], {}), [r["case"], f"`{r.get('cli_command', '')}`"]
+        for field, fmt in (("cli_wall_s", "{:.1f}"), ("cli_rss_mib", "{:,.0f}")):
+            a, b = r.get(field), old.get(field)
+            cells += [cell(r, field, fmt), cell(old, field, fmt), f"{a / b:.2f}" if a and b
+                      else "–"]
+        load = [x.get("load_cli_wall_s") for x in (r, old)]
+        cells += ["–" if x is None else f"{x:.1f}" for x in load]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def wall_ratio(rows: list[dict]) -> None:
+    """The 10,000-trial row's wall over the 1,000-trial one's (same model, profile, seed)."""
+    by_case = {r["case"]: r for r in rows}
+    for case in ONLY_TUNE:
+        many, one = by_case.get(case, {}), by_case.get(case.split("@")[0], {})
+        if many.get("wall_s") and one.get("wall_s") and one.get("trials") == 1000:
+            many["wall_ratio"] = many["wall_s"] / one["wall_s"]
+
+
+def goals(rows: list[dict], ref: dict[str, dict], trials: int, ref_name: str) -> str:
     by_case, lines = {r["case"]: r for r in rows}, ["", "Goals:"]
     for text, case, field, limit, higher in GOALS:
         r = by_case.get(case) or {}
@@ -299,7 +361,7 @@ def goals(rows: list[dict], ref: dict[str, dict], trials: int) -> str:
         else:
             verdict = "met" if (value >= limit if higher else value <= limit) else "NOT MET"
         old = cell(ref.get(case), field, "{:,.2f}")
-        lines.append(f"- {text}: {cell(r, field, '{:,.2f}')} (440fede {old}) — {verdict}")
+        lines.append(f"- {text}: {cell(r, field, '{:,.2f}')} ({ref_name} {old}) — {verdict}")
     return "\n".join(lines)
 
 
@@ -309,24 +371,30 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ref", default=str(ROOT / "experiments/results/bench_core_440fede.json"))
+    ap.add_argument("--ref", default=str(ROOT / "experiments/results/bench_core_fa7bb04.json"))
+    ap.add_argument("--tree", type=Path, help="measure the autoplace of this checkout")
     ap.add_argument("--legacy-tree", type=Path, help="measure 440fede's API from this tree")
     ap.add_argument("--out", help="write the figures as JSON here")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case here
     args = ap.parse_args()
     if args.case:
-        tree = args.legacy_tree or ROOT
+        tree = args.legacy_tree or args.tree or ROOT
         sys.path.insert(0, str(tree))
         run_case(args.case, tree, bool(args.legacy_tree), args.trials, args.runs, args.seed)
         return
     rows = [run_isolated(name, args) for name in args.cases]
+    wall_ratio(rows)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     ref_file = Path(args.ref)
     ref = ({} if args.legacy_tree or not ref_file.is_file()
            else {r["case"]: r for r in json.loads(ref_file.read_text())})
-    print(table(rows, ref))
-    print(goals(rows, ref, args.trials))
+    wall_ratio(list(ref.values()))
+    named = re.fullmatch(r"bench_core_(\w+)\.json", ref_file.name)
+    ref_name = named.group(1) if named else ref_file.stem
+    print(table(rows, ref, ref_name))
+    print(cli_table(rows, ref, ref_name))
+    print(goals(rows, ref, args.trials, ref_name))
     print("\nNotes:\n" + "\n".join(f"- {r['case']}: {r['note']}" for r in rows))
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import resource
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -232,3 +235,20 @@ def test_a_second_run_on_a_log_needs_append_or_resume(tmp_path):
     assert again.returncode == 0, again.stderr
     runs = [r.run for r in read(log)]
     assert len(set(runs)) == 2 and len(runs) > len(before.splitlines())
+
+
+def test_an_allocation_that_cannot_be_met_is_one_line(tmp_path):
+    """Out of memory is a one-line error (exit 2), not a traceback: resnet50 on a mesh of
+    250 x 250 PEs under a 1.5 GiB address-space cap cannot allocate its choice tables."""
+    text = (Path(__file__).parents[1] / "hwprofiles" / "mesh.toml").read_text()
+    hw = tmp_path / "mesh250.toml"
+    hw.write_text(re.sub(r"^(rows|cols) = \d+$", r"\1 = 250", text, flags=re.M))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    proc = subprocess.run([sys.executable, "-m", "autoplace", "tune", "resnet50", "--hw",
+                           str(hw), "--trials", "4", "--log", str(tmp_path / "t.jsonl"),
+                           "--no-progress"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=cap)
+    assert_one_line_error(proc, "autoplace: error: out of memory: Unable to allocate")

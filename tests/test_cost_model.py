@@ -271,7 +271,7 @@ def _numpy_copy_features(space, choice, mode):
     per_mode = np.column_stack([(secs * sync).sum(axis=1), (secs * asyn).sum(axis=1),
                                 (space.nbytes * sync).sum(axis=1),
                                 (space.nbytes * asyn).sum(axis=1)])
-    return secs, per_mode, dma
+    return secs, per_mode, dma.max(axis=1, initial=0.0)
 
 
 @pytest.mark.parametrize("model,hw", [("densenet121", "soc"), ("resnet50", "mesh"),
@@ -300,25 +300,31 @@ def _per_row_sum(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 @pytest.mark.parametrize("model,hw", [("densenet121", "soc"), ("inception_v1", "mesh")])
 def test_compiled_op_sums_equal_the_numpy_formulas(model, hw):
-    """Busy per unit, bytes held per scope, the biggest output over its capacity, unit
-    switches and ops off the default scope: exactly the numpy formulas (same sums, same
-    order), so the features did not move when they were compiled."""
+    """The busiest, second busiest and host unit (with the sync copies), units busy, scope
+    pressure, the biggest output over its capacity, unit switches and ops off the default
+    scope: exactly the numpy formulas over every unit and scope (same sums, same order),
+    though the kernel sums only the units and scopes each row uses."""
     from autoplace.cost_model import _op_sums
 
     t = SearchSpace(load_graph(model), load_profile(hw))
     choice, _ = t.random_genomes(64, np.random.default_rng(6))
     ops = np.arange(t.n_ops)
     unit, scope, dur = t.c_unit[ops, choice], t.c_scope[ops, choice], t.c_dur[ops, choice]
+    sync = np.random.default_rng(7).random(64) * np.arange(64) % 2  # none on even rows
     got = _op_sums(unit, scope, dur, t.out_bytes, t.capacity, t.src, t.dst, t.default_scope,
-                   len(t.units), len(t.scopes))
-    want = (_per_row_sum(unit, dur, len(t.units)),
-            _per_row_sum(scope, np.broadcast_to(t.out_bytes, scope.shape), len(t.scopes)),
+                   len(t.units), len(t.scopes), t.host, sync)
+    busy = _per_row_sum(unit, dur, len(t.units))
+    busy[:, t.host] += sync
+    ranked = np.sort(busy, axis=1)[:, ::-1]
+    held = _per_row_sum(scope, np.broadcast_to(t.out_bytes, scope.shape), len(t.scopes))
+    want = (ranked[:, 0], ranked[:, 1], busy[:, t.host], (busy > 0).sum(axis=1),
+            (held / t.capacity).max(axis=1),
             (t.out_bytes / t.capacity[scope]).max(axis=1, initial=0.0),
             (unit[:, t.src] != unit[:, t.dst]).sum(axis=1),
             (scope != t.default_scope).sum(axis=1))
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
-    assert got[3].any() and got[4].any() and (got[1] > 0).sum(axis=1).max() > 1
+    assert got[6].any() and got[7].any() and got[3].max() > 1 and (got[1] > 0).any()
 
 
 def test_with_the_simulator_as_the_measurer_the_residual_is_zero(biglittle_data):

@@ -1,4 +1,4 @@
-"""Where a job's strategy stood when its last round began: ``LOG.state.json`` beside the log.
+"""Where a job's strategy stood when each round began: ``LOG.state.jsonl`` beside the log.
 
 The log alone makes a resume *safe* (nothing measured again, nothing lost); the checkpoint
 makes it *exact*: a job killed at any moment and resumed measures the same candidates, with
@@ -8,29 +8,45 @@ and the strategy's :meth:`~autoplace.search.strategy.SearchStrategy.state`; on `
 it observes that many records, restores the state, proposes that round again, and takes the
 round's candidates already logged from the log instead of measuring them.
 
-The file is replaced atomically (written beside, then renamed). A missing, unreadable or
-foreign checkpoint (another run, seed, sampler, batch size or objective) is ignored: the
-resume is then safe but not exact. Strategies that cannot give their state (Optuna's
-samplers) and workers sharing a study (whose rounds interleave) write none.
+The file is a journal of strict JSON lines: a header naming the job, then a line per round.
+A round's line costs what changed since the line before: a list of the state marked
+:class:`Appended` (it only grows, e.g. keys known not to fit) is written as the items added
+since the last line, never again in full. A writer starts the file afresh (written beside,
+then renamed: a kill leaves the old file or the new one), and again once what it appended
+since outgrows what it wrote then (so rewriting costs at most about as much as appending).
+A torn last line (a kill mid-write) is left out: the round before it is resumed. A missing,
+unreadable or foreign checkpoint (another run, seed, sampler, batch size or objective) is
+ignored: the resume is then safe but not exact. Strategies that cannot give their state
+(Optuna's samplers) and workers sharing a study (whose rounds interleave) write none.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
-VERSION = 1
+VERSION = 2  # 2: a journal of lines, appended lists as their new items (1: one JSON object)
+#: bytes appended before a writer may start the file afresh (see :class:`CheckpointWriter`)
+REWRITE_FLOOR = 1 << 20
+JOB = ("run", "sampler", "seed", "batch_size", "objective")  # the header's fields
+_TAIL = frozenset(("append_at", "items"))  # the keys of an appended list's new items
 
 
 def checkpoint_path(log: Path) -> Path:
     """The checkpoint of the job logged in ``log``."""
-    return log.with_name(log.stem + ".state.json")
+    return log.with_name(log.stem + ".state.jsonl")
+
+
+class Appended(list):
+    """A list of a strategy's state that only grows (items appended, none changed or
+    removed): a checkpoint writes only the items added since its last line. A strategy
+    returns the same object from every :meth:`~SearchStrategy.state` call; it is a plain
+    list to JSON and to :meth:`~SearchStrategy.restore`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,12 +62,96 @@ class Checkpoint:
     objective: str = "latency"  # what its observations were (checkpoints before: latency)
 
 
+class CheckpointWriter:
+    """Writes the rounds of one job to its checkpoint (see the module docstring)."""
+
+    def __init__(self, path: Path, **job):
+        self.path, self.header = path, {"version": VERSION, **{k: job[k] for k in JOB}}
+        self.written: dict[tuple, tuple[Appended, int]] = {}  # path in the state -> (list, n)
+        self.fresh_bytes = self.appended_bytes = 0
+        self.started = False
+
+    def write(self, records: int, strategy: dict) -> None:
+        """A round's line: ``records`` observed, the strategy's ``state()``."""
+        restart = not self.started or self.appended_bytes > max(self.fresh_bytes, REWRITE_FLOOR)
+        if restart:
+            self.written.clear()
+        line = msgspec.json.encode({"records": records,
+                                    "strategy": self._encode(strategy, ())}) + b"\n"
+        if restart:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            data = msgspec.json.encode(self.header) + b"\n" + line
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path)
+            self.fresh_bytes, self.appended_bytes, self.started = len(data), 0, True
+            return
+        with open(self.path, "ab") as fh:
+            fh.write(line)
+        self.appended_bytes += len(line)
+
+    def _encode(self, value, where: tuple):
+        """``value`` with each :class:`Appended` list replaced by its items not written yet
+        (``{"append_at": n, "items": [...]}``: the items from position ``n`` on)."""
+        if isinstance(value, dict):
+            return {k: self._encode(v, (*where, k)) for k, v in value.items()}
+        if not isinstance(value, Appended):
+            return value
+        seen, n = self.written.get(where, (None, 0))
+        start = n if seen is value and len(value) >= n else 0
+        self.written[where] = (value, len(value))
+        return {"append_at": start, "items": value[start:]}
+
+
 def write_checkpoint(path: Path, cp: Checkpoint) -> None:
-    """Replace ``path`` with ``cp`` atomically (a kill leaves the old one or the new one)."""
-    tmp = path.with_name(path.name + ".tmp")
-    d = {"version": VERSION, **{f.name: getattr(cp, f.name) for f in fields(cp)}}
-    tmp.write_bytes(msgspec.json.encode(d))  # (not asdict: it deep-copies the state)
-    os.replace(tmp, path)
+    """Start ``path`` afresh with ``cp`` alone."""
+    CheckpointWriter(path, **{k: getattr(cp, k) for k in JOB}).write(cp.records, cp.strategy)
+
+
+def read_checkpoint(path: Path, **job) -> Checkpoint | None:
+    """The last round of the checkpoint at ``path`` if it belongs to ``job`` (run, sampler,
+    seed, batch_size, objective as :class:`Checkpoint` names them), else None."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+        header = msgspec.json.decode(lines[0])
+        if header.pop("version") != VERSION or any(header[k] != v for k, v in job.items()):
+            return None
+        records, strategy = _last_round(lines[1:])
+        cp = Checkpoint(**header, records=records, strategy=strategy)
+    except (OSError, msgspec.DecodeError, KeyError, TypeError, AttributeError, ValueError):
+        return None
+    return cp if isinstance(cp.records, int) else None
+
+
+def _last_round(lines: list[bytes]) -> tuple[int, dict]:
+    """``(records, state)`` of the last whole round line, its appended lists in full; a
+    torn last line is left out."""
+    lists: dict[tuple, list] = {}
+    last = None
+    for k, raw in enumerate(lines):
+        try:
+            line = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            if k < len(lines) - 1:
+                raise  # torn in the middle: not a checkpoint this writer wrote
+            break
+        last = line["records"], _decode(line["strategy"], (), lists)
+    if last is None:
+        raise ValueError("a checkpoint without a round")
+    return last
+
+
+def _decode(value, where: tuple, lists: dict[tuple, list]):
+    """A line's state with its appended items added to the lists of the lines before."""
+    if not isinstance(value, dict):
+        return value
+    if value.keys() == _TAIL:
+        items, start = lists.setdefault(where, []), value["append_at"]
+        if not 0 <= start <= len(items):
+            raise ValueError(f"items appended at {start} to a list of {len(items)}")
+        del items[start:]
+        items.extend(value["items"])
+        return items  # (the lines before are left behind: only the last one's state counts)
+    return {k: _decode(v, (*where, k), lists) for k, v in value.items()}
 
 
 def pack(a: np.ndarray) -> dict:
@@ -68,21 +168,5 @@ def pack(a: np.ndarray) -> dict:
 
 def unpack(d: dict) -> np.ndarray:
     """The int64 array :func:`pack` packed."""
-    raw = base64.b64decode(d["data"], validate=True)
+    raw = base64.b64decode(d["data"], validate=True)  # (binascii.Error is a ValueError)
     return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).astype(np.int64).reshape(d["shape"])
-
-
-def read_checkpoint(path: Path, **job) -> Checkpoint | None:
-    """The checkpoint at ``path`` if it belongs to ``job`` (run, sampler, seed, batch_size,
-    objective as :class:`Checkpoint` names them), else None."""
-    try:
-        d = msgspec.json.decode(path.read_bytes())
-        if d.pop("version") != VERSION:
-            return None
-        cp = Checkpoint(**d)
-    except (OSError, msgspec.DecodeError, KeyError, TypeError, AttributeError,
-            binascii.Error):
-        return None
-    if any(getattr(cp, k) != v for k, v in job.items()) or not isinstance(cp.records, int):
-        return None
-    return cp

@@ -34,6 +34,8 @@ from autoplace.space import SearchSpace
 MAX_MOVES = 20_000
 #: steps of one descent in the simulator at most
 MAX_STEPS = 200
+#: rows simulated at a time
+CHUNK = 4096
 LABEL = "descent"
 
 
@@ -41,18 +43,19 @@ def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
               limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray]:
     """The moves from a genome as ``(ops, values)``: op ``ops[j]`` to choice ``values[j]``,
     or, where ``ops[j]`` is -1, a flip of crossing edge ``values[j]``'s copy mode. At most
-    ``limit``: every copy flip and a fixed sample of the op moves."""
-    ops = np.repeat(np.arange(space.n_ops), space.n_choices - 1)
-    starts = np.repeat(np.cumsum(space.n_choices - 1) - (space.n_choices - 1), space.n_choices - 1)
-    alt = np.arange(len(ops)) - starts  # 0 .. n_choices-2 per op
-    alt = alt + (alt >= choice[ops])  # skip the op's own choice
-    lead = ~np.isin(ops, space.colocated[0])  # a group moves with its leader
-    ops, alt = ops[lead], alt[lead]
+    ``limit``: every copy flip and a fixed sample of the op moves, drawn by position in the
+    list of them without making the list (on a mesh of thousands of PEs it has millions)."""
+    lead = np.setdiff1d(np.arange(space.n_ops), space.colocated[0])  # a group moves with
+    counts = space.n_choices[lead] - 1  # its leader; each op to each of its other choices
     cross = np.flatnonzero(space.copy_plan(choice[None, :], mode[None, :])[0][0])
-    room = max(limit - len(cross), 0)
-    if len(ops) > room:
-        pick = np.sort(np.random.default_rng(len(ops)).choice(len(ops), room, replace=False))
-        ops, alt = ops[pick], alt[pick]
+    room, total = max(limit - len(cross), 0), int(counts.sum())
+    at = np.arange(total) if total <= room else \
+        np.sort(np.random.default_rng(total).choice(total, room, replace=False))
+    ends = np.cumsum(counts)
+    k = np.searchsorted(ends, at, side="right")  # which op's moves position ``at`` is in
+    ops = lead[k]
+    alt = at - (ends[k] - counts[k])  # 0 .. n_choices-2 per op
+    alt = alt + (alt >= choice[ops])  # skip the op's own choice
     return np.concatenate([ops, np.full(len(cross), -1)]), np.concatenate([alt, cross])
 
 
@@ -73,24 +76,32 @@ def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
     """Every genome one move from ``(choice, mode)`` (normalised, without repeats): each op
     to each of its other choices, each crossing edge to the other copy mode; at most
     ``limit``, keeping all copy flips and a fixed sample of op moves."""
+    return _moves(space, choice, mode, limit)[:2]
+
+
+def _moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+           limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """:func:`moves`, and the key of each."""
     mode = space.normalize(choice[None, :], mode[None, :])[0]
     C, M = apply_moves(space, choice, mode, *move_list(space, choice, mode, limit))
-    _, first = np.unique(np.array(space.keys(C, M), dtype=object), return_index=True)
-    keep = np.sort(first)
-    same = np.array(space.keys(C[keep], M[keep]), dtype=object) == \
-        space.keys(choice[None, :], mode[None, :])[0]
-    keep = keep[~same]
-    return C[keep], M[keep]
+    keys = space.keys(C, M)
+    first = dict.fromkeys(space.keys(choice[None, :], mode[None, :]), -1)  # the start: out
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    keep = np.fromiter((i for i in first.values() if i >= 0), dtype=np.int64)
+    return C[keep], M[keep], [keys[i] for i in keep.tolist()]
 
 
 def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
               objective: Objective = LATENCY) -> np.ndarray:
     """The simulator's seconds per inference (``objective``) of each genome; infinite where
     it does not fit the profile (a scope over capacity, a copy without a route, a stream
-    that does not fit)."""
-    if not len(choice):
-        return np.zeros(0)
-    return objective.batch(space, simulate_batch(space, choice, mode))
+    that does not fit). Simulated :data:`CHUNK` rows at a time (the copy plan of 20,000
+    moves alone is tens of MB)."""
+    return np.concatenate([np.zeros(0)] + [
+        objective.batch(space, simulate_batch(space, choice[i:i + CHUNK],
+                                              mode[i:i + CHUNK], per_unit=False))
+        for i in range(0, len(choice), CHUNK)])
 
 
 class Descent:
@@ -98,30 +109,44 @@ class Descent:
     (module docstring)."""
 
     def __init__(self, space: SearchSpace, max_steps: int = MAX_STEPS,
-                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
+                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                 stable: bool | None = None):
         self.space, self.max_steps = space, max_steps
         #: genomes -> predicted latency (inf where one does not fit); default the simulator
         self.predict = predict or (lambda choice, mode: predicted(space, choice, mode))
+        #: whether ``predict`` gives a genome the same figure every time (the simulator; a
+        #: cost model refitted between rounds does not): then the moves of the last start
+        #: and their predictions are kept for the next round that starts there
+        self.stable = predict is None if stable is None else stable
+        self._last: tuple | None = None
 
     def propose(self, choice: np.ndarray, mode: np.ndarray, n: int,
                 measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``n`` unmeasured genomes predicted faster than ``(choice, mode)``: where
         steepest descent in the simulator from it ends, then its best first moves; none
         when it is a one-op local optimum under the simulator."""
-        here = self.predict(choice[None, :], mode[None, :])[0]
-        C, M = moves(self.space, choice, mode)
-        pred = self.predict(C, M)
-        fresh = np.array([k not in measured for k in self.space.keys(C, M)], dtype=bool)
+        here, C, M, keys, pred = self._ranked(choice, mode)
+        fresh = np.array([k not in measured for k in keys], dtype=bool)
         better = np.flatnonzero((pred < here) & fresh)
         first = better[np.argsort(pred[better], kind="stable")]
         if not len(first):
             return C[:0], M[:0]
         end = self.descend(C[first[0]], M[first[0]], pred[first[0]])
         end_key = self.space.keys(end[0][None, :], end[1][None, :])[0]
-        keys = self.space.keys(C[first], M[first])
         rows = [end] if end_key not in measured else []
-        rows += [(C[i], M[i]) for i, k in zip(first, keys) if k != end_key][: n - len(rows)]
+        rows += [(C[i], M[i]) for i in first.tolist() if keys[i] != end_key][: n - len(rows)]
         return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+    def _ranked(self, choice: np.ndarray, mode: np.ndarray) -> tuple:
+        """``(prediction, moves' choices, modes, keys, predictions)`` of a start (kept for
+        the next call from the same start when :attr:`stable`)."""
+        start = self.space.keys(choice[None, :], mode[None, :])[0]
+        if self._last is not None and self._last[0] == start:
+            return self._last[1]
+        C, M, keys = _moves(self.space, choice, mode)
+        out = self.predict(choice[None, :], mode[None, :])[0], C, M, keys, self.predict(C, M)
+        self._last = (start, out) if self.stable else None
+        return out
 
     def polish(self, choice: np.ndarray, mode: np.ndarray, bound: float,
                fixed: np.ndarray, measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray,

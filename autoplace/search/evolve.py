@@ -25,7 +25,7 @@ Runs (``segment``, ``scope``) are log-uniformly 2 ops to half the graph long.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container, Sequence
 
 import numpy as np
 
@@ -188,18 +188,18 @@ Score = Callable[[np.ndarray, np.ndarray, tuple], tuple[np.ndarray, list[bytes]]
 
 def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score, *,
            children: int, generations: int, keep: int, rng: np.random.Generator,
-           exclude: set[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           exclude: Sequence[Container[bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Evolve the starting genomes against ``score``.
 
     Each generation mutates ``children`` parents drawn from the population (better ranks
     drawn more often) and keeps the ``keep`` best of distinct keys. Returns every genome
-    scored whose key is new and not in ``exclude``, best first, with its score.
+    scored whose key is new and in none of ``exclude``, best first, with its score.
     """
     space = genomes.space
     choice = space.canonical_choice(choice)  # relabellings of one placement are one key
     plan = space.copy_plan(choice, mode)
     mode = plan[1]
-    pop = _unique(choice, mode, *score(choice, mode, plan), set())
+    pop = _unique(choice, mode, *score(choice, mode, plan), ())
     pool, scored = [pop], set(space.keys(choice, mode))
     for _ in range(generations):
         weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
@@ -210,10 +210,10 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
         m = plan[1]
         new = _first_unseen(space.keys(c, m), scored)  # many children equal a parent
         c, m, plan = c[new], m[new], tuple(x[new] for x in plan)
-        kids = _unique(c, m, *score(c, m, plan), set())
+        kids = _unique(c, m, *score(c, m, plan), ())
         pool.append(kids)
         pop = _unique(*(np.concatenate(x) for x in zip(pop[:3], kids[:3])),
-                      pop[3] + kids[3], set())
+                      pop[3] + kids[3], ())
         pop = (pop[0][:keep], pop[1][:keep], pop[2][:keep], pop[3][:keep])
     c, m, s = (np.concatenate(x) for x in zip(*(p[:3] for p in pool)))
     return _unique(c, m, s, [k for p in pool for k in p[3]], exclude)[:3]
@@ -229,12 +229,14 @@ def _first_unseen(keys: list[bytes], seen: set[bytes]) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def _unique(c, m, s, keys: list[bytes], exclude: set[bytes]):
-    """Rows sorted by score (stable), the first of each key, excluded keys dropped."""
+def _unique(c, m, s, keys: list[bytes], exclude: Sequence[Container[bytes]]):
+    """Rows sorted by score (stable), the first of each key, keys in any of ``exclude``
+    dropped (each looked up: the sets grow with the job, the pool does not)."""
     order = np.argsort(s, kind="stable")
     ranked = [keys[i] for i in order.tolist()]
     first = dict(zip(reversed(ranked), range(len(ranked) - 1, -1, -1)))  # key -> first rank
-    ranks = (first.values() if not exclude
-             else [first[k] for k in first.keys() - exclude])  # (set ops run in C)
-    keep = order[np.sort(np.fromiter(ranks, dtype=np.int64, count=len(ranks)))]
+    ranks = list(first.values())
+    for out in exclude:
+        ranks = [r for r in ranks if ranked[r] not in out]
+    keep = order[np.sort(np.array(ranks, dtype=np.int64))]
     return c[keep], m[keep], s[keep], [keys[i] for i in keep.tolist()]

@@ -23,9 +23,11 @@ from autoplace.cost_model import (
     SimulatorCostModel,
     XGBCostModel,
 )
+from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.objective import LATENCY, Objective
-from autoplace.search.checkpoint import pack, unpack
+from autoplace.search.checkpoint import Appended, pack, unpack
 from autoplace.search.evolve import Genomes, evolve
+from autoplace.search.scored import Growing, Scored
 from autoplace.space import SearchSpace
 
 #: ``--cost-model`` values: learned (the simulator plus a learned residual), the simulator
@@ -70,7 +72,7 @@ class GuidedProposer:
     def __init__(self, space: SearchSpace, *, model: CostModel | None,
                  candidates: int, seed: int, warm: tuple[np.ndarray, np.ndarray] | None = None,
                  explore: float = 0.1, generations: int = 3, keep: int = 64,
-                 feasible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                 feasible: Callable[[BatchOutput], np.ndarray] | None = None,
                  objective: Objective = LATENCY):
         self.space, self.genomes = space, Genomes(space)
         self.featurizer = Featurizer(space, objective)
@@ -79,28 +81,38 @@ class GuidedProposer:
         self.rng = np.random.default_rng(seed)
         width = len(self.featurizer.names)
         self.warm = warm if warm is not None else (np.zeros((0, width)), np.zeros(0))
-        self.X, self.latency = np.zeros((0, width)), np.zeros(0)
-        self.choice = np.zeros((0, space.n_ops), dtype=np.int64)
-        self.mode = np.zeros((0, space.n_edges), dtype=np.int64)
+        self._rows = {"X": Growing(np.zeros((0, width))), "latency": Growing(np.zeros(0)),
+                      "choice": Growing(np.zeros((0, space.n_ops), dtype=np.int64)),
+                      "mode": Growing(np.zeros((0, space.n_edges), dtype=np.int64))}
         self.measured: set[bytes] = set()  # duplicate keys (see score) measured
         self.measured_genomes: set[bytes] = set()
-        self.feasible = feasible  # rows -> bool: fits the profile (else never proposed)
+        #: per row of a batch simulator output, whether it fits the profile (a row that does
+        #: not is never proposed); None: no filter
+        self.feasible = feasible
         self.infeasible: set[bytes] = set()  # duplicate keys found not to fit
+        self._infeasible_hex = Appended()  # the same, in the order found, for the checkpoint
+        self.scored = Scored(space.keys, self._featurize)
         self.population = (self.choice, self.mode)
         self._fitted_rows = -1
+
+    # the measured rows, in the order observed (views)
+    X = property(lambda self: self._rows["X"].rows)
+    latency = property(lambda self: self._rows["latency"].rows)
+    choice = property(lambda self: self._rows["choice"].rows)
+    mode = property(lambda self: self._rows["mode"].rows)
 
     # -- data ----------------------------------------------------------------------------
     def observe(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         """Add measured genomes; ``latency`` is NaN for a failed candidate."""
         plan = self.space.copy_plan(choice, mode)
         mode = plan[1]
-        X = self.featurizer.transform(choice, mode, plan)
-        self.measured_genomes.update(self.space.keys(choice, mode))
-        self.measured.update(self.dup_keys(choice, mode, X))
-        self.choice = np.concatenate([self.choice, choice])
-        self.mode = np.concatenate([self.mode, mode])
-        self.X = np.concatenate([self.X, X])
-        self.latency = np.concatenate([self.latency, np.asarray(latency, dtype=np.float64)])
+        X, dup, _ = self.scored(choice, mode, plan)
+        genomes = self.space.keys(choice, mode)
+        self.measured_genomes.update(genomes)
+        self.measured.update(dup if self.model is not None else genomes)
+        for name, rows in (("choice", choice), ("mode", mode), ("X", X),
+                           ("latency", np.asarray(latency, dtype=np.float64))):
+            self._rows[name].extend(rows)
 
     def seed_population(self, choice: np.ndarray, mode: np.ndarray) -> None:
         """Genomes to evolve from besides the measured ones (e.g. HEFT's)."""
@@ -126,8 +138,7 @@ class GuidedProposer:
         model was last trained on, as strict JSON (see :meth:`restore`)."""
         return {"rng": self.rng.bit_generator.state,
                 "population": [pack(self.population[0]), pack(self.population[1])],
-                "infeasible": sorted(k.hex() for k in self.infeasible),
-                "fitted_rows": self._fitted_rows}
+                "infeasible": self._infeasible_hex, "fitted_rows": self._fitted_rows}
 
     def restore(self, state: dict) -> None:
         """Back to ``state`` (from :meth:`state`), having observed the same rows as then:
@@ -144,6 +155,7 @@ class GuidedProposer:
             raise ValueError(f"a population of shapes {c.shape}, {m.shape}: not this space's")
         self.population = (c, m)
         self.infeasible = {bytes.fromhex(k) for k in state["infeasible"]}
+        self._infeasible_hex = Appended(state["infeasible"])
         if rows > 0 and self.model is not None:
             X, lat = self.X[:own], self.latency[:own]
             self.model.fit(np.concatenate([self.warm[0], X]),
@@ -156,7 +168,7 @@ class GuidedProposer:
         its features with a model (``X`` if already computed), else its genome."""
         if self.model is None:
             return self.space.keys(choice, mode)
-        return _feature_keys(self.featurizer.transform(choice, mode) if X is None else X)
+        return self.scored(choice, mode)[1] if X is None else _feature_keys(X)
 
     def score(self, choice: np.ndarray, mode: np.ndarray,
               plan: tuple | None = None) -> tuple[np.ndarray, list[bytes]]:
@@ -168,8 +180,7 @@ class GuidedProposer:
         """
         if self.model is None:
             return self.rng.random(len(choice)), self.space.keys(choice, mode)
-        X = self.featurizer.transform(choice, mode, plan)
-        keys = _feature_keys(X)
+        X, keys, _ = self.scored(choice, mode, plan)
         if self._fitted_rows < 0:  # as the model ranks untrained: the simulator, or its column
             return X[:, getattr(self.model, "column", BASE)], keys
         return self.model.predict(X), keys
@@ -181,6 +192,14 @@ class GuidedProposer:
             return None
         X = self.featurizer.transform(choice, mode)
         return np.exp(self.model.predict(X)) * self.featurizer.reference
+
+    def _featurize(self, choice: np.ndarray, mode: np.ndarray, plan: tuple | None):
+        """Features, duplicate keys and (with a filter) fits of rows (see :class:`Scored`):
+        one simulation of each row for both."""
+        X, out = self.featurizer.features(choice, mode, plan)
+        fits = None if self.feasible is None or out is None else \
+            np.asarray(self.feasible(out), dtype=bool)
+        return X, _feature_keys(X), fits
 
     # -- proposing -----------------------------------------------------------------------
     def parents(self) -> tuple[np.ndarray, np.ndarray]:
@@ -230,7 +249,7 @@ class GuidedProposer:
         c, m, s = evolve(self.genomes, *self.parents(), self.score,
                          children=max(self.candidates // self.generations, 1),
                          generations=self.generations, keep=self.keep, rng=self.rng,
-                         exclude=self.measured | self.infeasible | taken[0])
+                         exclude=(self.measured, self.infeasible, taken[0]))
         if len(c) < n:  # running dry: top up with random genomes never measured
             top = self._random_unmeasured(c, m, taken[1])
             c, m, s = (np.concatenate(x) for x in zip((c, m, s), top))
@@ -246,7 +265,7 @@ class GuidedProposer:
         def score(choice, mode, plan=None):
             return self.score(choice, mode, plan)[0], self.space.keys(choice, mode)
 
-        exclude = self.measured_genomes | set(self.space.keys(c, m)) | taken
+        exclude = (self.measured_genomes, set(self.space.keys(c, m)), taken)
         return evolve(self.genomes, rc, rm, score, children=1, generations=0, keep=self.keep,
                       rng=self.rng, exclude=exclude)
 
@@ -260,13 +279,30 @@ class GuidedProposer:
         chosen: list[int] = []
         todo, start = pick, 0
         while len(todo):
-            ok = np.asarray(self.feasible(c[todo], m[todo]), dtype=bool)
+            ok, dup = self._fits(c[todo], m[todo])
             chosen += todo[ok].tolist()
-            self.infeasible.update(self.dup_keys(c[todo[~ok]], m[todo[~ok]]))
+            self._not_fitting([k for k, fit in zip(dup, ok.tolist()) if not fit])
             want = max(n - len(chosen), 0)
             todo = rest[start:start + 2 * want]  # twice the gap: most of them fit
             start += len(todo)
         return np.array(sorted(chosen[:n]), dtype=np.int64)
+
+    def _fits(self, c: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+        """Whether each row fits, and its duplicate key: from its scoring with a model,
+        else simulated."""
+        if self.model is not None:
+            _, dup, fits = self.scored(c, m)
+            return fits, dup
+        out = simulate_batch(self.space, c, m, per_unit=False)
+        return np.asarray(self.feasible(out), dtype=bool), \
+            self.space.keys(c, m)
+
+    def _not_fitting(self, keys: list[bytes]) -> None:
+        """Remember duplicate keys found not to fit (the new ones also for the checkpoint)."""
+        for k in keys:
+            if k not in self.infeasible:
+                self.infeasible.add(k)
+                self._infeasible_hex.append(k.hex())
 
     def _pick(self, pool: int, n: int) -> np.ndarray:
         """Indices into the ranked pool: the top ones, the last few swapped for random

@@ -4,7 +4,8 @@ Python raises a Ctrl-C's KeyboardInterrupt wherever the main thread is; raised i
 finalizer (``__del__``: an XGBoost booster freed by the garbage collector) it is printed as
 "Exception ignored in ..." and lost, and the job runs on, deaf to it. :class:`CtrlC`
 records every Ctrl-C; the loop calls :meth:`CtrlC.check` between rounds, which raises one
-that was recorded and not seen since.
+that was recorded and not seen since. :func:`from_ctrl_c` tells a Ctrl-C that a numba
+kernel wrapped in a SystemError.
 """
 
 from __future__ import annotations
@@ -46,3 +47,15 @@ class CtrlC:
         if self.pending:
             self.pending = False
             raise KeyboardInterrupt
+
+
+def from_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt raised while a numba
+    kernel called back into Python comes out of the kernel as a SystemError caused by it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -11,6 +11,7 @@ found to be local optima, so a resumed job proposes what the uninterrupted one d
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
@@ -30,9 +31,9 @@ class LocalSearch:
     """Descent proposals of one job (module docstring); ``predict`` ranks the moves."""
 
     def __init__(self, space: SearchSpace,
-                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray], stable: bool = False):
         self.space, self.predict = space, predict
-        self.descent = Descent(space, predict=predict)
+        self.descent = Descent(space, predict=predict, stable=stable)
         self._optima: set[bytes] = set()  # descent starts found one-op local optima
         self._heft: bytes | None = None  # the key of HEFT's genome, a descent start
 
@@ -54,7 +55,8 @@ class LocalSearch:
         genome, HEFT's placement once measured (a basin of its own: steepest descent from
         it alone beat the tuner in 7 of 36 runs of bench_hill), then the next best measured
         genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`)."""
-        done = sorted((lat, k) for k, lat in seen.items() if lat is not None)
+        done = heapq.nsmallest(DESCENT_STARTS, ((lat, k) for k, lat in seen.items()
+                                                 if lat is not None))
         if not done:
             return
         if self._heft is None:

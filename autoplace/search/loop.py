@@ -20,13 +20,13 @@ from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.records import Record, TuningLog
 from autoplace.search.checkpoint import (
     Checkpoint,
+    CheckpointWriter,
     checkpoint_path,
     read_checkpoint,
-    write_checkpoint,
 )
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.descent import predicted
-from autoplace.search.interrupt import CtrlC
+from autoplace.search.interrupt import CtrlC, from_ctrl_c
 from autoplace.search.local_search import LocalSearch
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
@@ -61,12 +61,16 @@ class Tuner:
         #: genome key -> the objective's seconds (None: failed, or no value for it)
         self.seen: dict[bytes, float | None] = {}
         self.done: list[str] = []  # strategy of every candidate of the job so far
+        self._search_done = 0  # of them, candidates of the search (not baselines)
         #: logged candidates of the round a resumed job stopped in, by genome key: taken
         #: from the log when that round is proposed again (see autoplace.search.checkpoint)
         self.pending: dict[bytes, tuple[str, Placement, float | None]] = {}
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
-        self.local = LocalSearch(space, self.predict)  # descent and its restarts
+        self._checkpoints: CheckpointWriter | None = None  # made on the first round
+        #: descent and its restarts (predictions are the simulator's, the same every round,
+        #: unless a costly measurer's cost model learns)
+        self.local = LocalSearch(space, self.predict, stable=measurer.free)
         self.resumed = 0
         self.measure_s = 0.0
         self.lost = 0  # candidates of the last round other workers had claimed first
@@ -98,17 +102,20 @@ class Tuner:
         come from this log, and the checkpoint is of this run and no further than them."""
         if self.checkpoint is None or n_done != len(self.store.logged):
             return None
-        c = self.config
-        cp = read_checkpoint(self.checkpoint, run=self.store.run, sampler=c.sampler,
-                             seed=c.seed, batch_size=c.batch_size, objective=c.objective)
+        cp = read_checkpoint(self.checkpoint, **self._job())
         return cp if cp is not None and 0 <= cp.records <= n_done else None
+
+    def _job(self) -> dict:
+        """What a checkpoint of this job is known by (its header)."""
+        c = self.config
+        return dict(run=self.store.run, sampler=c.sampler, seed=c.seed,
+                    batch_size=c.batch_size, objective=c.objective)
 
     def _write_checkpoint(self) -> None:
         if self.checkpoint is not None:
-            c = self.config
-            write_checkpoint(self.checkpoint, Checkpoint(
-                run=self.store.run, sampler=c.sampler, seed=c.seed, batch_size=c.batch_size,
-                records=len(self.done), strategy=self.strategy.state(), objective=c.objective))
+            if self._checkpoints is None:
+                self._checkpoints = CheckpointWriter(self.checkpoint, **self._job())
+            self._checkpoints.write(len(self.done), self.strategy.state())
 
     def _take_in(self, done: list[tuple[str, Placement, float | None]]) -> None:
         """Measured candidates of the job from elsewhere (log, study): remembered as
@@ -120,7 +127,7 @@ class Tuner:
         lat = np.array([np.nan if x is None else x for x in latency], dtype=np.float64)
         self._remember(choice, mode, lat)
         self.strategy.observe(Proposal(choice=choice, mode=mode, labels=labels), lat)
-        self.done.extend(labels)
+        self._add_done(labels)
 
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         keys = self.space.keys(*self.space.canonical(choice, mode))
@@ -128,7 +135,11 @@ class Tuner:
 
     def search_trials_done(self) -> int:
         """Candidates of the search (not baselines) the job has measured."""
-        return sum(1 for s in self.done if s not in self.baseline_names)
+        return self._search_done
+
+    def _add_done(self, labels) -> None:
+        self.done.extend(labels)
+        self._search_done += sum(1 for s in labels if s not in self.baseline_names)
 
     # -- measuring ---------------------------------------------------------------------------
     def run_baselines(self) -> None:
@@ -166,7 +177,7 @@ class Tuner:
         for i, (label, _, lat) in logged.items():  # measured before the job was resumed
             latency[i] = np.nan if lat is None else lat
             self.seen[keys[i]] = lat
-            self.done.append(label)
+            self._add_done((label,))
         rows = [i for i in fresh if i in latency]
         self.strategy.observe(proposal.take(rows), np.array([latency[i] for i in rows]))
         if stopped is not None:
@@ -214,10 +225,11 @@ class Tuner:
         trial = proposal.trial(i)
         if result is None:  # never measured (the measurer stopped): not a result
             return
-        genome = self.space.format_genome(proposal.choice[i], mode)
+        genome = None if self.store.study is None else \
+            self.space.format_genome(proposal.choice[i], mode)  # (the study's only)
         self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
         self.seen[key] = self.objective.value(result)
-        self.done.append(proposal.labels[i])
+        self._add_done((proposal.labels[i],))
 
     def _measure(self, choice: np.ndarray, mode: np.ndarray, placements: list[Placement]):
         """(results, stop): the measurer's results, or, when it stops mid-batch, what it got
@@ -352,18 +364,6 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
     result = _result(tuner, interrupted, time.perf_counter() - t0)
     return replace(result, warm_start=warm.summary() if warm is not None else "",
                    polished=polished)
-
-
-def from_ctrl_c(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt raised while a numba
-    kernel called back into Python comes out of the kernel as a SystemError caused by it."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,

@@ -179,10 +179,11 @@ class Store:
         return None
 
     # -- recording ---------------------------------------------------------------------------
-    def add(self, strategy: str, placement: Placement, result: MeasureResult, genome: str,
-            trial: optuna.Trial | None = None) -> Record:
+    def add(self, strategy: str, placement: Placement, result: MeasureResult,
+            genome: str | None, trial: optuna.Trial | None = None) -> Record:
         """Log a measured candidate (flushed), then tell the study: finish ``trial`` if the
-        candidate was asked as one, else add a finished trial."""
+        candidate was asked as one, else add a finished trial. ``genome``: the candidate's
+        text (:meth:`SearchSpace.format_genome`) for the study (None: made if needed)."""
         g, p = self.space.graph, self.space.profile
         number = trial.number if self.study_numbers and trial is not None else self.next_trial
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,

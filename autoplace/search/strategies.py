@@ -3,12 +3,12 @@ values to strategy objects (the tuning loop itself knows none of them)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import optuna
 
 from autoplace.cost_model import XGBCostModel
-from autoplace.measure.batch import simulate_batch
 from autoplace.search.config import SAMPLERS, TuneConfig
 from autoplace.search.evolution import ModelGuidedEvolution
 from autoplace.search.guided import GuidedProposer, make_model
@@ -70,5 +70,4 @@ def _proposer(space: SearchSpace, config: TuneConfig, warm: WarmStart | None) ->
     rows = (warm.X, warm.y) if warm is not None else None
     return GuidedProposer(space, model=model, candidates=config.candidates, seed=config.seed,
                           warm=rows, explore=config.explore, objective=objective,
-                          feasible=lambda c, m: objective.feasible(
-                              space, simulate_batch(space, c, m)))
+                          feasible=functools.partial(objective.feasible, space))

@@ -99,7 +99,8 @@ class SteepestDescent(_FromTheBest):
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, objective: Objective = LATENCY):
         super().__init__(space, seed=seed, objective=objective)
-        self.descent = Descent(space, predict=lambda c, m: predicted(space, c, m, objective))
+        self.descent = Descent(space, predict=lambda c, m: predicted(space, c, m, objective),
+                               stable=True)
 
     def around(self, choice, mode, n):
         return self.descent.propose(choice, mode, n, self.measured)

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from factories import fork_graph, tiny_profile
 
+from autoplace.frontend.tarnawski import load_instance
 from autoplace.heft import heft_genome
-from autoplace.measure.batch import fits, simulate_batch
+from autoplace.measure.batch import fits, fitting, simulate_batch, streams
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.profile_io import bundled_profiles, load_profile
@@ -53,6 +54,26 @@ def test_batched_equals_reference_on_random_placements(hw, model):
     assert_same(batched, [sim.simulate(p) for p in placements])
     # the kernel's own answer to "does it fit" is what the measurements say
     assert fits(space, choice, mode).tolist() == [r.ok for r in batched]
+
+
+@pytest.mark.parametrize("hw", [*sorted(bundled_profiles()), "ops-resnet50"])
+def test_figures_without_the_per_unit_arrays_are_the_same(hw):
+    """``per_unit=False`` (what the search ranks and filters by, made in one scratch row
+    cleared where each row wrote) gives every figure it keeps as the per-unit run does; a
+    row left behind in the scratch row would change the rows after it."""
+    if hw.startswith("ops-"):  # a block-model profile (Tarnawski et al.'s instance)
+        space = SearchSpace(*load_instance(hw))
+    else:
+        space = SearchSpace(load_graph("inception_v1"), load_profile(hw))
+    choice, mode = genomes(space, seed=11)
+    whole, lean = (simulate_batch(space, choice, mode, per_unit=p) for p in (True, False))
+    for field in ("latency", "period", "over", "stream_over", "no_route", "not_contiguous",
+                  "copy_bytes"):
+        np.testing.assert_array_equal(getattr(lean, field), getattr(whole, field), field)
+    assert lean.busy is None and lean.peak is None and lean.weights is None
+    assert np.array_equal(fitting(space, lean), fitting(space, whole))
+    assert np.array_equal(streams(space, lean), streams(space, whole))
+    assert whole.over.any() or hw in ("host", "ops-resnet50")  # overflows were exercised
 
 
 def test_the_check_covers_failures_and_the_mesh_overflows():

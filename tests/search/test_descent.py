@@ -45,6 +45,30 @@ def test_moves_of_a_big_space_are_capped(space):
     assert 0 < len(C) <= 50
 
 
+def test_a_stable_model_ranks_a_starts_moves_once_and_proposes_the_same(space):
+    """Rounds that descend from the same best reuse its ranked moves when the model gives a
+    genome the same figure every time (the simulator); a learning model ranks them anew."""
+    c, m = heft_genome(space)
+    m = space.normalize(c[None, :], m[None, :])[0]
+    rows = []
+
+    def counted(C, M):
+        rows.append(len(C))
+        return predicted(space, C, M)
+
+    out = {}
+    for stable in (True, False):
+        rows.clear()
+        d = Descent(space, predict=counted, stable=stable)
+        first = d.propose(c, m, 8, set())
+        n_first = sum(rows)
+        second = d.propose(c, m, 8, {space.keys(first[0][:1], first[1][:1])[0]})
+        out[stable] = second, sum(rows) - n_first
+    n_moves = len(moves(space, c, m)[0])
+    assert out[False][1] >= n_moves + 1 and out[True][1] < out[False][1] - n_moves
+    assert all(np.array_equal(x, y) for x, y in zip(out[True][0], out[False][0]))
+
+
 def test_descent_in_the_simulator_ends_at_a_local_optimum(space):
     c, m = heft_genome(space)
     start = predicted(space, c[None, :], m[None, :])[0]

@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from autoplace.measure.batch import fits
+from autoplace.measure.batch import fits, fitting
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
@@ -36,7 +36,7 @@ def test_rows_that_do_not_fit_are_never_proposed():
     space = space_of(hw="mesh")
     sim = Simulator(space)
     p = GuidedProposer(space, model=make_model("xgb", seed=0),
-                       candidates=256, seed=0, feasible=functools.partial(fits, space))
+                       candidates=256, seed=0, feasible=functools.partial(fitting, space))
     p.seed_population(*space.random_genomes(64, np.random.default_rng(1)))
     for _ in range(6):
         p.fit()

@@ -267,7 +267,7 @@ def test_best_says_when_logs_hold_several_jobs(tmp_path):
 
 
 def test_a_ctrl_c_that_numba_wrapped_is_still_a_ctrl_c():
-    from autoplace.search.loop import from_ctrl_c
+    from autoplace.search.interrupt import from_ctrl_c
 
     # how it comes out of a numba kernel that was calling back into Python at the time
     try:

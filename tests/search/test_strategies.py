@@ -14,6 +14,7 @@ from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
 from autoplace.search import SAMPLERS, Proposal, SearchStrategy, TuneConfig
+from autoplace.search.checkpoint import CheckpointWriter, read_checkpoint
 from autoplace.search.store import open_study
 from autoplace.search.strategies import make_strategy, study_sampler
 from autoplace.space import SearchSpace
@@ -73,21 +74,26 @@ def test_observing_without_a_prediction_is_a_replay(space, cfg):
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['sampler']}-{c['cost_model']}")
-def test_a_restored_state_proposes_what_the_strategy_proposed(space, cfg):
+def test_a_restored_state_proposes_what_the_strategy_proposed(space, cfg, tmp_path):
     """A strategy that gives its state (JSON) proposes, once a fresh one has observed the
-    same candidates and restored it, the round it proposed when the state was taken."""
+    same candidates and restored it from the checkpoint's last round, the round it proposed
+    when the state was taken."""
     s = strategy(space, **cfg)
-    shown = []
+    if s.state() is None:  # the Optuna samplers cannot say: their resumes are safe, not exact
+        assert cfg["sampler"] != "evolve"
+        return
+    shown, path = [], tmp_path / "t.state.jsonl"
+    writer = CheckpointWriter(path, run="r", sampler=cfg["sampler"], seed=4, batch_size=6,
+                              objective="latency")
     for _ in range(3):
+        writer.write(len(shown), s.state())  # as the loop does before each round
         proposal = s.propose(6)
         lat = measure(space, proposal)
         s.observe(proposal, lat)
         shown.append((proposal, lat))
-    state = s.state()
-    if state is None:  # the Optuna samplers cannot say: their resumes are safe, not exact
-        assert cfg["sampler"] != "evolve"
-        return
-    state = json.loads(json.dumps(state))  # strict JSON, as the checkpoint keeps it
+    writer.write(len(shown), s.state())
+    json.dumps(s.state())  # strict JSON
+    state = read_checkpoint(path, run="r").strategy
     nxt = s.propose(6)
     fresh = strategy(space, seed=99, **cfg)  # another seed: the state is all it has
     for proposal, lat in shown:
