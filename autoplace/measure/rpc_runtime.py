@@ -37,6 +37,14 @@ def remote_json(sess, func: str, *args) -> dict:
     return answer
 
 
+def _alive(sess) -> bool:
+    """Whether a session still answers (any server, stock or not, knows its CPU)."""
+    try:
+        return bool(sess.cpu(0).exist)
+    except Exception:  # noqa: BLE001 - any failure means it does not answer
+        return False
+
+
 class BoardJob:
     """The files of one model's job for a board, written once into a temporary directory."""
 
@@ -68,7 +76,9 @@ class BoardJob:
         it is not ``autoplace serve`` of this profile."""
         try:
             info = remote_json(sess, INFO_FUNC)
-        except (AttributeError, RuntimeError) as exc:
+        except AttributeError as exc:  # no such function, or a session that just died
+            if not _alive(sess):
+                raise ConnectionError("the server went away") from exc
             raise ValueError("rpc: the server is not `autoplace serve` (a stock TVM RPC "
                              "server runs VM builds: --rpc-mode vm)") from exc
         if info.get("profile_hash") != self.profile.hash:

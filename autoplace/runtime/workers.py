@@ -3,7 +3,7 @@
 TVM's CPU thread pool belongs to the thread that launches a parallel kernel
 (``ThreadPool::ThreadLocal``), and ``runtime.config_threadpool`` configures the pool of the
 thread that calls it, pinning that thread too (checked by running it:
-``tests/runtime/test_workers.py``). So a unit's worker configures its pool once, when it
+``tests/runtime/test_worker_pools.py``). So a unit's worker configures its pool once, when it
 starts: ``num-cores`` threads, one per CPU of the unit's ``cpus`` (pinned), or spread over
 all CPUs when the profile names none. A kernel call releases Python's GIL, so workers run
 kernels at the same time. A DMA engine's worker only copies.

@@ -409,3 +409,35 @@ def test_a_closed_tracker_port_is_one_line_without_retry_warnings(tmp_path):
     lines = proc.stderr.strip().splitlines()  # TVM's retries would add 12 warning lines
     assert len(lines) == 1 and f"cannot reach the RPC tracker at 127.0.0.1:{port}" in lines[0]
     assert log.read_text() == ""
+
+
+def test_a_stock_tvm_server_runs_vm_builds_and_says_what_the_runtime_needs(seed, soc, tracker,
+                                                                          tmp_path):
+    """A plain ``python -m tvm.exec.rpc_server`` has no autoplace functions: the runtime
+    mode stops with one line saying so, the VM mode measures on it."""
+    key, port = "stock-server", free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host",
+                             "127.0.0.1", "--port", str(port), "--port-end", str(port + 1),
+                             "--tracker", tracker, "--key", key], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_registered(tracker, key, 1)
+        mod, graph = seed
+        placement = SearchSpace(graph, soc).uniform("cpu1")
+        vm = RPCMeasurer(mod, graph, soc, tracker=tracker, key=key, mode="run", timeout=60,
+                         settings=TimeSettings(repeat=2), build_workers=1)
+        try:
+            (built,) = vm.measure([placement])
+        finally:
+            vm.close()
+        m = RPCMeasurer(mod, graph, soc, tracker=tracker, key=key, timeout=60,
+                        cache_dir=tmp_path)
+        try:
+            with pytest.raises(ValueError, match="not `autoplace serve`.*--rpc-mode vm"):
+                m.measure([placement])
+        finally:
+            m.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert built.ok and built.latency_s > 0
