@@ -123,11 +123,11 @@ def test_a_run_failure_is_a_failed_result(tmp_path):
     host = load_profile("host")
     m = LocalMeasurer(mod, graph, host, settings=FAST, cache_dir=tmp_path)
     try:
-        (res,) = m.measure([SearchSpace(graph, host).uniform("core")])
+        (res,) = m.measure([SearchSpace(graph, host).uniform("core0")])
     finally:
         m.close()
     assert res.error is ErrorKind.RUN
-    assert "op B on core" in res.detail and "nobody_registered_this" in res.detail
+    assert "op B on core0" in res.detail and "nobody_registered_this" in res.detail
 
 
 def test_over_capacity_is_refused_without_running(seed, soc, tmp_path):

@@ -40,13 +40,13 @@ def test_a_changed_kernel_is_not_taken_from_the_cache(seed_te, tmp_path):
     mod, graph = seed_te
     host = load_profile("host")
     with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
-        rt.assemble(rt.space.uniform("core"))
-        first = rt.libraries.path("core")
+        rt.assemble(rt.space.uniform("core0"))
+        first = rt.libraries.path("core0")
     changed = dataclasses.replace(host, units=tuple(
-        dataclasses.replace(u, target={**u.target, "opt-level": 2}) if u.name == "core" else u
+        dataclasses.replace(u, target={**u.target, "opt-level": 2}) if u.name == "core0" else u
         for u in host.units))
     with Runtime(mod, graph, changed, cache_dir=tmp_path) as rt:
-        rt.assemble(rt.space.uniform("core"))
+        rt.assemble(rt.space.uniform("core0"))
         assert len(rt.libraries.compiled) == 1  # another target: compiled, not reused
         assert rt.libraries.compiled[0] != str(first)
 
