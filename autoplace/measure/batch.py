@@ -81,7 +81,7 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
                    space.n_resources, len(space.scopes), n,
                    finish, space.c_wscope, space.weight_bytes, space.default_scope,
                    SHIFTS_PER_ITEM, space.transfer_s, r.lat, r.inv, _limits(space, io),
-                   per_unit)
+                   per_unit, space.slot_ptr, space.slot_idx, space.n_slots)
     latency, load, copy_bytes, peak, no_route, ends, weights, figures, not_contiguous = out
     period, over, stream_over = figures
     common = dict(latency=latency, copy_bytes=copy_bytes, io=io, no_route=no_route,
@@ -145,14 +145,17 @@ def streams(space: SearchSpace, out: BatchOutput) -> np.ndarray:
 def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, in_idx,
          has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res,
          n_scopes, n, want_finish, c_wscope, weight_bytes, default,
-         shifts, transfer, r_lat, r_inv, limits, per_unit):  # pragma: no cover
+         shifts, transfer, r_lat, r_inv, limits, per_unit, slot_ptr, slot_idx,
+         n_slots):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
     item (``freer``; -1: at the makespan). Each resource runs its items in program order,
     so their starts and ends are sorted per resource, which :func:`peaks` relies on. A graph
     output written in the default scope is the result buffer held there for the whole run
     (counted with the graph inputs), not an activation. Without ``per_unit``, a row's
-    figures per resource and scope are made in one scratch row, cleared where it wrote."""
+    figures per resource and scope are made in one scratch row, cleared where it wrote.
+    A unit pinned to CPUs (``slot_ptr``/``slot_idx``: its CPU slots) also waits until
+    those CPUs are free of other units' work, and loads them (for the period)."""
     B = choice.shape[0]
     parallel = limits[3]
     m_items = n + len(src) * hop_res.shape[1]
@@ -171,8 +174,10 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
     b_scope, b_bytes = np.zeros(m_items, dtype=np.int64), np.zeros(m_items)
     staged = np.zeros(max(len(src), 1), dtype=np.int64)
     work = scratch(m_items, n_res, n_scopes)
+    slots = np.zeros(max(n_slots, 1)), np.full(max(n_slots, 1), -1), np.zeros(max(n_slots, 1))
     for b in range(B):
         nb, rb = 0, b if per_unit else 0
+        slots[2][:] = 0.0
         for i in range(n):
             j = choice[b, i]
             s = c_scope[i, j]
@@ -192,6 +197,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                         secs = _hop_seconds(hop_lat[r, h], nbytes[k] / hop_bw[r, h], scale,
                                             transfer[k], r_len[r])
                         start = max(arrive, free_t[res] if stamp[res] == b else 0.0)
+                        start = _after_slots(start, res, slot_ptr, slot_idx, slots, b, secs)
                         arrive = start + secs
                         free_t[res], stamp[res] = arrive, b
                         busy[rb, res] += secs  # the host unit for a sync copy
@@ -208,6 +214,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                 ready = max(ready, arrive)
             u = c_unit[i, j]
             start = max(ready, free_t[u] if stamp[u] == b and not parallel[u] else 0.0)
+            start = _after_slots(start, u, slot_ptr, slot_idx, slots, b, c_dur[i, j])
             end = start + c_dur[i, j]
             free_t[u], stamp[u] = end, b
             busy[rb, u] += c_dur[i, j]
@@ -237,6 +244,8 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
             else (b_scope, nb, True)
         _row_figures(b, busy[rb], peak[rb], weights[rb], res, n_r, scopes, n_s, w_too,
                      choice[b], c_unit, c_wscope, c_dur, n, limits, figures)
+        for x in range(n_slots):  # a CPU several units share is busy with all their work
+            figures[0][b] = max(figures[0][b], slots[2][x])
         if not per_unit:
             _clear_row(busy[0], peak[0], weights[0], res, n_r, scopes, n_s, w_too, choice[b],
                        c_wscope, n)
@@ -244,6 +253,22 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
             ends[b] = finish[:n]
     return (latency, busy, copy_bytes, peak, no_route, ends, weights, figures,
             np.zeros(B, dtype=np.bool_))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _after_slots(start, res, slot_ptr, slot_idx, slots, b, secs):  # pragma: no cover
+    """When work of ``secs`` on resource ``res`` ready at ``start`` starts once the CPUs
+    it is pinned to are free; it then holds them (``slots``: free time, row stamp, load)."""
+    free, stamp, load = slots
+    for q in range(slot_ptr[res], slot_ptr[res + 1]):
+        x = slot_idx[q]
+        if stamp[x] == b:
+            start = max(start, free[x])
+    for q in range(slot_ptr[res], slot_ptr[res + 1]):
+        x = slot_idx[q]
+        free[x], stamp[x] = start + secs, b
+        load[x] += secs
+    return start
 
 
 @numba.njit(cache=True, nogil=True)

@@ -53,6 +53,10 @@ class _Run:
         self.longest = 0.0  # the longest piece of work on a parallel unit
         self.units = set(space.units)
         self.parallel = {u.name for u in space.profile.units if u.execution == "parallel"}
+        ptr, idx = space.slot_ptr, space.slot_idx
+        #: per unit pinned to CPUs, the CPU slots its work also loads (for the period)
+        self.slots = {name: [f"cpu slot {s}" for s in idx[ptr[u]:ptr[u + 1]]]
+                      for u, name in enumerate(space.units) if ptr[u + 1] > ptr[u]}
         self.copy_bytes = {"sync": 0, "async": 0}
         self.buffers: list[list] = []  # [scope, nbytes, alloc_t, free_t]
         self.events: list[Event] = []
@@ -76,6 +80,8 @@ class _Run:
             self.longest = max(self.longest, secs)
         else:
             self.load[resource] = self.load.get(resource, 0.0) + secs
+        for slot in self.slots.get(resource, ()):
+            self.load[slot] = self.load.get(slot, 0.0) + secs
 
     @property
     def period(self) -> float:
@@ -96,7 +102,8 @@ class _Run:
         route = tuple(space.profile.copy_index[h.src, h.dst] for h in hops)
         prev, first_end = None, None
         for item, hop, secs in zip(items, hops, hop_times(space, k, route)):
-            start, t = self.occupy(hop.resource, end[hop.after[0]], secs)
+            ready = max([end[hop.after[0]], *(end[f] for f in hop.follows)])
+            start, t = self.occupy(hop.resource, ready, secs)
             self.start[item], end[item] = start, t
             first_end = t if first_end is None else first_end
             if prev is not None:
@@ -255,6 +262,7 @@ class Simulator(Measurer):
                     last_use[src] = max(last_use[src], read_done)
                 ready = max(ready, arrive)
             weights = p.weights.get(op.name, "streamed")
+            ready = max([ready, *(end[f] for f in sched.work[item].follows)])
             start, end[item] = run.occupy(unit, ready,
                                           self.space.seconds_of(i, unit, scope, weights))
             run.start[item] = start

@@ -190,14 +190,14 @@ def _label(space: SearchSpace, w) -> str:
 
 def _cross(schedule: Schedule, reuse: set[tuple[int, int]]
            ) -> tuple[tuple[tuple[int, ...], ...], tuple[bool, ...]]:
-    """Per item, the work it waits for on other resources (what it reads, and what it
-    overwrites: ``reuse``); whether anything waits on it."""
+    """Per item, the work it waits for on other resources (what it reads, what it follows
+    on a shared CPU, and what it overwrites: ``reuse``); whether anything waits on it."""
     waits, signals = [], [False] * len(schedule.work)
     extra: dict[int, list[int]] = {}
     for u, w in sorted(reuse):
         extra.setdefault(w, []).append(u)
     for i, w in enumerate(schedule.work):
-        mine = tuple(a for a in dict.fromkeys([*w.after, *extra.get(i, [])])
+        mine = tuple(a for a in dict.fromkeys([*w.after, *w.follows, *extra.get(i, [])])
                      if schedule.work[a].resource != w.resource
                      or w.resource in schedule.unordered)
         for a in mine:

@@ -26,8 +26,8 @@ class PoolError(ValueError):
 
 
 def ancestors(schedule: Schedule) -> list[int]:
-    """Per work item, the bit set of the work that happens before it (``after``, and the
-    work before it on its resource when that resource runs in order)."""
+    """Per work item, the bit set of the work that happens before it (``after``,
+    ``follows``, and the work before it on its resource when that resource runs in order)."""
     prev_on: dict[int, int] = {}
     for resource, items in schedule.order.items():
         if resource not in schedule.unordered:
@@ -35,7 +35,7 @@ def ancestors(schedule: Schedule) -> list[int]:
                 prev_on[b] = a
     out: list[int] = []
     for i, w in enumerate(schedule.work):
-        preds = list(w.after) + ([prev_on[i]] if i in prev_on else [])
+        preds = [*w.after, *w.follows, *([prev_on[i]] if i in prev_on else [])]
         bits = 0
         for p in preds:
             bits |= out[p] | (1 << p)

@@ -2,7 +2,9 @@
 
 Two units are in one class when neither is the host (which performs sync copies), they
 have the same description (target, kinds, throughput, launch overhead, power, RPC key,
-kernel table, class label, execution), a profiled graph measured them alike (the space
+kernel table, class label, execution, the CPUs it is pinned to: units pinned to CPUs are
+never swapped, the units they share a CPU with would differ), a profiled graph measured them
+alike (the space
 refines the profile's classes by the graph's measured latencies), and their home scopes are
 alike: the same
 scope (e.g. the default scope, which every such unit shares), or private scopes of equal
@@ -35,7 +37,8 @@ def class_key(profile: Profile, unit: Unit) -> tuple:
     return (unit.name == profile.host, json.dumps(dict(unit.target), sort_keys=True, default=str),
             tuple(sorted(unit.accepts)), tuple(sorted(unit.gflops.items())),
             unit.launch_overhead_s, unit.power_w, unit.rpc_key,
-            tuple(sorted(unit.kernel_s.items())), unit.class_name, unit.execution, where)
+            tuple(sorted(unit.kernel_s.items())), unit.class_name, unit.execution, unit.cpus,
+            where)
 
 
 def refine(classes: np.ndarray, columns: np.ndarray) -> np.ndarray:

@@ -78,6 +78,7 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
                               dtype=np.float64)
         self.parallel = np.array([u.execution == "parallel" for u in profile.units]
                                  + [False] * len(self.engines))
+        self.slot_ptr, self.slot_idx = _cpu_slots(profile, self.n_resources)
 
     def activation_bytes(self, op: int, scope: int) -> float:
         """Bytes op ``op``'s output takes in ``scope`` while live: none for a graph output
@@ -86,6 +87,11 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         if scope == self.default_scope and not self.has_consumers[op]:
             return 0.0
         return float(self.out_bytes[op])
+
+    @property
+    def n_slots(self) -> int:
+        """The CPUs units name (``cpus``): each runs one unit's work at a time."""
+        return int(self.slot_idx.max(initial=-1)) + 1
 
     @property
     def n_resources(self) -> int:
@@ -390,3 +396,16 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
 
 
 __all__ = ["ASYNC", "OP_KINDS", "SYNC", "SearchSpace", "check_graph"]
+
+
+def _cpu_slots(profile: Profile, n_resources: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per resource (units, then DMA engines), the CPU slots it occupies while it works, as
+    ``(ptr, idx)``: a unit's ``cpus``, numbered in order of first appearance; none for a unit
+    without them or an engine. Units that share a CPU run their work one after another."""
+    ids: dict[int, int] = {}
+    ptr, idx = [0], []
+    for u in profile.units:
+        idx += [ids.setdefault(c, len(ids)) for c in u.cpus]
+        ptr.append(len(idx))
+    ptr += [len(idx)] * (n_resources - len(profile.units))
+    return np.array(ptr, dtype=np.int64), np.array(idx, dtype=np.int64)

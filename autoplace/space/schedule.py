@@ -7,7 +7,9 @@ runs its work in program order: the ops in the graph's topological order, each o
 copies just before it, hop after hop along the copy's route. A ``sync`` copy is done by the
 host unit (it holds that unit), an ``async`` one by each hop's DMA engine. A piece of work
 starts once its resource has finished the work before it and the work it reads is done
-(``after``): independent ops on different units, and async copies, overlap.
+(``after``): independent ops on different units, and async copies, overlap. Units pinned to
+a CPU in common (the profile's ``cpus``) do not overlap: a unit's work also waits for the
+work before it, in program order, of every unit that shares one of its CPUs (``follows``).
 
 A ``parallel`` unit runs each op as soon as it is ready, whatever its order
 (:attr:`Schedule.unordered`).
@@ -15,7 +17,7 @@ A ``parallel`` unit runs each op as soon as it is ready, whatever its order
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoplace.space.compiled import SearchSpace
 from autoplace.space.placement import Placement
@@ -29,7 +31,8 @@ class Work:
     ``op`` is the op run (``kind == "op"``) or the op the copy feeds; ``edge`` and ``hop``
     name the copy (edge index, hop index along its route); ``src`` and ``dst`` are the
     scopes read and written (an op's own scope, twice); ``after`` the indices of the work
-    whose results this one reads.
+    whose results this one reads; ``follows`` the work it waits for because its unit shares
+    a CPU with another's.
     """
 
     kind: str
@@ -41,6 +44,8 @@ class Work:
     edge: int = -1
     hop: int = 0
     mode: str = ""
+    #: work of other units that shares a CPU with this one's unit and comes before it
+    follows: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +117,24 @@ def schedule_of(space: SearchSpace, placement: Placement) -> Schedule:
         op_work.append(len(work))
         work.append(Work(kind="op", resource=unit, op=i, src=scope, dst=scope,
                          after=tuple(dict.fromkeys(sources))))
-    return _with_order(space, work, op_work, reads)
+    return _with_order(space, _sharing(space, work), op_work, reads)
+
+
+def _sharing(space: SearchSpace, work: list[Work]) -> list[Work]:
+    """``work`` with each piece's ``follows``: the last earlier work (program order) on
+    each CPU its unit is pinned to, done by another unit."""
+    ptr, idx, index = space.slot_ptr, space.slot_idx, space.profile.unit_index
+    last_on: dict[int, int] = {}
+    out = []
+    for i, w in enumerate(work):
+        u = index.get(w.resource)
+        slots = idx[ptr[u]:ptr[u + 1]].tolist() if u is not None else []
+        follows = {last_on[s] for s in slots if s in last_on
+                   and work[last_on[s]].resource != w.resource}
+        for s in slots:
+            last_on[s] = i
+        out.append(replace(w, follows=tuple(sorted(follows))) if follows else w)
+    return out
 
 
 def _hops(work: list[Work], route: Route, mode: str, host: str, op: int, edge: int,

@@ -7,10 +7,13 @@ fails, which shows the test can fail.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from runtime_factories import arm, inputs_of, meeting_copy, meeting_module, two_unit_profile
 
+from autoplace.profile_io import load_profile
 from autoplace.runtime import RunError, Runtime
 from autoplace.space import SearchSpace
 
@@ -68,3 +71,24 @@ def test_an_async_copy_runs_beside_its_units_kernels(copy_beside_kernel, kernel_
             arm(timeout=0.5)
             with pytest.raises(RunError):
                 rt.run(a, x, timeout=60)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pins units to two CPUs")
+def test_units_pinned_to_a_common_cpu_take_turns(branches, kernel_cache):
+    """On the host profile, core0 and core1 run at once; core0 and cpu (CPUs 0 and 1)
+    share CPU 0, so the runtime runs their work one after the other, as the simulator
+    does (the meeting kernels then cannot meet)."""
+    mod, graph = branches
+    profile = load_profile("host")
+    space = SearchSpace(graph, profile)
+    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
+        x = inputs_of(rt.program)
+        arm()
+        (out,) = rt.run(rt.assemble(space.from_user({"meet": "core0", "meet#1": "core1"})),
+                        x, timeout=60)
+        np.testing.assert_allclose(out, 2 * x[0])
+        shared = rt.assemble(space.from_user({"meet": "core0", "meet#1": "cpu"}))
+        assert shared.waits[shared.schedule.op_work[1]] == (shared.schedule.op_work[0],)
+        arm(timeout=0.5)
+        with pytest.raises(RunError, match="op meet"):
+            rt.run(shared, x, timeout=60)

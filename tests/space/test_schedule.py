@@ -1,0 +1,62 @@
+"""The schedule of a placement: program order per resource, and units that share a CPU.
+
+fork_graph (S -> L, R -> J; S and J take 1 ms, L and R 4 ms on a 1 GFLOP/s unit) on three
+units of one memory: ``left`` pinned to CPU 0, ``right`` to CPU 1, ``both`` to CPUs 0 and 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from factories import fork_graph
+
+from autoplace.measure.batch import simulate_batch
+from autoplace.measure.simulator import Simulator
+from autoplace.profile import Profile, Scope, Unit
+from autoplace.space import SearchSpace
+from autoplace.space.schedule import schedule_of
+
+
+def pinned_profile() -> Profile:
+    def unit(name: str, cpus: tuple[int, ...]) -> Unit:
+        return Unit(name=name, target={"kind": "llvm", "num-cores": len(cpus)},
+                    accepts=frozenset({"*"}), gflops={"default": 1.0}, cpus=cpus)
+
+    units = (unit("both", (0, 1)), unit("left", (0,)), unit("right", (1,)))
+    dram = Scope(name="dram", capacity_bytes=1 << 30, bandwidth_bps=1e12,
+                 access=frozenset({"*"}))
+    return Profile(name="pinned", host="both", default_scope="dram", units=units,
+                   scopes=(dram,), copies=())
+
+
+@pytest.mark.parametrize(("spec", "latency_ms", "follows"), [
+    # CPUs apart: L and R at once; each waits for S on its CPU, J for both of them
+    ({"L": "left", "R": "right"}, 1 + 4 + 1, {"L": ["S"], "R": ["S"], "J": ["L", "R"]}),
+    # CPU 0 shared by left and both: R waits for L, though it does not read it
+    ({"L": "left", "R": "both"}, 1 + 4 + 4 + 1, {"L": ["S"], "R": ["L"]}),
+    ({"L": "both", "R": "both"}, 1 + 4 + 4 + 1, {}),  # one unit: in order anyway
+])
+def test_units_sharing_a_cpu_take_turns_in_program_order(spec, latency_ms, follows):
+    space = SearchSpace(fork_graph(), pinned_profile())
+    placement = space.from_user({"S": "both", "J": "both", **spec})
+    sched = schedule_of(space, placement)
+    names = [space.graph.ops[w.op].name for w in sched.work]
+    assert {names[i]: [names[f] for f in w.follows] for i, w in enumerate(sched.work)
+            if w.follows} == follows
+    reference = Simulator(space).simulate(placement)
+    assert reference.latency_s == pytest.approx(latency_ms * 1e-3)
+    batch = simulate_batch(space, *space.encode([placement]))
+    assert batch.latency[0] == pytest.approx(reference.latency_s)
+    assert batch.period[0] == pytest.approx(reference.period_s)
+
+
+def test_a_shared_cpu_is_busy_with_every_unit_pinned_to_it():
+    """The period of a stream: CPU 0 runs S, L and J (left and both), 6 ms per inference,
+    more than any one unit's work."""
+    space = SearchSpace(fork_graph(), pinned_profile())
+    placement = space.from_user({"S": "both", "L": "left", "R": "right", "J": "both"})
+    result = Simulator(space).simulate(placement)
+    assert result.unit_busy_s == pytest.approx({"both": 2e-3, "left": 4e-3, "right": 4e-3})
+    assert result.period_s == pytest.approx(6e-3)
+    batch = simulate_batch(space, *space.encode([placement]))
+    assert np.isclose(batch.period[0], 6e-3)
