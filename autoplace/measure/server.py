@@ -187,6 +187,29 @@ def _time_out_handshakes(seconds: float) -> None:
     tvm_server._serving = blocking_serving
 
 
+def _relisten_after_bad_handshakes() -> None:
+    """Listen again after a malformed handshake: a key of length 0 or not UTF-8.
+
+    TVM 0.27's listen loop raises out of its thread on one (an IndexError, a ValueError)
+    and the server never serves again; here the loop starts over (it reconnects to the
+    tracker). A session process that fails still ends it (a RuntimeError, see the module
+    doc). Private to TVM (pinned to 0.27): the tests in ``tests/measure/test_rpc.py`` fail
+    if it changes.
+    """
+    import tvm.rpc.server as tvm_server
+
+    listen = tvm_server._listen_loop
+
+    def relisten(*args):
+        while True:
+            try:
+                return listen(*args)
+            except (IndexError, ValueError):
+                continue
+
+    tvm_server._listen_loop = relisten
+
+
 def register_functions(profile: Profile, *, handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
                        max_upload_mib: int = MAX_UPLOAD_MIB) -> None:
     """Register the remote functions, confine file access and bound what a client may hold
@@ -194,6 +217,7 @@ def register_functions(profile: Profile, *, handshake_timeout: float = HANDSHAKE
     import tvm
 
     _time_out_handshakes(handshake_timeout)
+    _relisten_after_bad_handshakes()
     _confine_sessions(max_upload_mib << 20)
 
     service = SimulatorService(profile)

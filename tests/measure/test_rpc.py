@@ -11,6 +11,7 @@ import os
 import queue
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -404,6 +405,20 @@ def test_silent_connections_do_not_hold_off_a_session(servers, tracker):
     finally:
         for conn in silent:
             conn.close()
+    assert info["profile"] == "soc"
+
+
+def test_a_malformed_handshake_does_not_stop_the_server(servers, tracker):
+    """A key of length 0, or not UTF-8, raised out of TVM's listen loop: no session ever
+    again."""
+    from tvm.rpc.base import RPC_MAGIC
+
+    servers.start(1)
+    for key in (b"", b"\xff\xfe"):
+        with socket.create_connection(("127.0.0.1", servers.ports[0]), timeout=60) as conn:
+            conn.sendall(struct.pack("<ii", RPC_MAGIC, len(key)) + key)
+            assert conn.recv(4) == b""  # dropped (without the fix: maybe never)
+    info = _answer_within(60, lambda: _info(_session(tracker, servers.key)))
     assert info["profile"] == "soc"
 
 
