@@ -10,8 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoplace.cli_args import cache_arg, seed_arg
+from autoplace.cli_args import cache_arg, positive_int, positive_seconds, seed_arg
 from autoplace.measure.objective import OBJECTIVES
+from autoplace.measure.server import HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKE_TIMEOUT_S, MAX_UPLOAD_MIB
 
 
 def _timing_args(p: argparse.ArgumentParser) -> None:
@@ -66,6 +67,12 @@ def register(sub) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=9090, help="first port to try")
     s.add_argument("--port-end", type=int, default=9199, help="last port to try")
+    s.add_argument("--handshake-timeout", type=positive_seconds, default=HANDSHAKE_TIMEOUT_S,
+                   metavar="SECONDS", help="drop a connection silent this long before its "
+                   f"handshake (meanwhile the server serves no one else); at most "
+                   f"{MAX_HANDSHAKE_TIMEOUT_S:g}")
+    s.add_argument("--max-upload-mib", type=positive_int, default=MAX_UPLOAD_MIB,
+                   metavar="MIB", help="refuse a larger upload (nothing is written)")
     s.set_defaults(run=cmd_serve)
     k = sub.add_parser("calibrate", help="measure kernels and write a calibrated profile")
     k.add_argument("--hw", required=True, help="profile to calibrate")
@@ -241,7 +248,8 @@ def cmd_serve(args) -> int:
     profile = load_profile(args.hw)
     server.parse_addr(args.tracker)
     srv = server.start(profile, args.tracker, args.key, host=args.host, port=args.port,
-                       port_end=args.port_end)
+                       port_end=args.port_end, handshake_timeout=args.handshake_timeout,
+                       max_upload_mib=args.max_upload_mib)
     print(f"READY port={srv.port} key={args.key} profile={profile.name} "
           f"tracker={args.tracker}", flush=True)
     server.serve_forever(srv)

@@ -35,7 +35,14 @@ from autoplace.graph import OpGraph
 from autoplace.measure.base import ErrorKind, MeasurementStopped, MeasureResult
 from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times
 from autoplace.measure.rpc_runtime import BoardJob, Sessions, remote_json
-from autoplace.measure.server import INFO_FUNC, LOAD_FUNC, SIM_FUNC, parse_addr
+from autoplace.measure.server import (
+    INFO_FUNC,
+    LOAD_FUNC,
+    MAX_SIM_BYTES,
+    MAX_SIM_PLACEMENTS,
+    SIM_FUNC,
+    parse_addr,
+)
 from autoplace.profile import Profile
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.space import Placement, SearchSpace
@@ -242,11 +249,9 @@ class RPCMeasurer(BuildingMeasurer):
             tasks = list(self._build(batch).items())
         elif self.mode == "runtime":
             tasks = [(k, batch.placements[k]) for k in batch.keys()]
-        else:  # one chunk per server: a simulation is cheap, a session is not
-            keys = batch.keys()
-            size = max(1, -(-len(keys) // max(1, servers)))
-            tasks = [(keys[i:i + size], [batch.placements[k] for k in keys[i:i + size]])
-                     for i in range(0, len(keys), size)]
+        else:
+            tasks = [(keys, [batch.placements[k] for k in keys])
+                     for keys in simulate_chunks(batch.keys(), servers)]
         if tasks:
             try:
                 self._dispatch(batch, tasks, servers)
@@ -345,8 +350,26 @@ class RPCMeasurer(BuildingMeasurer):
                              f"{info.get('profile')!r} (hash {info.get('profile_hash')}), "
                              f"not {self.profile.name!r} (hash {self.profile.hash})")
         remote_json(sess, LOAD_FUNC, json.dumps(self.graph.to_dict()))
-        res = remote_json(sess, SIM_FUNC, json.dumps([p.to_dict() for p in placements]))
+        res = remote_json(sess, SIM_FUNC, json.dumps([p.to_dict() for p in placements],
+                                                     separators=(",", ":")))
         return [MeasureResult.from_dict(r) for r in res["results"]]
+
+
+def simulate_chunks(keys: list[str], servers: int, *, count: int = MAX_SIM_PLACEMENTS,
+                    chars: int = MAX_SIM_BYTES) -> list[list[str]]:
+    """``keys`` (placements as compact JSON) in order, one chunk per server (a simulation
+    is cheap, a session is not), each within what a server takes in one request: ``count``
+    placements, ``chars`` of JSON for the list."""
+    size = min(count, max(1, -(-len(keys) // max(1, servers))))
+    chunks: list[list[str]] = []
+    used = 0
+    for key in keys:
+        if not chunks or len(chunks[-1]) == size or used + len(key) + 1 > chars:
+            chunks.append([])
+            used = 1  # "[" and "]", and a comma between two placements
+        chunks[-1].append(key)
+        used += len(key) + 1
+    return chunks
 
 
 def _as_lists(key, result) -> tuple[list, list]:

@@ -15,9 +15,13 @@ functions catch everything and answer ``{"error": ...}`` instead.
 What a client can do is confined to what a tuning job needs. TVM's file functions (upload,
 download, remove, load_module) take any path, absolute or with ``..``; here every path
 must be a relative name inside the session's work directory, and a graph over
-:data:`MAX_GRAPH_BYTES` or :data:`MAX_GRAPH_OPS` is refused. TVM RPC has no
-authentication: the server binds 127.0.0.1 unless told otherwise; to reach boards on other
-hosts, use a private network or an SSH tunnel, never a public address.
+:data:`MAX_GRAPH_BYTES` or :data:`MAX_GRAPH_OPS` is refused. What a client can hold is
+bounded too: a connection silent for ``handshake_timeout`` before its handshake is done is
+dropped (TVM's one listen loop would wait for it forever, serving no one else), a simulate request
+over :data:`MAX_SIM_BYTES` or :data:`MAX_SIM_PLACEMENTS` is refused, and so is an upload
+over ``max_upload_mib``. TVM RPC has no authentication: the server binds 127.0.0.1 unless
+told otherwise; to reach boards on other hosts, use a private network or an SSH tunnel,
+never a public address.
 """
 
 from __future__ import annotations
@@ -30,23 +34,29 @@ import time
 from pathlib import PurePosixPath
 
 from autoplace.graph import OpGraph
-from autoplace.measure.board import register_runtime
+from autoplace.measure.board import answer, register_runtime
 from autoplace.profile import Profile
 
 #: the largest graph a client may load: JSON text, and ops (the bundled graphs are under
 #: 0.5 MB and 1,000 ops)
 MAX_GRAPH_BYTES, MAX_GRAPH_OPS = 4 << 20, 20_000
+#: the largest simulate request: JSON text, and placements (a placement takes about 60
+#: characters per op; the RPC measurer sends chunks within both)
+MAX_SIM_BYTES, MAX_SIM_PLACEMENTS = 16 << 20, 1024
+#: how long a connection may stay silent before its handshake is done: the default, the most
+HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKE_TIMEOUT_S = 5.0, 3600.0
+#: the largest upload by default, MiB
+MAX_UPLOAD_MIB = 2048
 
 INFO_FUNC = "autoplace.server_info"
 LOAD_FUNC = "autoplace.load_graph"
 SIM_FUNC = "autoplace.simulate"
+UPLOAD_FUNC = "tvm.rpc.server.upload"
 
 
-def _answer(fn, *args) -> str:
-    try:
-        return json.dumps(fn(*args))
-    except BaseException as exc:  # noqa: BLE001 - never let a session die (see module doc)
-        return json.dumps({"error": f"{type(exc).__name__}: {exc}"[:2000]})
+def _within(what: str, count: int, unit: str, limit: int) -> None:
+    if count > limit:
+        raise ValueError(f"{what} of {count:,} {unit} is over the limit of {limit:,}")
 
 
 class SimulatorService:
@@ -64,13 +74,10 @@ class SimulatorService:
         from autoplace.measure.simulator import Simulator
         from autoplace.space import SearchSpace
 
-        if len(graph_json) > MAX_GRAPH_BYTES:
-            raise ValueError(f"graph of {len(graph_json):,} bytes is over the limit of "
-                             f"{MAX_GRAPH_BYTES:,}")
+        _within("graph", len(graph_json), "bytes", MAX_GRAPH_BYTES)
         data = json.loads(graph_json)
-        if isinstance(data, dict) and len(data.get("ops") or ()) > MAX_GRAPH_OPS:
-            raise ValueError(f"graph of {len(data['ops']):,} ops is over the limit of "
-                             f"{MAX_GRAPH_OPS:,}")
+        if isinstance(data, dict):
+            _within("graph", len(data.get("ops") or ()), "ops", MAX_GRAPH_OPS)
         graph = OpGraph.from_dict(data, source="rpc request")
         self.sim = Simulator(SearchSpace(graph, self.profile))
         return {"graph_fp": graph.fingerprint}
@@ -80,8 +87,19 @@ class SimulatorService:
 
         if self.sim is None:
             raise ValueError(f"call {LOAD_FUNC} first")
-        placements = [Placement.from_dict(d) for d in json.loads(placements_json)]
+        placements = [Placement.from_dict(d) for d in _placement_items(placements_json)]
         return {"results": [r.to_dict() for r in self.sim.measure(placements)]}
+
+
+def _placement_items(text: str) -> list:
+    """The items of a simulate request: its size is checked before it is parsed, its count
+    before any placement is read or simulated."""
+    _within("request", len(text), "bytes", MAX_SIM_BYTES)
+    items = json.loads(text)
+    if not isinstance(items, list):
+        raise ValueError(f"expected a JSON list of placements, got {type(items).__name__}")
+    _within("request", len(items), "placements", MAX_SIM_PLACEMENTS)
+    return items
 
 
 def confined(root: str, name: str) -> str:
@@ -96,8 +114,9 @@ def confined(root: str, name: str) -> str:
     return path
 
 
-def _confine_sessions() -> None:
-    """Make each session's file paths :func:`confined` to its work directory.
+def _confine_sessions(max_upload_bytes: int) -> None:
+    """Make each session's file paths :func:`confined` to its work directory, and its
+    uploads :func:`_bound_uploads`.
 
     TVM sets a session up in ``tvm.rpc.server._server_env`` (forked from this process), which
     registers the path function its C++ upload/download/remove call and the module loaders
@@ -114,23 +133,92 @@ def _confine_sessions() -> None:
         root = os.path.realpath(temp.temp_dir)
         temp.relpath = lambda name: confined(root, name)  # load_module, linked modules
         tvm.register_global_func("tvm.rpc.server.workpath", temp.relpath, override=True)
+        _bound_uploads(max_upload_bytes)
         return temp
 
     tvm_server._server_env = confined_env
 
 
-def register_functions(profile: Profile) -> None:
-    """Register the remote functions and confine file access (in the server's worker, via
-    server_init_callback)."""
+def _bound_uploads(max_bytes: int) -> None:
+    """Refuse an upload over ``max_bytes``; nothing is written. TVM's protocol has read the
+    whole blob into the session's memory by then: this bounds the disk, not the memory."""
     import tvm
 
-    _confine_sessions()
+    upload = tvm.get_global_func(UPLOAD_FUNC)
+
+    def bounded(name, blob):
+        if len(blob) > max_bytes:
+            raise ValueError(f"upload {name!r} of {len(blob):,} bytes is over the "
+                             f"server's limit of {max_bytes:,} (--max-upload-mib)")
+        return upload(name, blob)
+
+    tvm.register_global_func(UPLOAD_FUNC, bounded, override=True)
+
+
+def _time_out_handshakes(seconds: float) -> None:
+    """Drop a connection silent for ``seconds`` before its handshake is done.
+
+    TVM's one listen loop (``tvm.rpc.server._listen_loop``) reads the handshake of the
+    connection it accepted with no timeout, so a silent connection holds off every session.
+    Here every socket this process makes from now on times out, the accepted ones too: a
+    timeout is an OSError, on which the loop drops the connection, reconnects to the tracker
+    and listens again. A socket with a timeout is non-blocking at the OS level, and TVM's C++
+    session loop reads its fd expecting a blocking one: ``_serving`` makes it blocking
+    first. (A session inherits the default timeout, but makes no Python socket.) Private to
+    TVM (pinned to 0.27): the tests in ``tests/measure/test_rpc.py`` fail if it changes.
+    """
+    import socket
+
+    import tvm.rpc.server as tvm_server
+
+    serving = tvm_server._serving
+
+    def blocking_serving(sock, addr, opts, load_library):
+        sock.settimeout(None)
+        return serving(sock, addr, opts, load_library)
+
+    socket.setdefaulttimeout(seconds)
+    tvm_server._serving = blocking_serving
+
+
+def _relisten_after_bad_handshakes() -> None:
+    """Listen again after a malformed handshake: a key of length 0 or not UTF-8.
+
+    TVM 0.27's listen loop raises out of its thread on one (an IndexError, a ValueError)
+    and the server never serves again; here the loop starts over (it reconnects to the
+    tracker). A session process that fails still ends it (a RuntimeError, see the module
+    doc). Private to TVM (pinned to 0.27): the tests in ``tests/measure/test_rpc.py`` fail
+    if it changes.
+    """
+    import tvm.rpc.server as tvm_server
+
+    listen = tvm_server._listen_loop
+
+    def relisten(*args):
+        while True:
+            try:
+                return listen(*args)
+            except (IndexError, ValueError):
+                continue
+
+    tvm_server._listen_loop = relisten
+
+
+def register_functions(profile: Profile, *, handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
+                       max_upload_mib: int = MAX_UPLOAD_MIB) -> None:
+    """Register the remote functions, confine file access and bound what a client may hold
+    (in the server's worker, via server_init_callback)."""
+    import tvm
+
+    _time_out_handshakes(handshake_timeout)
+    _relisten_after_bad_handshakes()
+    _confine_sessions(max_upload_mib << 20)
 
     service = SimulatorService(profile)
-    tvm.register_global_func(INFO_FUNC, lambda: _answer(service.info), override=True)
-    tvm.register_global_func(LOAD_FUNC, lambda g: _answer(service.load_graph, str(g)),
+    tvm.register_global_func(INFO_FUNC, lambda: answer(service.info), override=True)
+    tvm.register_global_func(LOAD_FUNC, lambda g: answer(service.load_graph, str(g)),
                              override=True)
-    tvm.register_global_func(SIM_FUNC, lambda p: _answer(service.simulate, str(p)),
+    tvm.register_global_func(SIM_FUNC, lambda p: answer(service.simulate, str(p)),
                              override=True)
     register_runtime()
 
@@ -143,14 +231,31 @@ def parse_addr(text: str, what: str = "--tracker") -> tuple[str, int]:
     return host, int(port)
 
 
+def _check_limits(handshake_timeout: float, max_upload_mib: int) -> None:
+    """A ValueError naming the option of a bound out of range."""
+    if not 0 < handshake_timeout <= MAX_HANDSHAKE_TIMEOUT_S:  # (NaN fails too)
+        raise ValueError(f"--handshake-timeout: must be in (0, {MAX_HANDSHAKE_TIMEOUT_S:g}] "
+                         f"seconds, got {handshake_timeout!r}")
+    if not isinstance(max_upload_mib, int) or max_upload_mib < 1:
+        raise ValueError(f"--max-upload-mib: must be an integer > 0, got {max_upload_mib!r}")
+
+
 def start(profile: Profile, tracker: str, key: str, *, host: str = "127.0.0.1",
-          port: int = 9090, port_end: int = 9199):
-    """Start the server (registered on ``tracker`` under ``key``); returns the tvm Server."""
+          port: int = 9090, port_end: int = 9199,
+          handshake_timeout: float = HANDSHAKE_TIMEOUT_S, max_upload_mib: int = MAX_UPLOAD_MIB):
+    """Start the server (registered on ``tracker`` under ``key``); returns the tvm Server.
+
+    A connection silent for ``handshake_timeout`` seconds before its handshake is done is
+    dropped; an upload over ``max_upload_mib`` MiB is refused.
+    """
     from tvm import rpc
 
+    _check_limits(handshake_timeout, max_upload_mib)
     return rpc.Server(host, port=port, port_end=port_end, key=key,
                       tracker_addr=parse_addr(tracker), silent=True,
-                      server_init_callback=lambda: register_functions(profile))
+                      server_init_callback=lambda: register_functions(
+                          profile, handshake_timeout=handshake_timeout,
+                          max_upload_mib=max_upload_mib))
 
 
 def serve_forever(server) -> None:

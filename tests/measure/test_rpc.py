@@ -10,6 +10,8 @@ import json
 import os
 import queue
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -22,12 +24,15 @@ from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.run import TimeSettings
 from autoplace.measure.base import ErrorKind
-from autoplace.measure.rpc import NoServerError, RPCMeasurer
+from autoplace.measure.rpc import NoServerError, RPCMeasurer, simulate_chunks
 from autoplace.measure.server import (
     INFO_FUNC,
     LOAD_FUNC,
     MAX_GRAPH_BYTES,
     MAX_GRAPH_OPS,
+    MAX_SIM_BYTES,
+    MAX_SIM_PLACEMENTS,
+    SIM_FUNC,
     registered,
     wait_registered,
 )
@@ -52,17 +57,19 @@ class Servers:
     """``autoplace serve`` processes started under one key; all killed at the end."""
 
     def __init__(self, tracker: str, key: str, hw: str = "soc"):
-        self.tracker, self.key, self.hw, self.procs = tracker, key, hw, []
+        self.tracker, self.key, self.hw, self.procs, self.ports = tracker, key, hw, [], []
 
-    def start(self, n: int) -> None:
+    def start(self, n: int, *options: str) -> None:
         for _ in range(n):
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "autoplace", "serve", "--hw", self.hw,
-                 "--tracker", self.tracker, "--key", self.key],
+                 "--tracker", self.tracker, "--key", self.key, *options],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 start_new_session=True))
         for p in self.procs[-n:]:
-            assert p.stdout.readline().startswith("READY port=")
+            ready = p.stdout.readline()
+            assert ready.startswith("READY port=")
+            self.ports.append(int(ready.split()[1].removeprefix("port=")))
         wait_registered(self.tracker, self.key, len(self.alive()))
 
     def alive(self) -> list:
@@ -374,6 +381,123 @@ def test_a_graph_over_the_limits_is_refused(servers, tracker):
     assert "bytes is over the limit" in json.loads(str(load(big)))["error"]
     small = json.dumps({"name": "g", "ops": [op], "edges": []})
     assert "graph_fp" in json.loads(str(load(small)))
+
+
+def _answer_within(seconds: float, fn):
+    """``fn()``, run in a thread: a test that fails, not one that hangs, when no answer
+    comes (a TVM client call has no timeout of its own)."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised again below
+            box["error"] = exc
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(seconds)
+    assert not th.is_alive(), f"no answer within {seconds:g} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _session(tracker: str, key: str):
+    from tvm import rpc
+
+    host, port = tracker.rsplit(":", 1)
+    return rpc.connect_tracker(host, int(port)).request(key)
+
+
+def _info(sess) -> dict:
+    return json.loads(str(sess.get_function(INFO_FUNC)()))
+
+
+def test_silent_connections_do_not_hold_off_a_session(servers, tracker):
+    """TVM's one listen loop waits for a handshake with no timeout; the server drops a
+    connection silent past --handshake-timeout, so a real session is served after them."""
+    servers.start(1, "--handshake-timeout", "1")
+    silent = [socket.create_connection(("127.0.0.1", servers.ports[0])) for _ in range(3)]
+    try:
+        info = _answer_within(60, lambda: _info(_session(tracker, servers.key)))
+    finally:
+        for conn in silent:
+            conn.close()
+    assert info["profile"] == "soc"
+
+
+def test_a_malformed_handshake_does_not_stop_the_server(servers, tracker):
+    """A key of length 0, or not UTF-8, raised out of TVM's listen loop: no session ever
+    again."""
+    from tvm.rpc.base import RPC_MAGIC
+
+    servers.start(1)
+    for key in (b"", b"\xff\xfe"):
+        with socket.create_connection(("127.0.0.1", servers.ports[0]), timeout=60) as conn:
+            conn.sendall(struct.pack("<ii", RPC_MAGIC, len(key)) + key)
+            assert conn.recv(4) == b""  # dropped (without the fix: maybe never)
+    info = _answer_within(60, lambda: _info(_session(tracker, servers.key)))
+    assert info["profile"] == "soc"
+
+
+def test_a_simulate_request_over_the_limits_is_refused(seed, soc, servers, tracker):
+    servers.start(1)
+    _, graph = seed
+    sess = _session(tracker, servers.key)
+    sess.get_function(LOAD_FUNC)(json.dumps(graph.to_dict()))
+    simulate = sess.get_function(SIM_FUNC)
+    one = SearchSpace(graph, soc).uniform("cpu1").to_dict()
+    many = json.dumps([one] * (MAX_SIM_PLACEMENTS + 1))
+    assert json.loads(str(simulate(many)))["error"].endswith(
+        f"request of {MAX_SIM_PLACEMENTS + 1:,} placements is over the limit of "
+        f"{MAX_SIM_PLACEMENTS:,}")
+    padded = " " * MAX_SIM_BYTES + json.dumps([one])  # one placement, too many bytes
+    assert f"bytes is over the limit of {MAX_SIM_BYTES:,}" in \
+        json.loads(str(simulate(padded)))["error"]
+    assert "expected a JSON list" in json.loads(str(simulate("{}")))["error"]
+    [result] = json.loads(str(simulate(json.dumps([one]))))["results"]  # the same session
+    assert result["error"] is None and _info(sess)["profile"] == "soc"
+
+
+def test_an_upload_over_the_limit_is_refused_and_nothing_written(servers, tracker):
+    servers.start(1, "--max-upload-mib", "1")
+    sess = _session(tracker, servers.key)
+    with pytest.raises(Exception, match="'big.bin' of 1,048,577 bytes is over the server's "
+                                        "limit of 1,048,576"):
+        sess.upload(bytearray(b"x" * ((1 << 20) + 1)), "big.bin")
+    with pytest.raises(Exception, match="Cannot open"):
+        sess.download("big.bin")
+    sess.upload(bytearray(b"y" * (1 << 20)), "big.bin")  # at the limit, taken
+    assert bytes(sess.download("big.bin")) == b"y" * (1 << 20)
+    assert _info(sess)["profile"] == "soc"
+
+
+@pytest.mark.parametrize("option", [("--handshake-timeout", "0"),
+                                    ("--handshake-timeout", "1e12"),
+                                    ("--max-upload-mib", "0"),
+                                    ("--max-upload-mib", "1.5")])
+def test_a_serve_bound_out_of_range_is_one_line(option):
+    proc = _cli("serve", "--hw", "soc", "--tracker", "127.0.0.1:1", "--key", "k", *option)
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("autoplace") and option[0] in line
+
+
+def test_simulate_chunks_keep_to_a_servers_limits(seed, soc):
+    _, graph = seed
+    keys = [p.to_json() for p in distinct(SearchSpace(graph, soc))]
+
+    def size(chunk):
+        return len(json.dumps([json.loads(k) for k in chunk], separators=(",", ":")))
+
+    assert simulate_chunks(keys, 2) == [keys[:2], keys[2:]]  # one chunk per server
+    assert simulate_chunks(keys, 1, count=3) == [keys[:3], keys[3:]]
+    fits = size(keys[:2])
+    assert simulate_chunks(keys, 1, chars=fits)[0] == keys[:2]
+    tighter = simulate_chunks(keys, 1, chars=fits - 1)
+    assert tighter[0] == keys[:1] and sum(tighter, []) == keys
+    assert all(size(c) <= fits - 1 for c in tighter)
 
 
 def test_a_call_left_hanging_does_not_abort_the_command(servers, tracker, tmp_path):
