@@ -10,12 +10,15 @@ Tables (markdown, load printed beside every row; same machine, same minute):
    predicted gain beside it.
 3. ``fidelity``: simulated against measured latency of ``--random`` random feasible
    placements per model: median and worst relative error.
-4. ``rate``: measured candidates per minute on squeezenet, the runtime's local measurer
-   against fa7bb04's (``--baseline-tree``: a checkout of it), on the same candidates.
+4. ``rate``: measured candidates per minute on squeezenet (``--rate-hw``, default ``soc``:
+   a profile both trees read alike), the runtime's local measurer against fa7bb04's
+   (``--baseline-tree``: a checkout of it), on the same candidates.
 5. ``branches``: two independent branches of 24 small MatMul+Relu kernels on two one-core
    units: the best measured placement against one unit.
 6. ``overhead``: the runtime's time per op of a chain of empty kernels, on one unit and
    alternating between two (an event per op).
+7. ``pools``: per model on ``soc``, each scope's arena over the simulated peak for random
+   feasible placements (nothing runs: the placements are only assembled).
 
 Run from the repository root: ``python experiments/bench_runtime.py [--tables ...]
 [--models ...] [--trials 256] [--random 100] [--baseline-tree DIR]``.
@@ -269,21 +272,19 @@ def branches_row(cache: Path, trials: int) -> dict:
 
 # -- 6. the runtime's overhead per op ----------------------------------------------------
 def empty_chain(n: int = 200):
-    from tvm import relax, te
+    """``n`` one-element kernels in a chain, one op each (TE: nothing is fused)."""
+    from tvm import te
 
-    from autoplace.frontend.relax import from_relax
+    from autoplace.frontend.te import from_te
 
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1,), "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            h = x
-            for _ in range(n):
-                h = bb.emit_te(lambda a: te.compute((1,), lambda i: a[i] + 1.0), h,
-                               primfunc_name_hint="plus_one")
-            out = bb.emit_output(h)
-        bb.emit_func_output(out)
-    return from_relax(bb.finalize(), "empty")
+    def plus_one(a, i):
+        return te.compute((1,), lambda j: a[j] + 1.0, name=f"op{i}")
+
+    x = te.placeholder((1,), "float32", name="x")
+    h = x
+    for i in range(n):
+        h = plus_one(h, i)
+    return from_te([h], [x], "empty")
 
 
 def overhead_rows(cache: Path) -> list[dict]:
@@ -312,6 +313,40 @@ def overhead_rows(cache: Path) -> list[dict]:
     return rows
 
 
+# -- 7. the arenas against the simulated peaks ---------------------------------------------
+def pools_row(name: str, cache: Path, n: int, seed: int = 0) -> dict:
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_module
+    from autoplace.profile_io import load_profile
+    from autoplace.runtime import PoolError, Runtime
+    from autoplace.space import SearchSpace
+
+    mod, graph = load_module(name)
+    profile = load_profile("soc")
+    space = SearchSpace(graph, profile)
+    sim, rng, ratios, refused, tried = Simulator(space), np.random.default_rng(seed), [], 0, 0
+    base, _ = space.encode([space.uniform(profile.host)])
+    with Runtime(mod, graph, profile, cache_dir=cache, space=space) as rt:
+        while tried < n:  # the host's placement with 40% of the ops moved at random (wholly
+            choice, mode = space.random_genomes(32, rng)  # random ones overflow the SRAMs)
+            keep = rng.random(choice.shape) > 0.4
+            choice[keep] = np.broadcast_to(base, choice.shape)[keep]
+            for p in space.decode_rows(choice, mode):
+                r = sim.simulate(p)
+                if tried >= n or not r.ok:
+                    continue
+                tried += 1
+                try:
+                    a = rt.assemble(p)
+                except PoolError:
+                    refused += 1
+                    continue
+                ratios += [b / r.peak_bytes[s] for s, b in a.pool_bytes.items()]
+    return {"model": name, "placements": n, "arena / simulated peak (median)":
+            f"{np.median(ratios):.3f}", "worst": f"{max(ratios):.3f}",
+            "refused (over capacity)": refused, "load": load()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", nargs="+", default=["overhead", "branches", "vm", "rate",
@@ -321,6 +356,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=256)
     ap.add_argument("--random", type=int, default=100)
     ap.add_argument("--rate-candidates", type=int, default=12)
+    ap.add_argument("--rate-hw", default="soc",
+                    help="the rate's profile: a bundled name both trees read alike")
     ap.add_argument("--baseline-tree", type=Path, default=None,
                     help="a checkout of fa7bb04 (git worktree add DIR fa7bb04) for the rate")
     ap.add_argument("--cache-dir", type=Path,
@@ -336,8 +373,11 @@ def main() -> None:
             rows = overhead_rows(args.cache_dir)
         elif table == "branches":
             rows = [branches_row(args.cache_dir, min(args.trials, 64))]
+        elif table == "pools":
+            rows = [pools_row(m, args.cache_dir, 40) for m in ("squeezenet", "inception_v1")]
         elif table == "rate":
-            rows = rate_rows(args.hw, args.cache_dir, args.baseline_tree, args.rate_candidates)
+            rows = rate_rows(args.rate_hw, args.cache_dir, args.baseline_tree,
+                             args.rate_candidates)
         else:
             fn = {"vm": lambda m: vm_row(m, profile, args.cache_dir),
                   "tuned": lambda m: tuned_row(m, profile, args.cache_dir, args.trials),
