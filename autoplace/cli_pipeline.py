@@ -157,8 +157,11 @@ def _search(args, costs, profile, starts, pes: int, opened):
                                     on_trial=on_trial, ranking=args.cost_model)
             best = search.run(starts[0], args.trials, also=starts[1:])
     except KeyboardInterrupt:
-        if args.log:
-            print(f"interrupted: {len(mine)} trials of this run in {args.log} (the same "
+        if args.log:  # counted in the log itself: a Ctrl-C may fall between two recorders
+            from autoplace.pipeline.log import read_lines
+
+            n = len(read_lines(args.log)) - len(opened[0] or [])
+            print(f"interrupted: {n} trials of this run in {args.log} (the same "
                   "command goes on from them, measuring none again)")
         raise
     finally:
