@@ -68,8 +68,9 @@ def register(sub) -> None:
     s.add_argument("--port", type=int, default=9090, help="first port to try")
     s.add_argument("--port-end", type=int, default=9199, help="last port to try")
     s.add_argument("--handshake-timeout", type=positive_seconds, default=HANDSHAKE_TIMEOUT_S,
-                   metavar="SECONDS", help="drop a connection silent this long before its "
-                   f"handshake (meanwhile the server serves no one else); at most "
+                   metavar="SECONDS", help="drop a connection whose handshake is not done "
+                   "this long after it was accepted (meanwhile the server serves no one "
+                   "else); at most "
                    f"{MAX_HANDSHAKE_TIMEOUT_S:g}")
     s.add_argument("--max-upload-mib", type=positive_int, default=MAX_UPLOAD_MIB,
                    metavar="MIB", help="refuse a larger upload (nothing is written)")

@@ -16,8 +16,9 @@ What a client can do is confined to what a tuning job needs. TVM's file function
 download, remove, load_module) take any path, absolute or with ``..``; here every path
 must be a relative name inside the session's work directory, and a graph over
 :data:`MAX_GRAPH_BYTES` or :data:`MAX_GRAPH_OPS` is refused. What a client can hold is
-bounded too: a connection silent for ``handshake_timeout`` before its handshake is done is
-dropped (TVM's one listen loop would wait for it forever, serving no one else), a simulate request
+bounded too: a connection whose handshake is not done ``handshake_timeout`` after it was
+accepted is dropped (TVM's one listen loop would wait for it forever, serving no one else:
+:mod:`autoplace.measure.handshake`), a simulate request
 over :data:`MAX_SIM_BYTES` or :data:`MAX_SIM_PLACEMENTS` is refused, and so is an upload
 over ``max_upload_mib``. TVM RPC has no authentication: the server binds 127.0.0.1 unless
 told otherwise; to reach boards on other hosts, use a private network or an SSH tunnel,
@@ -35,6 +36,7 @@ from pathlib import PurePosixPath
 
 from autoplace.graph import OpGraph
 from autoplace.measure.board import answer, register_runtime
+from autoplace.measure.handshake import bound_handshakes
 from autoplace.profile import Profile
 
 #: the largest graph a client may load: JSON text, and ops (the bundled graphs are under
@@ -43,7 +45,7 @@ MAX_GRAPH_BYTES, MAX_GRAPH_OPS = 4 << 20, 20_000
 #: the largest simulate request: JSON text, and placements (a placement takes about 60
 #: characters per op; the RPC measurer sends chunks within both)
 MAX_SIM_BYTES, MAX_SIM_PLACEMENTS = 16 << 20, 1024
-#: how long a connection may stay silent before its handshake is done: the default, the most
+#: how long after its accept a connection's handshake must be done: the default, the most
 HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKE_TIMEOUT_S = 5.0, 3600.0
 #: the largest upload by default, MiB
 MAX_UPLOAD_MIB = 2048
@@ -155,63 +157,13 @@ def _bound_uploads(max_bytes: int) -> None:
     tvm.register_global_func(UPLOAD_FUNC, bounded, override=True)
 
 
-def _time_out_handshakes(seconds: float) -> None:
-    """Drop a connection silent for ``seconds`` before its handshake is done.
-
-    TVM's one listen loop (``tvm.rpc.server._listen_loop``) reads the handshake of the
-    connection it accepted with no timeout, so a silent connection holds off every session.
-    Here every socket this process makes from now on times out, the accepted ones too: a
-    timeout is an OSError, on which the loop drops the connection, reconnects to the tracker
-    and listens again. A socket with a timeout is non-blocking at the OS level, and TVM's C++
-    session loop reads its fd expecting a blocking one: ``_serving`` makes it blocking
-    first. (A session inherits the default timeout, but makes no Python socket.) Private to
-    TVM (pinned to 0.27): the tests in ``tests/measure/test_rpc.py`` fail if it changes.
-    """
-    import socket
-
-    import tvm.rpc.server as tvm_server
-
-    serving = tvm_server._serving
-
-    def blocking_serving(sock, addr, opts, load_library):
-        sock.settimeout(None)
-        return serving(sock, addr, opts, load_library)
-
-    socket.setdefaulttimeout(seconds)
-    tvm_server._serving = blocking_serving
-
-
-def _relisten_after_bad_handshakes() -> None:
-    """Listen again after a malformed handshake: a key of length 0 or not UTF-8.
-
-    TVM 0.27's listen loop raises out of its thread on one (an IndexError, a ValueError)
-    and the server never serves again; here the loop starts over (it reconnects to the
-    tracker). A session process that fails still ends it (a RuntimeError, see the module
-    doc). Private to TVM (pinned to 0.27): the tests in ``tests/measure/test_rpc.py`` fail
-    if it changes.
-    """
-    import tvm.rpc.server as tvm_server
-
-    listen = tvm_server._listen_loop
-
-    def relisten(*args):
-        while True:
-            try:
-                return listen(*args)
-            except (IndexError, ValueError):
-                continue
-
-    tvm_server._listen_loop = relisten
-
-
 def register_functions(profile: Profile, *, handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
                        max_upload_mib: int = MAX_UPLOAD_MIB) -> None:
     """Register the remote functions, confine file access and bound what a client may hold
     (in the server's worker, via server_init_callback)."""
     import tvm
 
-    _time_out_handshakes(handshake_timeout)
-    _relisten_after_bad_handshakes()
+    bound_handshakes(handshake_timeout)
     _confine_sessions(max_upload_mib << 20)
 
     service = SimulatorService(profile)

@@ -441,6 +441,54 @@ def test_a_malformed_handshake_does_not_stop_the_server(servers, tracker):
     assert info["profile"] == "soc"
 
 
+def test_a_handshake_trickled_a_byte_at_a_time_is_dropped_at_its_deadline(servers, tracker):
+    """Each byte within the timeout of the last one, the handshake would take 40 s; the
+    server drops the connection when the timeout has passed since the accept, before the
+    key is all sent, and serves a real session after it."""
+    from tvm.rpc.base import RPC_MAGIC
+
+    servers.start(1, "--handshake-timeout", "1")
+    key = b"client:" + b"x" * 93
+    sent = []
+    with socket.create_connection(("127.0.0.1", servers.ports[0]), timeout=60) as conn:
+        conn.sendall(struct.pack("<ii", RPC_MAGIC, len(key)))
+
+        def trickle():
+            try:
+                for byte in key:
+                    conn.sendall(bytes([byte]))
+                    sent.append(byte)
+                    time.sleep(0.4)
+            except OSError:
+                pass
+
+        th = threading.Thread(target=trickle, daemon=True)
+        th.start()
+        try:
+            answer = conn.recv(4)  # without the deadline: 4 bytes "mismatch", after 40 s
+        except ConnectionResetError:
+            answer = b""
+    assert answer == b"" and len(sent) < len(key)
+    info = _answer_within(60, lambda: _info(_session(tracker, servers.key)))
+    assert info["profile"] == "soc"
+
+
+def test_a_handshake_key_too_long_is_refused_unread(servers, tracker):
+    from tvm.rpc.base import RPC_MAGIC
+
+    from autoplace.measure.handshake import MAX_KEY_BYTES
+
+    servers.start(1, "--handshake-timeout", "600")  # the deadline is not what drops it
+    with socket.create_connection(("127.0.0.1", servers.ports[0]), timeout=60) as conn:
+        conn.sendall(struct.pack("<ii", RPC_MAGIC, MAX_KEY_BYTES + 1) + b"client:")
+        try:
+            assert conn.recv(4) == b""  # dropped, without waiting for the key's bytes
+        except ConnectionResetError:
+            pass
+    info = _answer_within(60, lambda: _info(_session(tracker, servers.key)))
+    assert info["profile"] == "soc"
+
+
 def test_a_simulate_request_over_the_limits_is_refused(seed, soc, servers, tracker):
     servers.start(1)
     _, graph = seed
