@@ -4,10 +4,12 @@ Tables (markdown, load printed beside every row; same machine, same minute):
 
 1. ``vm``: per model, the same placement (every op on the host profile's ``cpu`` unit, both
    cores) timed by the Relax VM one kernel at a time (the build of fa7bb04) and by the
-   runtime; their ratio.
+   runtime; their ratio. The VM runs in the calling thread's TVM pool: by default one
+   thread on this 2-vCPU x86 host (TVM counts half the logical CPUs as cores), so the VM
+   is also timed in a pool the size of the unit's, the runtime's own cost beside it.
 2. ``tuned``: per model, the best placement the local measurer finds in ``--trials`` trials
-   against the best single-unit placement, both measured by the runtime; the simulator's
-   predicted gain beside it.
+   against the best single-unit placement, both measured again by the runtime (three
+   interleaved rounds, each placement's fastest); the simulator's predicted gain beside it.
 3. ``fidelity``: simulated against measured latency of ``--random`` random feasible
    placements per model: median and worst relative error.
 4. ``rate``: measured candidates per minute on squeezenet (``--rate-hw``, default ``soc``:
@@ -33,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,7 +89,27 @@ def settings(repeat: int = 5):
 
 
 # -- 1. the VM against the runtime ---------------------------------------------------------
+def in_pool(threads: int, cpus, fn):
+    """``fn()`` in a thread whose TVM pool has ``threads`` threads on ``cpus``, as the
+    runtime's worker of such a unit has."""
+    from autoplace.runtime.workers import pool_setup
+
+    box = {}
+
+    def run():
+        pool_setup(threads, cpus)()
+        box["value"] = fn()
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    return box["value"]
+
+
 def vm_row(name: str, profile, cache: Path) -> dict:
+    """The VM as it runs by default (TVM's pool of the calling thread: on this 2-vCPU x86
+    host one thread, TVM counting half the logical CPUs as cores) and in a pool the size of
+    the unit's, against the runtime (whose worker has the unit's pool)."""
     from autoplace.deploy import build
     from autoplace.deploy.run import Loaded, random_inputs
     from autoplace.models import load_module
@@ -94,19 +117,25 @@ def vm_row(name: str, profile, cache: Path) -> dict:
     from autoplace.space import SearchSpace
 
     mod, graph = load_module(name)
-    placement = SearchSpace(graph, profile).uniform("cpu")
+    unit = profile.unit("cpu")
+    threads = len(unit.cpus)  # the host profile pins its units
+    placement = SearchSpace(graph, profile).uniform(unit.name)
     loaded = Loaded(build(mod, placement, profile, graph=graph).executable)
     args = loaded.inputs(random_inputs(loaded.meta, 0))
     with Runtime(mod, graph, profile, cache_dir=cache) as rt:
         a = rt.assemble(placement)
         rt.feed(a, random_inputs(loaded.meta, 0))
-        vm, ours = [], []
-        for _ in range(3):  # interleaved: the same minute for both
+        vm, vm_unit, ours = [], [], []
+        for _ in range(3):  # interleaved: the same minute for all three
             vm.append(statistics.median(loaded.time(args, settings())))
+            vm_unit.append(in_pool(threads, unit.cpus, lambda: statistics.median(
+                loaded.time(args, settings()))))
             ours.append(statistics.median(rt.time(a, settings())))
-    v, o = min(vm), min(ours)
-    return {"model": name, "ops": len(graph.ops), "VM ms": f"{v * 1e3:.2f}",
-            "runtime ms": f"{o * 1e3:.2f}", "VM / runtime": f"{v / o:.2f}", "load": load()}
+    v, vu, o = min(vm), min(vm_unit), min(ours)
+    return {"model": name, "ops": len(graph.ops), "VM ms (1 thread)": f"{v * 1e3:.2f}",
+            f"VM ms ({threads} threads)": f"{vu * 1e3:.2f}",
+            "runtime ms": f"{o * 1e3:.2f}", "VM 1 thread / runtime": f"{v / o:.2f}",
+            f"VM {threads} threads / runtime": f"{vu / o:.2f}", "load": load()}
 
 
 # -- 2. tuned against the best single unit ------------------------------------------------
@@ -130,11 +159,13 @@ def tuned_row(name: str, profile, cache: Path, trials: int, seed: int = 0) -> di
             result = tune(space, m, log, TuneConfig(trials=trials, seed=seed))
             wall = time.perf_counter() - t0
         best = result.best.placement
-        measured = m.measure([best, *singles])  # again, the same minute
+        rounds = [m.measure([best, *singles]) for _ in range(3)]  # interleaved, same minute
     finally:
         m.close()
-    tuned, single = measured[0].latency_s, min(r.latency_s for r in measured[1:] if r.ok)
-    which = min((r.latency_s, p) for r, p in zip(measured[1:], singles) if r.ok)[1]
+    fastest = [min((r[i].latency_s for r in rounds if r[i].ok), default=float("inf"))
+               for i in range(1 + len(singles))]  # each placement's best of 3 medians
+    tuned, single = fastest[0], min(fastest[1:])
+    which = singles[fastest[1:].index(single)]
     predicted = sim.simulate(which).latency_s / sim.simulate(best).latency_s
     return {"model": name, "trials": trials, "tune s": f"{wall:.0f}",
             "best single unit": next(iter(which.units_used())),
