@@ -53,6 +53,6 @@ def next_steps(args, log_path: str) -> None:
     by = "" if args.objective == "latency" else f" --objective {args.objective}"
     steps = [f"autoplace best {log_path}{by}", f"autoplace report {log_path} --out report/"]
     if not str(args.model).lower().endswith(".json"):
-        steps.append(f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
-                     "-o model.so")
+        steps += [f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
+                  "-o placed", "autoplace run placed"]
     print("next: " + "  |  ".join(steps))

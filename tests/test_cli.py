@@ -183,6 +183,8 @@ def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, 
 
 
 def test_version_help_defaults_broken_pipe_and_next_steps(tmp_path):
+    import os
+    import shlex
     import subprocess
     import sys
 
@@ -201,6 +203,11 @@ def test_version_help_defaults_broken_pipe_and_next_steps(tmp_path):
     t = cli("tune", "seed_te", "--hw", "soc", "--trials", 8, "--log", log, "--no-progress")
     assert t.returncode == 0, t.stderr
     assert f"next: autoplace best {log}" in t.stdout and "autoplace compile seed_te" in t.stdout
+    steps = t.stdout.split("next: ")[1].strip().split("  |  ")
+    assert [s.split()[1] for s in steps] == ["best", "report", "compile", "run"]
+    for step in steps:  # each works as printed (kernels cached under this HOME)
+        r = cli(*shlex.split(step)[1:], cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})
+        assert r.returncode == 0, (step, r.stderr)
     # a reader that went away (`best LOG | head`): no "Broken pipe", no error status
     p = subprocess.Popen([sys.executable, "-m", "autoplace", "best", str(log)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
