@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autoplace import cli_summary as summary
-from autoplace.cli_args import cache_arg, positive_int, positive_seconds, seed_arg, share
+from autoplace.cli_args import (
+    cache_arg,
+    cross_compiler_arg,
+    positive_int,
+    positive_seconds,
+    seed_arg,
+    share,
+)
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.base import MeasurementStopped
 from autoplace.profile import ProfileError
@@ -125,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=positive_seconds, default=60.0,
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     cache_arg(t)
+    cross_compiler_arg(t)
     t.add_argument("--rpc-mode", choices=("runtime", "vm"), default="runtime",
                    help="--measurer rpc: the board runs each placement with the runtime "
                         "(autoplace serve on the board; the kernels uploaded once per job), "

@@ -54,3 +54,11 @@ def cache_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="directory of compiled kernel libraries, reused by every job on "
                         "the same model and unit targets (default ~/.cache/autoplace/kernels)")
+
+
+def cross_compiler_arg(p: argparse.ArgumentParser) -> None:
+    """``--cross-compiler``: links the kernel libraries of units of another architecture."""
+    p.add_argument("--cross-compiler", default=None, metavar="CXX",
+                   help="C++ compiler that links the libraries of units whose target's "
+                        "mtriple is another architecture than this host's and that set no "
+                        "cross_compiler in the profile (e.g. aarch64-linux-gnu-g++)")

@@ -10,7 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoplace.cli_args import cache_arg, positive_int, positive_seconds, seed_arg
+from autoplace.cli_args import (
+    cache_arg,
+    cross_compiler_arg,
+    positive_int,
+    positive_seconds,
+    seed_arg,
+)
 from autoplace.measure.objective import OBJECTIVES
 from autoplace.measure.server import HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKE_TIMEOUT_S, MAX_UPLOAD_MIB
 
@@ -47,6 +53,7 @@ def register(sub) -> None:
 
     plan_args(c)
     cache_arg(c)
+    cross_compiler_arg(c)
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it; "
                                    "or stream inferences through a compiled pipeline")
@@ -119,7 +126,7 @@ def real_measurer(args, graph, profile, space):
         return RPCMeasurer(mod, graph, profile, space=space, tracker=args.rpc_tracker,
                            key=args.rpc_key, settings=settings, timeout=args.timeout,
                            mode="run" if args.rpc_mode == "vm" else "runtime",
-                           cache_dir=_cache(args))
+                           cache_dir=_cache(args), cross_compiler=args.cross_compiler)
     raise ValueError(f"--measurer {args.measurer!r}: unknown")
 
 
@@ -164,16 +171,18 @@ def cmd_compile(args) -> int:
     from autoplace.runtime.artefact import write_artefact
 
     mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective)
-    with Runtime(mod, graph, profile, cache_dir=_cache(args)) as rt:
-        rt.assemble(rec.placement)  # refused here, not on the board, if it cannot run
+    with Runtime(mod, graph, profile, cache_dir=_cache(args),
+                 cross_compiler=args.cross_compiler) as rt:
+        rt.check(rec.placement)  # refused here, not on the board, if it cannot run
         path = write_artefact(args.output, rt, rec.placement, model=args.model,
                               record={"trial": rec.trial, "strategy": rec.strategy,
                                       "measurer": rec.measurer,
                                       "latency_s": rec.result.latency_s})
+        archs = sorted({rt.libraries.arch(u) for u in rec.placement.units_used()})
     units = sorted(rec.placement.units_used())
     print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
           f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
-          f"{len(rec.placement.copies)} copies -> {path}")
+          f"{len(rec.placement.copies)} copies, kernels for {', '.join(archs)} -> {path}")
     return 0
 
 

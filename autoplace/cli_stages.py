@@ -21,6 +21,7 @@ def compile_pipeline(args) -> int:
     manifest into the directory ``-o``."""
     from autoplace.deploy.shard import SPLIT_KINDS
     from autoplace.deploy.stages import export_stages, slice_stages
+    from autoplace.deploy.toolchain import llvm_for
     from autoplace.models import load_module_for
     from autoplace.pipeline.manifest import write_manifest
 
@@ -33,7 +34,10 @@ def compile_pipeline(args) -> int:
               if ways > 1 and graph.ops[i].kind in SPLIT_KINDS}
     stages = slice_stages(mod, [op.name for op in graph.ops],
                           [(s.start, s.end) for s in plan.stages], splits)
-    libraries = export_stages(stages, args.output)
+    builds = [llvm_for([costs.machine.units[u] for u in set(costs.op_units(s).tolist())],
+                       profile, args.cross_compiler, f"stage {n}")
+              for n, s in enumerate(plan.stages)]
+    libraries = export_stages(stages, args.output, builds)
     path = Path(args.output) / MANIFEST
     write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
                    libraries=libraries)

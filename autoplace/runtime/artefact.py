@@ -25,6 +25,7 @@ from autoplace.deploy.artefact import (
     ArtefactError,
     field,
     file_entry,
+    loadable,
     manifest_format,
     member,
     read_manifest,
@@ -54,7 +55,7 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         if src not in copied:
             copied[src] = out / f"kernels-{len(copied)}.so"
             shutil.copyfile(src, copied[src])
-        libraries[unit] = file_entry(out, copied[src])
+        libraries[unit] = {**file_entry(out, copied[src]), "arch": rt.libraries.arch(unit)}
     weights = out / WEIGHTS_FILE
     weights.write_bytes(tvm.runtime.save_param_dict(
         {f"w{i}": v for i, v in enumerate(rt.program.weight_values)}))
@@ -109,7 +110,7 @@ def load_artefact(directory: str | Path) -> Artefact:
     if graph.fingerprint != graph_entry.get("fingerprint") or \
             profile.hash != profile_entry.get("hash"):
         raise ArtefactError(f"{path}: the graph or profile is not the one it was built for")
-    files = {str(u): member(root, e, f"libraries.{u}")
+    files = {str(u): loadable(root, member(root, e, f"libraries.{u}"), f"libraries.{u}")
              for u, e in field(m, "libraries", dict, path).items()}
     weights = tvm.runtime.load_param_dict(member(root, m.get("weights"), "weights").read_bytes())
     if sorted(weights) != sorted(f"w{i}" for i in range(len(program.weights))):
