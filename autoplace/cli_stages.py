@@ -27,7 +27,7 @@ def compile_pipeline(args) -> int:
 
     graph, profile, costs, plans, _, _ = planned(args, args.log)
     plan = plans[0]
-    mod = load_module_for(args.model, graph)
+    mod = load_module_for(args.model, graph, args.input_shapes)
     t0 = time.perf_counter()
     splits = {graph.ops[i].name: ways for s in plan.stages
               for i, ways in zip(range(s.start, s.end), s.ways())
@@ -40,6 +40,7 @@ def compile_pipeline(args) -> int:
     libraries = export_stages(stages, args.output, builds)
     path = Path(args.output) / MANIFEST
     write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
+                   input_shapes=args.input_shapes,
                    libraries=libraries)
     print_plan(plan, costs)
     split = sum(len(s.shards) for s in stages)
@@ -116,7 +117,7 @@ def check_outputs(graph: dict, feeds: list[dict], outputs: list, what: str) -> N
     model = graph.get("model")
     if model is None:
         raise ValueError(f"--check: the {what} does not say which model it was built from")
-    mod, g = load_module(model)
+    mod, g = load_module(model, graph.get("input_shapes"))
     if g.fingerprint != graph.get("fingerprint"):
         raise ValueError(f"--check: {model} is not the model the {what} was built from")
     loaded, worst = Loaded(compile_unplaced(mod)), 0.0

@@ -43,9 +43,11 @@ FORMAT, VERSION = PLACED_FORMAT, PLACED_VERSION
 
 
 def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
-                   model: str | None = None, record: dict | None = None) -> Path:
+                   model: str | None = None, input_shapes: dict | None = None,
+                   record: dict | None = None) -> Path:
     """Write ``placement`` of ``rt``'s model as an artefact into ``directory``; the
-    manifest's path."""
+    manifest's path. ``model`` names the model and ``input_shapes`` gives its inputs'
+    shapes (``--input-shapes``), so that ``run --check`` can build it again."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     libraries, copied = {}, {}
@@ -66,6 +68,8 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         "format": FORMAT, "version": VERSION,
         "graph": {"name": rt.graph.name, "fingerprint": rt.graph.fingerprint,
                   **({"model": model} if model else {}),
+                  **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}}
+                     if input_shapes else {}),
                   **file_entry(out, out / "graph.json")},
         "profile": {"name": rt.profile.name, "hash": rt.profile.hash,
                     **file_entry(out, out / "profile.toml")},
