@@ -78,6 +78,7 @@ def built(tmp_path_factory):
     tuned = cli("tune", model, "--input-shapes", SHAPES, "--hw", "soc", "--trials", 2,
                 "--log", log, "--no-progress")
     assert tuned.returncode == 0, tuned.stderr
+    assert f'--log {log} --input-shapes "{SHAPES}" -o build/' in tuned.stdout  # next: compile
     proc = cli("compile", model, "--input-shapes", SHAPES, "--hw", "soc", "--log", log,
                "-o", out, "--cache-dir", tmp / "kernels")
     assert proc.returncode == 0, proc.stderr
