@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autoplace import cli_summary as summary
-from autoplace.cli_args import cache_arg, positive_int, positive_seconds, seed_arg, share
+from autoplace.cli_args import (
+    cache_arg,
+    cross_compiler_arg,
+    input_shapes_arg,
+    positive_int,
+    positive_seconds,
+    seed_arg,
+    share,
+)
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.base import MeasurementStopped
 from autoplace.profile import ProfileError
@@ -67,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(run=cmd_tune)
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help="bundled model name, .onnx or graph .json")
+    input_shapes_arg(t)
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
     t.add_argument("--trials", type=positive_int, default=defaults.trials,
                    help="search candidates to measure, after the baselines")
@@ -125,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=positive_seconds, default=60.0,
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     cache_arg(t)
+    cross_compiler_arg(t)
     t.add_argument("--rpc-mode", choices=("runtime", "vm"), default="runtime",
                    help="--measurer rpc: the board runs each placement with the runtime "
                         "(autoplace serve on the board; the kernels uploaded once per job), "
@@ -139,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         run=cmd_profiles)
     g = sub.add_parser("graph", help="ops of a model: kinds, FLOPs, bytes")
     g.add_argument("model")
+    input_shapes_arg(g)
     g.set_defaults(run=cmd_graph)
     for register in _extensions():
         register(sub)
@@ -179,13 +190,13 @@ def _compile_kernels(space) -> None:
     Featurizer(space).transform(choice, mode)
 
 
-def _load(model: str, hw: str):
+def _load(model: str, hw: str, shapes=None):
     from autoplace.models import load_graph
     from autoplace.profile_io import load_profile
     from autoplace.space import SearchSpace
 
     with phase(f"loading model {model}"):
-        graph = load_graph(model)
+        graph = load_graph(model, shapes)
     with phase(f"loading profile {hw}"):
         profile = load_profile(hw)
     with phase(f"compiling the search space ({len(graph.ops)} ops x {len(profile.units)} units)"):
@@ -225,7 +236,7 @@ def cmd_tune(args) -> int:
     if args.objective == "throughput" and args.measurer in ("local", "rpc"):
         raise CliError(f"--objective throughput: the {args.measurer} measurer times one "
                        "inference, not a stream; use --measurer simulator or rpc-sim")
-    graph, profile, space = _load(args.model, args.hw)
+    graph, profile, space = _load(args.model, args.hw, args.input_shapes)
     log_path = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} ({len(graph.ops)} ops) on {profile.name} "
           f"({len(profile.units)} units), space 10^{space.log10_size:.1f}, log {log_path}")
@@ -324,7 +335,7 @@ def cmd_profiles(args) -> int:
 def cmd_graph(args) -> int:
     from autoplace.models import load_graph
 
-    g = load_graph(args.model)
+    g = load_graph(args.model, args.input_shapes)
     print(f"{g.name}: {len(g.ops)} ops, {len(g.edges)} edges, "
           f"{g.total_flops / 1e9:.3f} GFLOP, fingerprint {g.fingerprint}")
     print(f"{'op':<36} {'kind':<12} {'MFLOP':>10} {'read KiB':>10} {'out KiB':>10}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 
 def _integer(text: str, low: int, high: int | None, bound: str) -> int:
@@ -54,3 +55,45 @@ def cache_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="directory of compiled kernel libraries, reused by every job on "
                         "the same model and unit targets (default ~/.cache/autoplace/kernels)")
+
+
+#: one ``NAME:[D1,D2,...]`` of ``--input-shapes`` (a name may hold ``:``, ``/`` and ``.``)
+_SHAPE = re.compile(r"\s*([^\s\[\]]+?):\s*\[([^\]]*)\]\s*,?")
+
+
+def input_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    """``--input-shapes "data:[1,3,224,224] mask:[1,8]"`` (as tvmc spells it): input name
+    -> shape, every dimension an integer > 0."""
+    out: dict[str, tuple[int, ...]] = {}
+    pos, text = 0, text.strip()
+    while pos < len(text):
+        m = _SHAPE.match(text, pos)
+        if m is None:
+            raise argparse.ArgumentTypeError(
+                f"expected NAME:[D1,D2,...] separated by spaces, got {text[pos:]!r}")
+        name, dims = m.group(1), [d.strip() for d in m.group(2).split(",") if d.strip()]
+        if any(not d.isdigit() or int(d) < 1 for d in dims):
+            raise argparse.ArgumentTypeError(f"{name}: every dimension must be an integer "
+                                             f"> 0, got [{m.group(2)}]")
+        if name in out:
+            raise argparse.ArgumentTypeError(f"{name}: given twice")
+        out[name], pos = tuple(int(d) for d in dims), m.end()
+    if not out:
+        raise argparse.ArgumentTypeError("expected NAME:[D1,D2,...], got nothing")
+    return out
+
+
+def input_shapes_arg(p: argparse.ArgumentParser) -> None:
+    """``--input-shapes``: the shapes of a model's inputs with symbolic dimensions."""
+    p.add_argument("--input-shapes", type=input_shapes, default=None,
+                   metavar='"NAME:[D1,D2,...] ..."',
+                   help="shapes of the model's inputs, as tvmc takes them; needed for an "
+                        "input with a symbolic dimension (e.g. \"data:[1,3,224,224]\")")
+
+
+def cross_compiler_arg(p: argparse.ArgumentParser) -> None:
+    """``--cross-compiler``: links the kernel libraries of units of another architecture."""
+    p.add_argument("--cross-compiler", default=None, metavar="CXX",
+                   help="C++ compiler that links the libraries of units whose target's "
+                        "mtriple is another architecture than this host's and that set no "
+                        "cross_compiler in the profile (e.g. aarch64-linux-gnu-g++)")

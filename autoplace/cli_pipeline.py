@@ -10,7 +10,7 @@ from pathlib import Path
 
 def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
-    from autoplace.cli_args import positive_int, positive_seconds, seed_arg
+    from autoplace.cli_args import input_shapes_arg, positive_int, positive_seconds, seed_arg
     from autoplace.pipeline.search import RANKINGS
 
     p = sub.add_parser("pipeline",
@@ -19,6 +19,7 @@ def register(sub) -> None:
                             "stage model's exact dynamic program)")
     p.add_argument("model", help="bundled model name, .onnx or graph .json")
     p.add_argument("--hw", required=True, help="a profile with a [mesh] (bundled: mesh)")
+    input_shapes_arg(p)
     plan_args(p)
     p.add_argument("--trials", type=positive_int, default=1,
                    help="candidates measured by their streams, the DP's plan first (default 1: "
@@ -72,7 +73,7 @@ def planned(args, log: str | None = None):
     from autoplace.pipeline.machine import MAX_SPLIT
     from autoplace.profile_io import load_profile
 
-    graph, profile = load_graph(args.model), load_profile(args.hw)
+    graph, profile = load_graph(args.model, args.input_shapes), load_profile(args.hw)
     machine = MeshMachine.of(profile, max_split=args.max_split or MAX_SPLIT)
     pes = args.pes or machine.size
     if pes > machine.size:
@@ -115,7 +116,8 @@ def cmd_pipeline(args) -> int:
     if args.manifest:
         from autoplace.pipeline.manifest import write_manifest
 
-        write_manifest(args.manifest, plan, costs, profile_hash=profile.hash, model=args.model)
+        write_manifest(args.manifest, plan, costs, profile_hash=profile.hash, model=args.model,
+                       input_shapes=args.input_shapes)
         print(f"manifest: {args.manifest}")
     if args.plot:
         _plot(plan, costs, args.plot)
@@ -329,12 +331,13 @@ def tune_pipeline(args) -> int:
         raise ValueError(f"tune --objective throughput on a mesh searches pipelines "
                          f"(docs/pipeline.md): {', '.join(given)} only go with a placement "
                          "search")
-    graph, profile = load_graph(args.model), load_profile(args.hw)
+    graph, profile = load_graph(args.model, args.input_shapes), load_profile(args.hw)
     log = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} on {profile.name} for throughput: a pipeline over the "
           f"mesh's PEs (stages, PEs per stage, splits), log {log}")
     code = cmd_pipeline(argparse.Namespace(
-        model=args.model, hw=args.hw, pes=None, max_split=None, plan=None,
+        model=args.model, input_shapes=args.input_shapes, hw=args.hw, pes=None,
+        max_split=None, plan=None,
         trials=args.trials + 1, seed=args.seed, log=log, storage=args.storage,
         study=args.study, manifest=None, plot=None, cost_model=args.cost_model,
         worker=args.worker, grace=args.grace))

@@ -10,7 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoplace.cli_args import cache_arg, positive_int, positive_seconds, seed_arg
+from autoplace.cli_args import (
+    cache_arg,
+    cross_compiler_arg,
+    input_shapes_arg,
+    positive_int,
+    positive_seconds,
+    seed_arg,
+)
 from autoplace.measure.objective import OBJECTIVES
 from autoplace.measure.server import HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKE_TIMEOUT_S, MAX_UPLOAD_MIB
 
@@ -33,6 +40,7 @@ def register(sub) -> None:
     c = sub.add_parser("compile", help="build the best placement of a log into a library, "
                                        "or a mesh's pipeline into stage libraries")
     c.add_argument("model", help="bundled model name or .onnx path")
+    input_shapes_arg(c)
     c.add_argument("--hw", required=True, help="bundled profile name or .toml path")
     c.add_argument("--log", default=None,
                    help="tuning log (JSON lines); not needed for a mesh pipeline")
@@ -47,6 +55,7 @@ def register(sub) -> None:
 
     plan_args(c)
     cache_arg(c)
+    cross_compiler_arg(c)
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it; "
                                    "or stream inferences through a compiled pipeline")
@@ -54,6 +63,14 @@ def register(sub) -> None:
                                   "a pipeline's; or its manifest.json), or a model")
     r.add_argument("--hw", default=None, help="profile (with a model and --log)")
     r.add_argument("--log", default=None, help="tuning log (with a model and --hw)")
+    input_shapes_arg(r)
+    r.add_argument("--inputs", default=None, metavar="FILE.npz",
+                   help="the inputs, an array per input name (default: seeded random)")
+    r.add_argument("--outputs", default=None, metavar="FILE.npz",
+                   help="write the outputs there (output_0, output_1, ...)")
+    r.add_argument("--print-top", type=positive_int, default=None, metavar="N",
+                   help="print the N largest values of the first output (per row) and "
+                        "their indices")
     _timing_args(r)
     from autoplace.cli_stages import run_args
 
@@ -107,7 +124,7 @@ def real_measurer(args, graph, profile, space):
                            key=args.rpc_key, mode="simulate", timeout=args.timeout)
     from autoplace.models import load_module_for
 
-    mod = load_module_for(args.model, graph)
+    mod = load_module_for(args.model, graph, args.input_shapes)
     if args.measurer == "local":
         from autoplace.measure.local import LocalMeasurer
 
@@ -120,7 +137,7 @@ def real_measurer(args, graph, profile, space):
         return RPCMeasurer(mod, graph, profile, space=space, tracker=args.rpc_tracker,
                            key=args.rpc_key, settings=settings, timeout=args.timeout,
                            mode="run" if args.rpc_mode == "vm" else "runtime",
-                           cache_dir=_cache(args))
+                           cache_dir=_cache(args), cross_compiler=args.cross_compiler)
     raise ValueError(f"--measurer {args.measurer!r}: unknown")
 
 
@@ -130,7 +147,7 @@ def _need_rpc(args) -> None:
                          "--rpc-key KEY")
 
 
-def _best_record(model: str, hw: str, log: str, objective: str = "latency"):
+def _best_record(model: str, hw: str, log: str, objective: str = "latency", shapes=None):
     """The model's module and graph, the profile, and the best record of ``log``."""
     from autoplace.deploy import best_record
     from autoplace.measure.objective import objective_named
@@ -138,7 +155,7 @@ def _best_record(model: str, hw: str, log: str, objective: str = "latency"):
     from autoplace.profile_io import load_profile
     from autoplace.records import read
 
-    mod, graph = load_module(model)
+    mod, graph = load_module(model, shapes)
     profile = load_profile(hw)
     try:
         rec = best_record(read(log), graph, profile, by=objective_named(objective).field)
@@ -164,17 +181,21 @@ def cmd_compile(args) -> int:
     from autoplace.runtime import Runtime
     from autoplace.runtime.artefact import write_artefact
 
-    mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective)
-    with Runtime(mod, graph, profile, cache_dir=_cache(args)) as rt:
-        rt.assemble(rec.placement)  # refused here, not on the board, if it cannot run
+    mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective,
+                                            args.input_shapes)
+    with Runtime(mod, graph, profile, cache_dir=_cache(args),
+                 cross_compiler=args.cross_compiler) as rt:
+        rt.check(rec.placement)  # refused here, not on the board, if it cannot run
         path = write_artefact(args.output, rt, rec.placement, model=args.model,
+                              input_shapes=args.input_shapes,
                               record={"trial": rec.trial, "strategy": rec.strategy,
                                       "measurer": rec.measurer,
                                       "latency_s": rec.result.latency_s})
+        archs = sorted({rt.libraries.arch(u) for u in rec.placement.units_used()})
     units = sorted(rec.placement.units_used())
     print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
           f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
-          f"{len(rec.placement.copies)} copies -> {path}")
+          f"{len(rec.placement.copies)} copies, kernels for {', '.join(archs)} -> {path}")
     return 0
 
 
@@ -183,6 +204,11 @@ def cmd_run(args) -> int:
     from autoplace.runtime import RunError
 
     if is_pipeline_dir(args.target):
+        given = [o for o, v in (("--inputs", args.inputs), ("--outputs", args.outputs),
+                                ("--print-top", args.print_top)) if v is not None]
+        if given:
+            raise ValueError(f"run {args.target}: {', '.join(given)} only go with a placed "
+                             "build (a pipeline streams random inputs)")
         return run_pipeline(args)
     given = [o for o, v in (("--inferences", args.inferences),
                             ("--rpc-tracker", args.rpc_tracker), ("--rpc-key", args.rpc_key))
@@ -198,12 +224,12 @@ def cmd_run(args) -> int:
 
 def _run_placed(args) -> int:
     """Run a placed build (an artefact, or a model's best record compiled here) and time it."""
-    from autoplace.deploy.run import TimeSettings, median, random_inputs
+    from autoplace.deploy.run import TimeSettings, median
 
-    rt, placement, model = _placed(args)
+    rt, placement, graph = _placed(args)
     with rt:
+        inputs = _inputs(args, rt.program)
         a = rt.assemble(placement)
-        inputs = random_inputs({"inputs": [s.to_dict() for s in rt.program.inputs]}, args.seed)
         outputs = rt.run(a, inputs)
         times = rt.time(a, TimeSettings(number=args.number, repeat=args.repeat,
                                         warmup=args.warmup))
@@ -212,17 +238,54 @@ def _run_placed(args) -> int:
               f"{', '.join(sorted(placement.units_used()))}): median "
               f"{median(times) * 1e3:.3f} ms over {len(times)} repeats (min "
               f"{min(times) * 1e3:.3f}, max {max(times) * 1e3:.3f}); outputs {shapes}")
+        _stand_ins(rt.profile, placement)
+        _outputs(args, outputs)
         if args.check:
             from autoplace.cli_stages import check_outputs
 
-            check_outputs({"model": model, "fingerprint": rt.graph.fingerprint},
-                          [dict(zip(rt.program.input_names, inputs))], [outputs],
+            check_outputs(graph, [dict(zip(rt.program.input_names, inputs))], [outputs],
                           "placed build")
     return 0
 
 
+def _inputs(args, program) -> list:
+    """``--inputs``' arrays, else seeded random ones."""
+    from autoplace.deploy.npz import read_inputs
+    from autoplace.deploy.run import random_inputs
+
+    if args.inputs:
+        return read_inputs(args.inputs, program.input_names,
+                           [(s.shape, s.dtype) for s in program.inputs])
+    return random_inputs({"inputs": [s.to_dict() for s in program.inputs]}, args.seed)
+
+
+def _outputs(args, outputs: list) -> None:
+    """``--outputs`` written, ``--print-top`` printed."""
+    from autoplace.deploy.npz import output_name, top, write_outputs
+
+    if args.outputs:
+        print(f"outputs -> {write_outputs(args.outputs, outputs)}")
+    if args.print_top:
+        for row, best in top(outputs[0], args.print_top):
+            print(f"{output_name(0)}[{row}] top {len(best)}: "
+                  + ", ".join(f"{i} ({v:.6g})" for i, v in best))
+
+
+def _stand_ins(profile, placement) -> None:
+    """Say which units ran on this host's CPU in place of a device without a code
+    generator here (the times are not that device's)."""
+    from autoplace.deploy.targets import host_stand_ins
+
+    units = host_stand_ins(profile, placement.units_used())
+    if units:
+        print(f"note: {', '.join(f'{u} ({k})' for u, k in units.items())} ran as host "
+              "stand-ins: no code generator for that target kind here, so their kernels "
+              "ran on this host's CPU and their times are not the device's")
+
+
 def _placed(args):
-    """(runtime, placement, model name) of ``run``'s target."""
+    """(runtime, placement, the graph entry --check rebuilds the model from) of ``run``'s
+    target."""
     from autoplace.runtime import Runtime
     from autoplace.runtime.artefact import is_artefact, load_artefact
 
@@ -231,15 +294,20 @@ def _placed(args):
         path = path.parent
     if path.is_dir() and is_artefact(path):
         art = load_artefact(path)
-        return art.runtime, art.placement, art.manifest["graph"].get("model")
+        if args.input_shapes:
+            raise ValueError(f"run {path}: --input-shapes: a build has its shapes already")
+        return art.runtime, art.placement, art.manifest["graph"]
     if path.is_dir() or path.suffix in (".so", ".tar", ".json"):
         raise ValueError(f"{path}: not a build of `autoplace compile` (no manifest.json of "
                          "a placed build or a pipeline)")
     if not args.log or not args.hw:
         raise ValueError(f"{args.target}: a model needs --log LOG and --hw PROFILE "
                          "(or give a directory built by `autoplace compile`)")
-    mod, graph, profile, rec = _best_record(args.target, args.hw, args.log)
-    return Runtime(mod, graph, profile, cache_dir=_cache(args)), rec.placement, args.target
+    mod, graph, profile, rec = _best_record(args.target, args.hw, args.log,
+                                            shapes=args.input_shapes)
+    entry = {"model": args.target, "fingerprint": graph.fingerprint,
+             "input_shapes": args.input_shapes}
+    return Runtime(mod, graph, profile, cache_dir=_cache(args)), rec.placement, entry
 
 
 def cmd_serve(args) -> int:

@@ -21,21 +21,26 @@ def compile_pipeline(args) -> int:
     manifest into the directory ``-o``."""
     from autoplace.deploy.shard import SPLIT_KINDS
     from autoplace.deploy.stages import export_stages, slice_stages
+    from autoplace.deploy.toolchain import llvm_for
     from autoplace.models import load_module_for
     from autoplace.pipeline.manifest import write_manifest
 
     graph, profile, costs, plans, _, _ = planned(args, args.log)
     plan = plans[0]
-    mod = load_module_for(args.model, graph)
+    mod = load_module_for(args.model, graph, args.input_shapes)
     t0 = time.perf_counter()
     splits = {graph.ops[i].name: ways for s in plan.stages
               for i, ways in zip(range(s.start, s.end), s.ways())
               if ways > 1 and graph.ops[i].kind in SPLIT_KINDS}
     stages = slice_stages(mod, [op.name for op in graph.ops],
                           [(s.start, s.end) for s in plan.stages], splits)
-    libraries = export_stages(stages, args.output)
+    builds = [llvm_for([costs.machine.units[u] for u in set(costs.op_units(s).tolist())],
+                       profile, args.cross_compiler, f"stage {n}")
+              for n, s in enumerate(plan.stages)]
+    libraries = export_stages(stages, args.output, builds)
     path = Path(args.output) / MANIFEST
     write_manifest(path, plan, costs, profile_hash=profile.hash, model=args.model,
+                   input_shapes=args.input_shapes,
                    libraries=libraries)
     print_plan(plan, costs)
     split = sum(len(s.shards) for s in stages)
@@ -112,7 +117,7 @@ def check_outputs(graph: dict, feeds: list[dict], outputs: list, what: str) -> N
     model = graph.get("model")
     if model is None:
         raise ValueError(f"--check: the {what} does not say which model it was built from")
-    mod, g = load_module(model)
+    mod, g = load_module(model, graph.get("input_shapes"))
     if g.fingerprint != graph.get("fingerprint"):
         raise ValueError(f"--check: {model} is not the model the {what} was built from")
     loaded, worst = Loaded(compile_unplaced(mod)), 0.0

@@ -52,6 +52,10 @@ def next_steps(args, log_path: str) -> None:
     or an ONNX file, not an op graph JSON, which has no kernels)."""
     by = "" if args.objective == "latency" else f" --objective {args.objective}"
     steps = [f"autoplace best {log_path}{by}", f"autoplace report {log_path} --out report/"]
+    shapes = getattr(args, "input_shapes", None)
+    if shapes:
+        spelled = " ".join(f"{k}:[{','.join(map(str, v))}]" for k, v in shapes.items())
+        by += f' --input-shapes "{spelled}"'
     if not str(args.model).lower().endswith(".json"):
         steps += [f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
                   "-o placed", "autoplace run placed"]

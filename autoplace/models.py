@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,9 @@ from autoplace.graph import GraphError, OpGraph
 
 if TYPE_CHECKING:
     import tvm
+
+#: input name -> shape: fixes a model's symbolic input dimensions (``--input-shapes``)
+Shapes = Mapping[str, Sequence[int]]
 
 #: Bundled graphs by short name: the ONNX file in ``onnx/backend/test/data/light``, or
 #: ``None`` for the TE seed example.
@@ -66,29 +70,32 @@ def _resolve_path(spec: str | Path, suffixes: tuple[str, ...]) -> Path:
     return path
 
 
-def load_module(spec: str | Path) -> tuple[tvm.IRModule, OpGraph]:
+def load_module(spec: str | Path, shapes: Shapes | None = None
+                ) -> tuple[tvm.IRModule, OpGraph]:
     """The Relax module (fused for ONNX, per-op for TE) and op graph of ``spec``.
 
-    ``spec`` is a bundled name or the path of an ``.onnx`` file. Imports TVM.
+    ``spec`` is a bundled name or the path of an ``.onnx`` file; ``shapes`` (input name ->
+    shape) fixes an ONNX model's symbolic input dimensions. Imports TVM.
     """
-    if str(spec) in BUNDLED:
-        name = str(spec)
-        if BUNDLED[name] is None:
-            from autoplace.frontend.te import from_te, seed_example
+    if str(spec) in BUNDLED and BUNDLED[str(spec)] is None:
+        if shapes:
+            raise GraphError(f"{spec}: --input-shapes: a TE graph has fixed shapes")
+        from autoplace.frontend.te import from_te, seed_example
 
-            return from_te(*seed_example(), name)
-        from autoplace.frontend.onnx import from_onnx
-
-        return from_onnx(bundled_onnx_path(name), name)
-    path = _resolve_path(spec, (".onnx",))
+        return from_te(*seed_example(), str(spec))
     from autoplace.frontend.onnx import from_onnx
 
-    return from_onnx(path, path.stem)
+    if str(spec) in BUNDLED:
+        return from_onnx(bundled_onnx_path(str(spec)), str(spec), shapes)
+    path = _resolve_path(spec, (".onnx",))
+    return from_onnx(path, path.stem, shapes)
 
 
-def load_module_for(spec: str | Path, graph: OpGraph) -> tvm.IRModule:
-    """The fused module of ``spec``, whose op graph must be ``graph`` (by fingerprint)."""
-    mod, fresh = load_module(spec)
+def load_module_for(spec: str | Path, graph: OpGraph, shapes: Shapes | None = None
+                    ) -> tvm.IRModule:
+    """The fused module of ``spec`` (``shapes``: see :func:`load_module`), whose op graph
+    must be ``graph`` (by fingerprint)."""
+    mod, fresh = load_module(spec, shapes)
     if fresh.fingerprint != graph.fingerprint:
         raise GraphError(f"{spec}: the module's op graph (fingerprint {fresh.fingerprint}) "
                          f"differs from the graph planned ({graph.fingerprint}); regenerate "
@@ -96,21 +103,24 @@ def load_module_for(spec: str | Path, graph: OpGraph) -> tvm.IRModule:
     return mod
 
 
-def load_graph(spec: str | Path) -> OpGraph:
-    """The op graph of ``spec``: a bundled name, an ``.onnx`` path or an ``OpGraph.save`` JSON.
+def load_graph(spec: str | Path, shapes: Shapes | None = None) -> OpGraph:
+    """The op graph of ``spec``: a bundled name, an ``.onnx`` path or an ``OpGraph.save`` JSON;
+    ``shapes``: see :func:`load_module`.
 
     Bundled names read the shipped JSON (no TVM import) and fall back to importing the
-    model if that file is missing.
+    model if that file is missing (or ``shapes`` are given).
     """
     if str(spec) in BUNDLED:
         shipped = GRAPH_DIR / f"{spec}.json"
-        if shipped.is_file():
+        if shipped.is_file() and not shapes:
             return OpGraph.load(shipped)
-        return load_module(spec)[1]
+        return load_module(spec, shapes)[1]
     path = _resolve_path(spec, (".onnx", ".json"))
     if path.suffix.lower() == ".json":
+        if shapes:
+            raise GraphError(f"{spec}: --input-shapes: an op graph (.json) has fixed shapes")
         return OpGraph.load(path)
-    return load_module(path)[1]
+    return load_module(path, shapes)[1]
 
 
 def _summary(g: OpGraph) -> str:

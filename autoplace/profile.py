@@ -16,6 +16,7 @@ frozen dataclasses below. The TOML schema, in units a datasheet uses::
     power_w = 1.5              # optional: active power, for energy (default 0)
     weights = ["resident", "streamed"]  # optional: where its ops' weights may live (default both)
     cpus = [0]                 # optional: the CPUs the runtime runs its kernels on (pinned)
+    cross_compiler = "aarch64-linux-gnu-g++"  # optional: links its kernels (another CPU)
     [units.cpu1.gflops]        # throughput per op kind; "default" for the others
     default = 8.0
     conv2d = 12.0
@@ -88,6 +89,10 @@ class Unit:
     #: the CPUs (OS core ids) the runtime's worker for this unit and its thread pool run on,
     #: one thread each (``cpus = [0]``); empty: its ``num-cores`` threads, not pinned
     cpus: tuple[int, ...] = ()
+    #: the C++ compiler that links its kernel libraries (``aarch64-linux-gnu-g++`` for a
+    #: board of another architecture); "": the host's. How a build is made, not what the
+    #: hardware is: it is not part of :attr:`Profile.hash`
+    cross_compiler: str = ""
 
     @property
     def label(self) -> str:

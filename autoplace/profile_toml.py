@@ -150,7 +150,7 @@ def parse_unit(t: Table, name: str) -> Unit:
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
                 kernel_s=_kernel_table(t), weights=_weight_modes(t),
                 class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t),
-                cpus=_cpus(t, target))
+                cpus=_cpus(t, target), cross_compiler=_compiler(t))
     t.finish()
     return unit
 
@@ -168,6 +168,14 @@ def _cpus(t: Table, target: dict) -> tuple[int, ...]:
         raise t.error(t.key("cpus"), f"names {len(value)} CPUs, but the target has "
                       f"num-cores = {cores!r}")
     return tuple(value)
+
+
+def _compiler(t: Table) -> str:
+    """The ``cross_compiler`` key: a command (default "": the host's compiler)."""
+    value = t.string("cross_compiler", "")
+    if "cross_compiler" in t.data and not value.strip():
+        raise t.error(t.key("cross_compiler"), "must name a C++ compiler, got an empty string")
+    return value
 
 
 def _cores(t: Table) -> int:

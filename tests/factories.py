@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.profile import CopyPath, Profile, Scope, Unit
+
+CROSS = "aarch64-linux-gnu-g++"  # Debian's g++-aarch64-linux-gnu (.ci/run installs it)
+NM = "aarch64-linux-gnu-nm"
+TRIPLE = "aarch64-linux-gnu"
 
 GB = 1e9
 
@@ -80,3 +86,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def need_cross() -> str:
+    """The aarch64 cross compiler; a skip without it (a failure in CI, which installs it)."""
+    import pytest
+
+    if shutil.which(CROSS) is None or shutil.which(NM) is None:
+        if os.environ.get("AUTOPLACE_CI"):
+            pytest.fail(f"{CROSS} is not installed (.ci/run installs g++-aarch64-linux-gnu)")
+        pytest.skip(f"needs {CROSS} (Debian: g++-aarch64-linux-gnu)")
+    return CROSS
+
+
+def board_toml(extra: str = "", target: str = f'kind = "llvm", mtriple = "{TRIPLE}"') -> str:
+    """A board of two units of ``target`` (a CPU, and an elementwise engine with its own
+    mcpu); ``extra``: more lines of each unit's table."""
+    units = [("cpu", '["*"]', 1.0, ""), ("npu", '["elementwise"]', 50.0, ', mcpu = "cortex-a72"')]
+    text = 'name = "board"\nhost = "cpu"\ndefault_scope = "dram"\n'
+    for name, accepts, gflops, mcpu in units:
+        text += (f"[units.{name}]\ntarget = {{ {target}{mcpu if 'mtriple' in target else ''} }}\n"
+                 f"accepts = {accepts}\ngflops = {{ default = {gflops} }}\n{extra}")
+    return text + '[scopes.dram]\ncapacity_mib = 64\nbandwidth_gbps = 4.0\naccess = ["*"]\n'

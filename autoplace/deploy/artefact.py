@@ -7,7 +7,9 @@ weights). Loading a library runs its constructors, so before anything is loaded:
 - every file it names is a path *relative to the directory*, without ``..``, that resolves
   (symbolic links followed) to a regular file inside it;
 - every file's SHA-256 must be the one the manifest records: a truncated or replaced
-  library is refused by name instead of crashing the process when it is mapped.
+  library is refused by name instead of crashing the process when it is mapped;
+- a library built for another architecture (cross-compiled for a board) is refused by
+  :func:`loadable` before the loader's misleading "cannot open shared object file".
 
 Each refusal is an :class:`ArtefactError` naming the file and the key.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path, PurePosixPath
+
+from autoplace.deploy.elf import foreign, host_machine, machine_name
 
 MANIFEST = "manifest.json"
 #: a mesh pipeline's manifest (:mod:`autoplace.pipeline.manifest` writes it)
@@ -98,6 +102,17 @@ def member(directory: Path, entry: object, key: str) -> Path:
         raise ArtefactError(f"{where}: {entry['file']!r} is not the file the artefact was "
                             "built with (its SHA-256 differs: truncated or replaced)")
     return real
+
+
+def loadable(directory: Path, path: Path, key: str) -> Path:
+    """``path`` (a library :func:`member` checked) if this host can load it; else an
+    ArtefactError saying it was built for another machine."""
+    arch = foreign(path)
+    if arch is not None:
+        raise ArtefactError(f"{directory / MANIFEST}: {key}: {path.name} is built for {arch} "
+                            f"(cross-compiled for a board); this host is "
+                            f"{machine_name(host_machine())}: run it on the board")
+    return path
 
 
 def field(data: dict, key: str, kind: type | tuple[type, ...], where: Path):

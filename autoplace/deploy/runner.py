@@ -23,6 +23,7 @@ from autoplace.deploy.artefact import (
     PIPELINE_FORMAT,
     PIPELINE_VERSION,
     field,
+    loadable,
     member,
     read_manifest,
 )
@@ -168,7 +169,8 @@ def load_stage_libraries(manifest_path: str | Path) -> tuple[dict, list]:
     files = []
     for n, stage in enumerate(stages):
         entry = stage.get("library") if isinstance(stage, dict) else None
-        files.append(member(path.parent, entry, f"stages[{n}].library"))
+        files.append(loadable(path.parent, member(path.parent, entry, f"stages[{n}].library"),
+                              f"stages[{n}].library"))
     libs = []
     for f in files:
         try:

@@ -11,7 +11,8 @@ An op the plan splits ``k`` ways is split inside its stage's library where its k
 (:mod:`autoplace.deploy.shard`: conv2d and matmul kernels along their output channels): ``k``
 calls of one shard kernel on ``k`` slices of its weights, and the concat of their outputs;
 ``StageModule.shards`` says which ops are, how many ways and the shard kernel's name. Every
-stage compiles for the host here (``llvm``). Imports TVM.
+stage compiles for ``llvm`` (the host, or the ``mtriple`` of the units that run it, linked by
+their cross compiler: :func:`autoplace.deploy.toolchain.llvm_for`). Imports TVM.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from autoplace.deploy.artefact import file_entry
 from autoplace.deploy.compiler import attach_meta
 from autoplace.deploy.shard import is_kernel_call, shard_call, shard_kernel
 from autoplace.deploy.targets import BuildError
+from autoplace.deploy.toolchain import export_library
 
 #: the value the last stage returns: the model's output
 OUTPUT = "output"
@@ -54,10 +56,11 @@ class StageModule:
                 "devices": [[1, 0]], "outputs": list(self.outputs),
                 "inputs": [_spec(name, p) for name, p in zip(self.inputs, params)]}
 
-    def compile(self) -> tvm.runtime.Executable:
-        """The stage's library for this host (TVM's default Relax pipeline, llvm)."""
+    def compile(self, target: dict | None = None) -> tvm.runtime.Executable:
+        """The stage's library (TVM's default Relax pipeline) for ``target``, an llvm
+        target dict (default: this host)."""
         mod = attach_meta(self.module, self.meta())
-        return tvm.compile(mod, target=tvm.target.Target({"kind": "llvm"}))
+        return tvm.compile(mod, target=tvm.target.Target(target or {"kind": "llvm"}))
 
 
 def _spec(name: str, param: relax.Var) -> dict:
@@ -194,15 +197,18 @@ def _sharded(m: _Main, call: relax.Call, ways: int):
     return m.sharded[key]
 
 
-def export_stages(stages: Sequence[StageModule], out_dir: str | Path) -> list[dict]:
+def export_stages(stages: Sequence[StageModule], out_dir: str | Path,
+                  builds: Sequence[tuple[dict, str | None]] | None = None) -> list[dict]:
     """Compile each stage and write ``stage<i>.so`` in ``out_dir``; per stage, the manifest's
-    ``library`` entry (its file and SHA-256, and the values it reads and returns)."""
+    ``library`` entry (its file and SHA-256, and the values it reads and returns).
+    ``builds``: per stage, its llvm target dict and compiler (default: this host's)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     entries = []
-    for stage in stages:
+    builds = builds or [({"kind": "llvm"}, None)] * len(stages)
+    for stage, (target, compiler) in zip(stages, builds):
         name = f"stage{stage.index}.so"
-        stage.compile().export_library(str(out / name))
+        export_library(stage.compile(target), out / name, compiler, f"stage {stage.index}")
         entries.append({**file_entry(out, out / name), "inputs": list(stage.inputs),
                         "outputs": list(stage.outputs), "shards": stage.shards})
     return entries

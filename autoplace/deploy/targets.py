@@ -58,6 +58,13 @@ def unit_target(unit: Unit, profile: Profile) -> tvm.target.Target:
     return host
 
 
+def host_stand_ins(profile: Profile, units) -> dict[str, str]:
+    """Of ``units``, those built for the host because this TVM has no code generator for
+    their target kind: unit -> that kind."""
+    kinds = {u: str(profile.unit(u).target.get("kind")) for u in sorted(units)}
+    return {u: kind for u, kind in kinds.items() if not has_codegen(kind)}
+
+
 def target_key(target: tvm.target.Target) -> str:
     """A stable string identifying a target (TVM compares targets structurally)."""
     return json.dumps(dict(target.export()), sort_keys=True, default=str)

@@ -9,6 +9,7 @@ of its ``external_bytes`` comes from the real graph inputs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -44,33 +45,64 @@ def _real_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [i for i in model.graph.input if i.name not in inits]
 
 
-def input_shapes(model: onnx.ModelProto) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """Shapes and dtypes of the real (non-initializer) inputs; symbolic dims become 1."""
+def input_shapes(model: onnx.ModelProto, given: Mapping[str, Sequence[int]] | None = None,
+                 source: str = "") -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Shapes and dtypes of the real (non-initializer) inputs: the file's, with ``given``
+    (input name -> shape, ``--input-shapes``) in place of its own. A symbolic dimension
+    not given, or a name that is no input, is a GraphError naming ``source``."""
+    inputs = _real_inputs(model)
+    given = dict(given or {})
+    names = [i.name for i in inputs]
+    for name in given:
+        if name not in names:
+            raise GraphError(f"{source}: --input-shapes: {name!r} is not an input of the "
+                             f"model (its inputs: {', '.join(names)})")
     shapes, dtypes = {}, {}
-    for inp in _real_inputs(model):
+    for inp in inputs:
         ttype = inp.type.tensor_type
-        shapes[inp.name] = [d.dim_value if d.dim_value > 0 else 1 for d in ttype.shape.dim]
+        shapes[inp.name] = _shape(inp.name, list(ttype.shape.dim), given.get(inp.name), source)
         dtypes[inp.name] = str(onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type))
     return shapes, dtypes
 
 
-def import_onnx(path: str | Path) -> tvm.IRModule:
-    """Import the ONNX file at ``path`` as a Relax IRModule (weights kept as constants)."""
+def _shape(name: str, dims: list, given: Sequence[int] | None, source: str) -> list[int]:
+    """One input's shape: ``given`` if any (of the file's rank), else the file's, whose
+    every dimension must then be a number."""
+    if given is not None:
+        if len(given) != len(dims):
+            raise GraphError(f"{source}: --input-shapes: {name!r} has {len(dims)} dimensions, "
+                             f"{list(given)} gives {len(given)}")
+        return list(given)
+    for k, d in enumerate(dims):
+        if d.dim_value <= 0:
+            what = f"{d.dim_param!r}" if d.dim_param else "unknown"
+            raise GraphError(f"{source}: input {name!r} dimension {k} is symbolic ({what}): "
+                             f"give its shape, e.g. --input-shapes \"{name}:"
+                             f"[{','.join(str(x.dim_value or 1) for x in dims)}]\"")
+    return [d.dim_value for d in dims]
+
+
+def import_onnx(path: str | Path,
+                shapes: Mapping[str, Sequence[int]] | None = None) -> tvm.IRModule:
+    """Import the ONNX file at ``path`` as a Relax IRModule (weights kept as constants);
+    ``shapes``: input name -> shape, for symbolic dimensions (tvmc's --input-shapes)."""
     path = Path(path)
     model = _load_model(path)
-    shapes, dtypes = input_shapes(model)
+    full, dtypes = input_shapes(model, shapes, str(path))
     try:
-        return _relax_from_onnx(model, shape_dict=shapes, dtype_dict=dtypes)
+        return _relax_from_onnx(model, shape_dict=full, dtype_dict=dtypes)
     except Exception as exc:  # the importer raises anything from KeyError to TVMError
         raise GraphError(f"{path}: ONNX import failed ({_first_line(exc)})") from None
 
 
-def from_onnx(path: str | Path, name: str | None = None) -> tuple[tvm.IRModule, OpGraph]:
-    """Import and fuse ``path``; return ``(fused module, OpGraph)``.
+def from_onnx(path: str | Path, name: str | None = None,
+              shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[tvm.IRModule, OpGraph]:
+    """Import (``shapes``: see :func:`import_onnx`) and fuse ``path``; return ``(fused
+    module, OpGraph)``.
 
     The graph is called ``name``, by default the file's stem without a ``light_`` prefix.
     """
     path = Path(path)
     if name is None:
         name = path.stem.removeprefix("light_")
-    return from_relax(import_onnx(path), name)
+    return from_relax(import_onnx(path, shapes), name)

@@ -28,9 +28,11 @@ class ManifestError(ValueError):
 
 
 def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "",
-             model: str | None = None, libraries: list[dict] | None = None) -> dict:
+             model: str | None = None, input_shapes: dict | None = None,
+             libraries: list[dict] | None = None) -> dict:
     """The manifest of ``plan`` (JSON-ready; :func:`write_manifest` writes it). ``model``:
-    how the model was named (to rebuild it); ``libraries``: per stage, its compiled library
+    how the model was named and ``input_shapes`` its inputs' given shapes (to rebuild it);
+    ``libraries``: per stage, its compiled library
     (``autoplace.deploy.stages.export_stages``)."""
     m, g = costs.machine, costs.graph
     figures = evaluate(plan, costs)
@@ -41,7 +43,8 @@ def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "",
     return {
         "format": FORMAT, "version": VERSION,
         "graph": {"name": g.name, "fingerprint": g.fingerprint, "ops": len(g.ops),
-                  **({"model": model} if model else {})},
+                  **({"model": model} if model else {}),
+                  **({"input_shapes": _shapes(input_shapes)} if input_shapes else {})},
         "mesh": {"profile": m.name, "profile_hash": profile_hash, "rows": m.rows,
                  "cols": m.cols, "memory_bytes": m.memory_bytes},
         "figures": {"period_s": figures.period_s, "latency_s": figures.latency_s,
@@ -49,6 +52,10 @@ def manifest(plan: PipelinePlan, costs: StageCosts, *, profile_hash: str = "",
         "stages": stages,
         "replicas": [[[list(pe) for pe in stage] for stage in rep] for rep in grid],
     }
+
+
+def _shapes(given: dict) -> dict[str, list[int]]:
+    return {name: [int(d) for d in dims] for name, dims in given.items()}
 
 
 def _stage(costs: StageCosts, stage: Stage, index: int, spilled: tuple[bool, bool]) -> dict:

@@ -29,7 +29,7 @@ from autoplace.deploy.schedule import declared_cores
 from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
-from autoplace.runtime.assemble import Assembled, assemble, copy_tensor
+from autoplace.runtime.assemble import Assembled, assemble, copy_tensor, plan_buffers
 from autoplace.runtime.executor import Executor, RunError, RunTimeout, RunTrace
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.memory import PoolError
@@ -59,28 +59,37 @@ class Runtime:
 
     ``mod`` is the fused module the op graph was made from (``models.load_module``), or
     its :class:`Program`; ``cache_dir`` holds the compiled kernel libraries (``files``:
-    unit -> library, an artefact's, instead). ``copy(src, dst)`` is how a DMA engine moves
-    bytes (TVM's copy here).
+    unit -> library, an artefact's, instead; ``cross_compiler`` links those of units of
+    another architecture). ``copy(src, dst)`` is how a DMA engine moves bytes (TVM's copy
+    here).
     """
 
     def __init__(self, mod: tvm.IRModule | Program, graph: OpGraph, profile: Profile, *,
                  cache_dir: str | Path, space: SearchSpace | None = None,
-                 copy=copy_tensor, files: dict[str, Path] | None = None):
+                 copy=copy_tensor, files: dict[str, Path] | None = None,
+                 cross_compiler: str | None = None):
         self.program = mod if isinstance(mod, Program) else read_program(mod)
         check_program(self.program, graph)
         self.graph, self.profile = graph, profile
         self.space = space or SearchSpace(graph, profile)
         self.libraries = KernelLibraries(self.program, graph, profile, Path(cache_dir),
-                                         files=files)
+                                         files=files, cross_compiler=cross_compiler)
         threads = {u.name: declared_cores(u.target) for u in profile.units}
         self.executor = Executor(profile, threads)
         self.copy = copy
         #: when each piece of work ran in the last timed run
         self.last_trace: RunTrace | None = None
 
-    def assemble(self, placement: Placement) -> Assembled:
-        """``placement`` bound to compiled kernels and buffers (nothing compiled but the
-        libraries of units not used before)."""
+    def check(self, placement: Placement) -> None:
+        """Refuse ``placement`` unless the runtime can run it as placed (its scopes' pools
+        fit), and build its units' libraries (none is loaded: a board's may be of another
+        architecture)."""
+        self._refuse(placement)
+        for unit in sorted(placement.units_used()):
+            self.libraries.build(unit)
+        plan_buffers(self.program, self.space, placement)
+
+    def _refuse(self, placement: Placement) -> None:
         problem = self.space.check(placement)
         if problem:
             raise BuildError(f"cannot run: {problem}")
@@ -89,6 +98,11 @@ class Runtime:
             if execution != "stream":
                 raise BuildError(f"unit {unit!r}: execution {execution!r} is not run by "
                                  "the runtime (a worker runs one kernel at a time)")
+
+    def assemble(self, placement: Placement) -> Assembled:
+        """``placement`` bound to compiled kernels and buffers (nothing compiled but the
+        libraries of units not used before)."""
+        self._refuse(placement)
         self.libraries.load_all(sorted(placement.units_used()))
         return assemble(self.program, self.space, placement, self.libraries, copy=self.copy)
 

@@ -25,6 +25,7 @@ from autoplace.deploy.artefact import (
     ArtefactError,
     field,
     file_entry,
+    loadable,
     manifest_format,
     member,
     read_manifest,
@@ -42,9 +43,11 @@ FORMAT, VERSION = PLACED_FORMAT, PLACED_VERSION
 
 
 def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
-                   model: str | None = None, record: dict | None = None) -> Path:
+                   model: str | None = None, input_shapes: dict | None = None,
+                   record: dict | None = None) -> Path:
     """Write ``placement`` of ``rt``'s model as an artefact into ``directory``; the
-    manifest's path."""
+    manifest's path. ``model`` names the model and ``input_shapes`` gives its inputs'
+    shapes (``--input-shapes``), so that ``run --check`` can build it again."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     libraries, copied = {}, {}
@@ -54,7 +57,7 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         if src not in copied:
             copied[src] = out / f"kernels-{len(copied)}.so"
             shutil.copyfile(src, copied[src])
-        libraries[unit] = file_entry(out, copied[src])
+        libraries[unit] = {**file_entry(out, copied[src]), "arch": rt.libraries.arch(unit)}
     weights = out / WEIGHTS_FILE
     weights.write_bytes(tvm.runtime.save_param_dict(
         {f"w{i}": v for i, v in enumerate(rt.program.weight_values)}))
@@ -65,6 +68,8 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         "format": FORMAT, "version": VERSION,
         "graph": {"name": rt.graph.name, "fingerprint": rt.graph.fingerprint,
                   **({"model": model} if model else {}),
+                  **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}}
+                     if input_shapes else {}),
                   **file_entry(out, out / "graph.json")},
         "profile": {"name": rt.profile.name, "hash": rt.profile.hash,
                     **file_entry(out, out / "profile.toml")},
@@ -109,7 +114,7 @@ def load_artefact(directory: str | Path) -> Artefact:
     if graph.fingerprint != graph_entry.get("fingerprint") or \
             profile.hash != profile_entry.get("hash"):
         raise ArtefactError(f"{path}: the graph or profile is not the one it was built for")
-    files = {str(u): member(root, e, f"libraries.{u}")
+    files = {str(u): loadable(root, member(root, e, f"libraries.{u}"), f"libraries.{u}")
              for u, e in field(m, "libraries", dict, path).items()}
     weights = tvm.runtime.load_param_dict(member(root, m.get("weights"), "weights").read_bytes())
     if sorted(weights) != sorted(f"w{i}" for i in range(len(program.weights))):

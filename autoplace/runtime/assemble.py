@@ -206,6 +206,17 @@ def _cross(schedule: Schedule, reuse: set[tuple[int, int]]
     return tuple(waits), tuple(signals)
 
 
+def plan_buffers(program: Program, space: SearchSpace, placement: Placement, *,
+                 capacity_check: bool = True) -> _Binder:
+    """Every buffer of ``placement``'s schedule planned in its scope's pool (nothing
+    allocated, no kernel loaded); a pool over its scope's capacity is a PoolError."""
+    binder = _Binder(program, space, placement, Simulator(space).timing(placement))
+    binder.plan_all()
+    if capacity_check:
+        binder.plan.check({s.name: s.capacity_bytes for s in space.profile.scopes})
+    return binder
+
+
 def assemble(program: Program, space: SearchSpace, placement: Placement,
              libraries: KernelLibraries, *, inputs: dict | None = None,
              copy: Callable = copy_tensor, capacity_check: bool = True) -> Assembled:
@@ -215,12 +226,8 @@ def assemble(program: Program, space: SearchSpace, placement: Placement,
     buffer of the default scope each, filled by the caller); ``copy(src, dst)`` is how copy
     engines move bytes (a board's DMA driver would be called here).
     """
-    timing = Simulator(space).timing(placement)
-    schedule = timing.schedule
-    binder = _Binder(program, space, placement, timing)
-    binder.plan_all()
-    if capacity_check:
-        binder.plan.check({s.name: s.capacity_bytes for s in space.profile.scopes})
+    binder = plan_buffers(program, space, placement, capacity_check=capacity_check)
+    schedule = binder.s
     t = binder.tensors(inputs or {}, program.weight_values)
     calls = tuple(_call(binder, t, i, libraries, copy) for i in range(len(schedule.work)))
     waits, signals = _cross(schedule, binder.plan.waits)

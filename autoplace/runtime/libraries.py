@@ -10,7 +10,9 @@ the same model and profile compiles nothing.
 A unit whose target kind has no code generator here is built for the host target
 (:func:`autoplace.deploy.targets.unit_target` says so once); a unit whose kernels need a
 device this TVM cannot open (``cuda``, ``opencl`` without their runtime) is refused with a
-:class:`~autoplace.deploy.targets.BuildError` naming it.
+:class:`~autoplace.deploy.targets.BuildError` naming it. A unit whose ``mtriple`` names
+another architecture is linked by its cross compiler
+(:func:`autoplace.deploy.toolchain.compiler_for`): its library is built, never loaded here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import tvm
 
 from autoplace.deploy.schedule import cores, parallel_outer
 from autoplace.deploy.targets import BuildError, target_key, unit_target
+from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
 from autoplace.runtime.program import Program
@@ -49,11 +52,12 @@ class KernelLibraries:
     """The libraries of one program's kernels for a profile's units (compiled or cached).
 
     ``compiled`` lists the libraries this object compiled (paths); it stays empty when every
-    library came from the cache.
+    library came from the cache. ``cross_compiler`` links the libraries of units of another
+    architecture that name no ``cross_compiler`` of their own.
     """
 
     def __init__(self, program: Program, graph: OpGraph, profile: Profile, cache_dir: Path,
-                 *, files: dict[str, Path] | None = None):
+                 *, files: dict[str, Path] | None = None, cross_compiler: str | None = None):
         self.program, self.graph, self.profile = program, graph, profile
         self.cache_dir = Path(cache_dir)
         #: unit -> its library, given (an artefact's): nothing is compiled or looked up
@@ -62,6 +66,9 @@ class KernelLibraries:
         self._targets: dict[str, tvm.target.Target] = {}
         self._funcs: dict[str, set[str]] = {}  # target key -> PrimFunc names
         self._unit_key: dict[str, str] = {}
+        #: target key -> the compiler that links its library (None: the host's)
+        self.compilers: dict[str, str | None] = {}
+        self.cross_compiler = cross_compiler
         #: unit -> why its kernels cannot be built (an invalid target)
         self.broken: dict[str, BuildError] = {}
         for unit in profile.units:
@@ -76,6 +83,9 @@ class KernelLibraries:
         unit = self.profile.unit(name)
         target = unit_target(unit, self.profile)
         key = target_key(target)
+        if self.files is None:  # (an artefact's libraries are built already)
+            self.compilers.setdefault(key, compiler_for(unit, dict(target.export()),
+                                                        self.profile, self.cross_compiler))
         self._unit_key[name] = key
         self._targets.setdefault(key, target)
         funcs = self._funcs.setdefault(key, set())
@@ -94,11 +104,21 @@ class KernelLibraries:
     def _path(self, key: str) -> Path:
         funcs = sorted(self._funcs[key])
         hashes = [f"{f}:{self.program.func_hashes[f]}" for f in funcs]
-        digest = _digest(str(LIBRARY_VERSION), tvm.__version__, key, *hashes)
+        compiler = [f"cc:{self.compilers[key]}"] if self.compilers.get(key) else []
+        digest = _digest(str(LIBRARY_VERSION), tvm.__version__, key, *compiler, *hashes)
         return self.cache_dir / f"{self.graph.name}-{self.graph.fingerprint[:12]}-{digest}.so"
+
+    def arch(self, unit: str) -> str:
+        """The architecture ``unit``'s library is built for."""
+        if unit in self.broken:
+            raise self.broken[unit]
+        return target_arch(dict(self._targets[self._unit_key[unit]].export()))
 
     def library(self, unit: str) -> tvm.runtime.Module:
         """The library of ``unit``'s target: loaded from the cache, or compiled into it."""
+        if self.arch(unit) != host_arch():
+            raise BuildError(f"unit {unit!r}: its kernels are built for {self.arch(unit)}; "
+                             f"this host ({host_arch()}) cannot run them (run on the board)")
         self.build(unit)
         path = str(self.path(unit))
         if path not in self._libs:
@@ -141,7 +161,7 @@ class KernelLibraries:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
         os.close(fd)
         try:
-            lib.export_library(tmp)
+            export_library(lib, tmp, self.compilers[key], f"kernel library {path.name}")
             os.replace(tmp, path)  # whole or absent: a killed compile leaves no library
         finally:
             Path(tmp).unlink(missing_ok=True)
