@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.record_schema import check_line, kind_of
 from autoplace.space import Placement
+from autoplace.space.problem import ErrorKind
 
 #: 2: each record names its run (``run``: the id of the tuning job that measured it; a
 #: resumed job keeps its id). Logs of schema 1 (no run) are still read, their run "".

@@ -28,12 +28,13 @@ import math
 import warnings
 from pathlib import Path
 
-from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.base import MeasureResult
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.search import STATUSES, Trial
 from autoplace.records import Record, TuningLog, new_run_id
 from autoplace.space import Placement
+from autoplace.space.problem import ErrorKind
 
 #: the measurer a pipeline trial's record names: the plan's simulated stream
 MEASURER = "stream"

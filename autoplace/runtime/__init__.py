@@ -83,7 +83,7 @@ class Runtime:
         libraries of units not used before)."""
         problem = self.space.check(placement)
         if problem:
-            raise BuildError(f"cannot run: {problem}")
+            raise BuildError(f"cannot run: {problem.detail}")
         for unit in sorted(placement.units_used()):
             execution = self.profile.unit(unit).execution
             if execution != "stream":

@@ -44,7 +44,7 @@ def valid(space, proposal: Proposal, n: int) -> None:
     assert proposal.mode.shape == (len(proposal), space.n_edges)
     assert len(proposal.labels) == len(proposal) and all(proposal.labels)
     for c, m in zip(proposal.choice, proposal.mode):
-        space.check(space.decode(c, m))  # a placement the space accepts
+        assert space.check(space.decode(c, m)) is None  # a placement the space accepts
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['sampler']}-{c['cost_model']}")
