@@ -17,7 +17,7 @@ import optuna
 
 from autoplace.baselines import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
-from autoplace.records import Record, TuningLog
+from autoplace.records import Record, TuningLog, best
 from autoplace.search.checkpoint import (
     Checkpoint,
     CheckpointWriter,
@@ -396,10 +396,7 @@ def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
     names = tuner.references
     base = {r.strategy: r for r in job if r.strategy in names}
-    value = tuner.objective.value
-    best = min((r for r in job if value(r.result) is not None),
-               key=lambda r: (value(r.result), r.trial), default=None)
-    return TuneResult(best=best, baselines=base, measured=len(tuner.records),
-                      log10_space=tuner.space.log10_size, interrupted=interrupted,
-                      resumed=tuner.resumed, wall_s=wall_s, measure_s=tuner.measure_s,
-                      stats=tuple(tuner.strategy.stats))
+    return TuneResult(best=best(job, objective=tuner.objective), baselines=base,
+                      measured=len(tuner.records), log10_space=tuner.space.log10_size,
+                      interrupted=interrupted, resumed=tuner.resumed, wall_s=wall_s,
+                      measure_s=tuner.measure_s, stats=tuple(tuner.strategy.stats))
