@@ -148,19 +148,22 @@ def _need_rpc(args) -> None:
 
 
 def _best_record(model: str, hw: str, log: str, objective: str = "latency", shapes=None):
-    """The model's module and graph, the profile, and the best record of ``log``."""
-    from autoplace.deploy import best_record
+    """The model's module and graph (``shapes``: its symbolic input dimensions), the profile,
+    and the best placement record of ``log``."""
     from autoplace.measure.objective import objective_named
     from autoplace.models import load_module
     from autoplace.profile_io import load_profile
-    from autoplace.records import read
+    from autoplace.records import best, read
 
     mod, graph = load_module(model, shapes)
     profile = load_profile(hw)
-    try:
-        rec = best_record(read(log), graph, profile, by=objective_named(objective).field)
-    except ValueError as exc:
-        raise ValueError(f"{log}: {exc}") from None
+    records = read(log)
+    rec = best(records, graph_fp=graph.fingerprint, profile_hash=profile.hash,
+               objective=objective_named(objective), plans=False)
+    if rec is None:
+        raise ValueError(f"{log}: no valid record for graph {graph.name} (fingerprint "
+                         f"{graph.fingerprint}) on profile {profile.name} (hash "
+                         f"{profile.hash}) among {len(records)} records")
     return mod, graph, profile, rec
 
 

@@ -1,7 +1,9 @@
 """The tuning log: one JSON line per measured candidate, appended and flushed line by line.
 
-A reader skips a torn last line (a crash mid-write) with a warning; a corrupt line anywhere
-else is an error naming the file and line. Analyse logs with :func:`load` (pandas).
+Every reader of a log goes through :func:`parse_lines`: it skips a torn last line (a crash
+mid-write) with a warning; a corrupt line anywhere else is an error naming the file and line.
+Read records with :func:`read`, pick the best with :func:`best`, analyse logs with
+:func:`load` (pandas).
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TypeVar
 
-from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.record_schema import check_line, kind_of
 from autoplace.space import Placement
+from autoplace.space.problem import ErrorKind
 
 #: 2: each record names its run (``run``: the id of the tuning job that measured it; a
 #: resumed job keeps its id). Logs of schema 1 (no run) are still read, their run "".
@@ -148,26 +152,49 @@ class TuningLog:
         self.close()
 
 
-def read(path: str | Path) -> list[Record]:
-    """All records of a log; a torn last line is skipped with a warning."""
-    path = Path(path)
+T = TypeVar("T")
+#: what a line parser raises for a line it refuses
+LINE_ERRORS = (ValueError, KeyError, TypeError)
+
+
+def parse_lines(path: str | Path, parse: Callable[[bytes], T], *,
+                errors: tuple[type[Exception], ...] = LINE_ERRORS,
+                error: type[RecordError] = RecordError) -> list[T]:
+    """Each non-blank line of the log at ``path`` (bytes, newline included) through
+    ``parse``: the rules of every log reader. A last line without its newline (torn by a
+    crash mid-write) that ``parse`` refuses (raises one of ``errors``) is skipped with a
+    warning; any other refused line, or a file that cannot be read, is an ``error`` naming
+    the file (and line)."""
+    out = []
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read log: {exc}") from None
-    lines = text.split("\n")
-    records = []
-    for no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(Record.from_dict(json.loads(line)))
-        except (ValueError, KeyError, TypeError) as exc:
-            if no == len(lines) and not text.endswith("\n"):
-                warnings.warn(f"{path}:{no}: skipping a torn last line", stacklevel=2)
-                break
-            raise RecordError(f"{path}:{no}: corrupt record: {exc}") from None
-    return records
+        with open(path, "rb") as fh:
+            for no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append(parse(line))
+                except errors as exc:
+                    if not line.endswith(b"\n"):  # only the last line can be torn
+                        warnings.warn(f"{path}:{no}: skipping a torn last line", stacklevel=3)
+                        break
+                    raise error(f"{path}:{no}: corrupt record: {exc}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read log: {exc}") from None
+    return out
+
+
+def strict_json(line: bytes | str) -> object:
+    """A log line's JSON value; ValueError for NaN or Infinity, which no log holds."""
+    return json.loads(line, parse_constant=_no_constant)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def read(path: str | Path) -> list[Record]:
+    """All records of a log (:func:`parse_lines`' rules)."""
+    return parse_lines(path, lambda line: Record.from_dict(strict_json(line)))
 
 
 #: What makes records comparable: one graph, one version of one profile, one measurer. A log
@@ -193,7 +220,7 @@ def encode_line(d: dict) -> str:
 
 
 def _decode_std(line: bytes) -> dict:
-    d = json.loads(line)
+    d = strict_json(line)
     if isinstance(d, dict):
         d.setdefault("run", "")  # schema 1 has none
         d["placement"] = json.dumps(d["placement"], sort_keys=True, separators=(",", ":"))
@@ -229,35 +256,21 @@ def _line_decoder(fast: bool = True):
 
 
 def _flat(path: Path, *, fast: bool = True) -> list[dict]:
-    """The records of one log as plain dicts, placement as JSON text (no Record objects).
-
-    Same rules as :func:`read`: a torn last line is skipped with a warning; any other corrupt
-    line, unknown schema version or error kind is an error naming the file and line.
-    """
+    """The records of one log as plain dicts, placement as JSON text (no Record objects),
+    by :func:`parse_lines`' rules; an unknown schema version or error kind is corrupt."""
     decode, errors = _line_decoder(fast)
     kinds = {e.value for e in ErrorKind} | {None}
-    out = []
-    try:
-        with open(path, "rb") as fh:
-            for no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    d = decode(line)
-                    check_line(d)
-                    if not d["placement"].startswith("{"):
-                        raise ValueError("'placement' must be an object")
-                    if d["result"].get("error") not in kinds:
-                        raise ValueError(f"unknown error kind {d['result']['error']!r}")
-                except errors as exc:
-                    if not line.endswith(b"\n"):  # only the last line can be torn
-                        warnings.warn(f"{path}:{no}: skipping a torn last line", stacklevel=3)
-                        break
-                    raise RecordError(f"{path}:{no}: corrupt record: {exc}") from None
-                out.append(d)
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read log: {exc}") from None
-    return out
+
+    def parse(line: bytes) -> dict:
+        d = decode(line)
+        check_line(d)
+        if not d["placement"].startswith("{"):
+            raise ValueError("'placement' must be an object")
+        if d["result"].get("error") not in kinds:
+            raise ValueError(f"unknown error kind {d['result']['error']!r}")
+        return d
+
+    return parse_lines(path, parse, errors=errors)
 
 
 def _columns(logs: list[tuple[str, list[dict]]]) -> dict[str, list]:
@@ -318,13 +331,17 @@ def load(*paths: str | Path, fast: bool = True):
 
 
 def best(records: Iterable[Record], *, graph_fp: str | None = None,
-         profile_hash: str | None = None, objective: Objective = LATENCY) -> Record | None:
+         profile_hash: str | None = None, objective: Objective = LATENCY,
+         plans: bool = True) -> Record | None:
     """The record with the lowest seconds per inference of ``objective`` (latency, or a
-    stream's period), optionally for one graph and profile."""
+    stream's period; the lowest trial of equals), optionally for one graph and profile;
+    None if no record has a value. ``plans=False`` leaves out a pipeline search's records
+    (a plan, no placement to build)."""
     ok = [
         r for r in records
         if objective.value(r.result) is not None
         and (graph_fp is None or r.graph_fp == graph_fp)
         and (profile_hash is None or r.profile_hash == profile_hash)
+        and (plans or r.pipeline is None)
     ]
     return min(ok, key=lambda r: (objective.value(r.result), r.trial), default=None)

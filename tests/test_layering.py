@@ -15,13 +15,16 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "autoplace"
 
-# each module may import only autoplace modules of a lower rank
-# (measure and cost_model share a rank: neither may import the other; the pipeline planner
-# logs its search as the tuner's records and may use the cost model)
+# each module may import only autoplace modules of a lower rank, keyed by the longest prefix
+# of its full name in the table (the pipeline planner logs its search as the tuner's records
+# and may use the cost model); measure and cost_model: see
+# test_measure_and_the_cost_model_import_neither_the_other
 RANK = {
     "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
     "profile_write": 3.5,
     "frontend": 1, "models": 2, "space": 4, "deploy": 5, "heft": 5,
+    # applying a log's best record picks it as every reader does (records.best)
+    "deploy.vm_build": 7.2,
     "contiguous": 5.4, "baselines": 5.5, "measure": 6, "runtime": 6.3, "cost_model": 6.5,
     # the real measurers run placements on the runtime, which the simulator times
     "measure.board": 6.5, "measure.server": 6.55, "measure.local": 6.6,
@@ -50,7 +53,8 @@ def module_key(path: Path) -> str:
     return rank_key(".".join(rel.parts))
 
 
-def autoplace_imports(path: Path) -> set[str]:
+def full_imports(path: Path) -> set[str]:
+    """The autoplace modules ``path`` imports, by full name (relative to autoplace)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoplace."):
@@ -58,7 +62,11 @@ def autoplace_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             names.update(a.name.split(".", 1)[1] for a in node.names
                          if a.name.startswith("autoplace."))
-    return {rank_key(n) for n in names}
+    return names
+
+
+def autoplace_imports(path: Path) -> set[str]:
+    return {rank_key(n) for n in full_imports(path)}
 
 
 SOURCES = sorted(p for p in PKG.rglob("*.py") if p.name != "__init__.py")
@@ -78,3 +86,31 @@ def test_tuning_path_does_not_load_tvm():
             "print(sorted(m for m in ('tvm', 'tvm_ffi', 'onnx') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_measure_and_the_cost_model_import_neither_the_other():
+    """No measurer imports the cost model; the cost model reaches into ``measure`` only for
+    the batch simulator it refines (its kernels and the objectives that read its rows)."""
+    measure = sorted((PKG / "measure").glob("*.py"))
+    assert measure and all("cost_model" not in autoplace_imports(p) for p in measure)
+    used = {n for n in full_imports(PKG / "cost_model.py") if n.split(".")[0] == "measure"}
+    assert used == {"measure.batch", "measure.objective"}
+
+
+@pytest.mark.parametrize("module", ["autoplace.records", "autoplace.search.strategy",
+                                    "autoplace.search", "autoplace.space"])
+def test_light_leaves_load_no_kernels_nor_search_engines(module):
+    """Reading a log or subclassing SearchStrategy starts neither numba's kernels nor Optuna
+    nor XGBoost (checked in a fresh interpreter)."""
+    code = (f"import sys, {module}; "
+            "print(sorted(m for m in ('numba', 'optuna', 'xgboost', 'tvm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_light_leaf_still_gives_its_heavy_names_on_use():
+    code = ("import sys, autoplace.search as s, autoplace.space as sp; "
+            "assert 'optuna' not in sys.modules; s.tune; sp.SearchSpace; "
+            "print(sorted(m for m in ('numba', 'optuna') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['numba', 'optuna']"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -95,6 +97,17 @@ def test_corrupt_line_in_the_middle_is_an_error_naming_file_and_line(tmp_path):
         read(path)
 
 
+def test_every_reader_refuses_a_line_that_is_not_strict_json(tmp_path):
+    path = tmp_path / "log.jsonl"
+    write(path, make_records())
+    lines = path.read_text().splitlines()
+    lines[0] = re.sub(r'"energy_j":[^,]+', '"energy_j":NaN', lines[0])
+    path.write_text("\n".join(lines) + "\n")
+    for reader in (read, load, functools.partial(load, fast=False)):
+        with pytest.raises(RecordError, match=r"log\.jsonl:1: corrupt record"):
+            reader(path)
+
+
 def test_unknown_schema_version_is_an_error(tmp_path):
     path = tmp_path / "log.jsonl"
     d = make_records()[0].to_dict()
@@ -121,6 +134,8 @@ def test_best_picks_the_fastest_valid_record():
     assert best(records).trial == 2  # all on acc: the fastest
     assert best(records, graph_fp="nope") is None
     assert best(records[3:]) is None  # only a failure
+    tie = replace(records[2], trial=9)
+    assert best([tie, *records]).trial == 2  # of equals, the lowest trial
 
 
 def test_a_result_refuses_non_finite_numbers():

@@ -14,7 +14,7 @@ import importlib
 #: light part (``autoplace.deploy.artefact``) does not load TVM
 _HOMES = {
     "BuildError": "targets", "Built": "vm_build", "Loaded": "run", "TimeSettings": "run",
-    "apply": "place", "apply_best": "vm_build", "best_record": "vm_build",
+    "apply": "place", "apply_best": "vm_build",
     "build": "vm_build", "build_te": "vm_build", "check_placement": "place",
     "compile_placed": "compiler", "compile_unplaced": "compiler", "metadata": "compiler",
     "random_inputs": "run",

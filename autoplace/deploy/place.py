@@ -237,7 +237,8 @@ def check_placement(graph: OpGraph, placement: Placement, profile: Profile) -> N
     """Raise :class:`BuildError` if ``placement`` does not fit ``graph`` and ``profile``."""
     problem = SearchSpace(graph, profile).check(placement)
     if problem:
-        raise BuildError(f"cannot build: {problem} (graph {graph.name}, profile {profile.name})")
+        raise BuildError(f"cannot build: {problem.detail} (graph {graph.name}, profile "
+                         f"{profile.name})")
 
 
 def _placed_main(func: relax.Function, placer: _KernelPlacer, vd0) -> relax.Function:

@@ -1,5 +1,5 @@
-"""A placement built into one Relax VM executable (docs/build.md): ``build``, ``apply_best``,
-``build_te``, and picking a log's best record. Imports TVM."""
+"""A placement built into one Relax VM executable (docs/build.md): ``build``, ``apply_best``
+(a log's best record, :func:`autoplace.records.best`, applied), ``build_te``. Imports TVM."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from autoplace.deploy.run import Loaded
 from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
 from autoplace.profile import Profile
+from autoplace.records import Record, best
 from autoplace.space import Placement, SearchSpace
 
 
@@ -41,34 +42,24 @@ def build(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
     return Built(placement=placement, module=placed, executable=compile_placed(placed))
 
 
-def best_record(records: Iterable, graph: OpGraph, profile: Profile, *,
-                by: str = "latency_s"):
-    """The valid placement record with the lowest ``by`` (a result field: ``latency_s``,
-    or ``period_s`` for throughput) for this graph and profile, else BuildError. A pipeline
-    search's records (a plan, no placement) are not placements."""
-    records = list(records)
-    ok = [r for r in records if r.result.ok and r.graph_fp == graph.fingerprint
-          and r.profile_hash == profile.hash and getattr(r.result, by) is not None
-          and r.pipeline is None]
-    if not ok:
-        raise BuildError(f"no valid record for graph {graph.name} (fingerprint "
-                         f"{graph.fingerprint}) on profile {profile.name} (hash {profile.hash}) "
-                         f"among {len(records)} records")
-    return min(ok, key=lambda r: (getattr(r.result, by), r.trial))
-
-
-def apply_best(mod: tvm.IRModule, records: Iterable, profile: Profile, *,
+def apply_best(mod: tvm.IRModule, records: Iterable[Record], profile: Profile, *,
                graph: OpGraph | None = None) -> tvm.IRModule:
     """``mod`` placed by the best record of a tuning log (``autoplace.records.read(path)``).
 
-    Like AutoTVM's ``apply_history_best``: only records of this graph (by fingerprint) and
-    this profile (by hash) count; none is a :class:`BuildError`.
+    Like AutoTVM's ``apply_history_best``: the lowest latency among the placements (not a
+    pipeline's plans) of this graph (by fingerprint) and this profile (by hash); none is a
+    :class:`BuildError`.
     """
     if graph is None:
         from autoplace.frontend.relax import op_graph
 
         graph = op_graph(mod, "module")
-    rec = best_record(records, graph, profile)
+    records = list(records)
+    rec = best(records, graph_fp=graph.fingerprint, profile_hash=profile.hash, plans=False)
+    if rec is None:
+        raise BuildError(f"no valid record for graph {graph.name} (fingerprint "
+                         f"{graph.fingerprint}) on profile {profile.name} (hash {profile.hash}) "
+                         f"among {len(records)} records")
     return apply(mod, rec.placement, profile, graph=graph)
 
 

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoplace.space import Placement
-
-
-class ErrorKind(enum.Enum):
-    """Why a candidate has no valid latency."""
-
-    INVALID = "invalid"  # does not fit the graph and profile
-    NO_COPY_PATH = "no_copy_path"  # two scopes with no route for the copy mode
-    OUT_OF_MEMORY = "out_of_memory"  # peak live bytes exceed a scope's capacity
-    BUILD = "build"
-    RUN = "run"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
+from autoplace.space.problem import ErrorKind, Problem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +62,11 @@ class MeasureResult:
     @classmethod
     def failure(cls, error: ErrorKind, detail: str) -> MeasureResult:
         return cls(error=error, detail=detail)
+
+    @classmethod
+    def refused(cls, problem: Problem) -> MeasureResult:
+        """The failure of a placement refused before measuring (``SearchSpace.check``)."""
+        return cls(error=problem.kind, detail=problem.detail)
 
     def to_dict(self) -> dict:
         """JSON-ready form (without the timeline)."""

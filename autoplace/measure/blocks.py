@@ -26,6 +26,7 @@ import numpy as np
 
 from autoplace.measure.base import Event
 from autoplace.space import SearchSpace
+from autoplace.space.problem import ErrorKind, Problem
 
 
 def run_blocks(space: SearchSpace, choice: np.ndarray, cross: np.ndarray, used: np.ndarray,
@@ -247,19 +248,22 @@ class BlockReference:
         self.space, self.g = space, space.graph
         self.block = {u.name for u in space.profile.units if u.execution == "block"}
 
-    def check(self, placement) -> str | None:
-        """What makes ``placement`` impossible in the block model, or None: a block unit
-        whose ops are not one contiguous block, or blocks that wait for each other."""
+    def check(self, placement) -> Problem | None:
+        """What makes ``placement`` impossible in the block model (``INVALID``), or None: a
+        block unit whose ops are not one contiguous block, or blocks that wait for each
+        other."""
         g = self.g
         unit = [placement.ops[op.name][0] for op in g.ops]
         node = self._nodes(unit)
         for i, x in enumerate(node):
             if x[0] != "op" and x[1] > 1:
                 first = next(j for j in range(i) if node[j] == (x[0], 1))
-                return (f"block unit {x[0]!r}: its ops are not one contiguous block "
-                        f"({g.ops[first].name!r} reaches {g.ops[i].name!r} through other units)")
+                return Problem(kind=ErrorKind.INVALID, detail=(
+                    f"block unit {x[0]!r}: its ops are not one contiguous block "
+                    f"({g.ops[first].name!r} reaches {g.ops[i].name!r} through other units)"))
         if self._order(node) is None:
-            return "blocks of different units wait for each other (each feeds the other)"
+            return Problem(kind=ErrorKind.INVALID, detail="blocks of different units wait "
+                           "for each other (each feeds the other)")
         return None
 
     def schedule(self, run) -> float:

@@ -25,12 +25,13 @@ from autoplace.deploy.pool import Artifact, BuildPool
 from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
 from autoplace.deploy.targets import BuildError, unit_target
 from autoplace.graph import OpGraph
-from autoplace.measure.base import ErrorKind, Measurer, MeasureResult
+from autoplace.measure.base import Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.profile import Profile
 from autoplace.runtime import DEFAULT_CACHE, KernelLibraries, Runtime, check_program
 from autoplace.runtime.program import load_program, read_program, save_program
 from autoplace.space import Placement, SearchSpace
+from autoplace.space.problem import ErrorKind
 
 # The runner process's runtime, made once by _start_runner.
 _RUNNER: dict = {}
@@ -74,8 +75,7 @@ class Prechecker:
     def __call__(self, placement: Placement) -> MeasureResult | None:
         problem = self.space.check(placement)
         if problem:
-            kind = ErrorKind.NO_COPY_PATH if "no copy path" in problem else ErrorKind.INVALID
-            return MeasureResult.failure(kind, problem)
+            return MeasureResult.refused(problem)
         if self.sim is not None:
             sim = self.sim.simulate(placement, timeline=False)
             if sim.error is ErrorKind.OUT_OF_MEMORY:

@@ -4,17 +4,23 @@ Both are seconds per inference and both are in every simulated record (``latency
 ``period_s``); the objective says which one the search ranks by, which one the study is
 told and which record is the best. ``throughput`` minimises the period (docs/simulator.md,
 "Throughput"): inferences per second in steady state are ``1 / period_s``.
+
+A reader of records ranks by an objective without simulating: the batch simulator's kernels
+(numba) load only when :meth:`Objective.feasible` first runs.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from autoplace.measure.base import MeasureResult
-from autoplace.measure.batch import BatchOutput, fitting, streams
-from autoplace.space import SearchSpace
+
+if TYPE_CHECKING:
+    from autoplace.measure.batch import BatchOutput
+    from autoplace.space import SearchSpace
 
 
 class Objective(ABC):
@@ -54,6 +60,8 @@ class Latency(Objective):
         return out.latency
 
     def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        from autoplace.measure.batch import fitting
+
         return fitting(space, out)
 
 
@@ -67,6 +75,8 @@ class Throughput(Objective):
         return out.period
 
     def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        from autoplace.measure.batch import streams
+
         return streams(space, out)
 
 

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from autoplace.measure.base import ErrorKind, Event, Measurer, MeasureResult
+from autoplace.measure.base import Event, Measurer, MeasureResult
 from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.blocks import BlockReference
 from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, PlacementError, SearchSpace
+from autoplace.space.problem import ErrorKind
 from autoplace.space.schedule import Schedule, Timing, Work, schedule_of
 
 MIB = 1 << 20
@@ -220,8 +221,7 @@ class Simulator(Measurer):
         """Simulate one placement event by event (the reference of docs/simulator.md)."""
         problem = self.space.check(placement) or (self._blocks and self._blocks.check(placement))
         if problem:
-            kind = ErrorKind.NO_COPY_PATH if "no copy path" in problem else ErrorKind.INVALID
-            return MeasureResult.failure(kind, problem)
+            return MeasureResult.refused(problem)
         run = _Run(self.space, placement, self.timeline if timeline is None else timeline)
         latency = self._blocks.schedule(run) if self._blocks else self._schedule(run)
         return self._result(run, latency)
@@ -231,7 +231,7 @@ class Simulator(Measurer):
         simulation (the reference path; a placement it refuses is a PlacementError)."""
         problem = self.space.check(placement)
         if problem:
-            raise PlacementError(problem)
+            raise PlacementError(problem.detail)
         if self._blocks:
             raise PlacementError("a profile with block units has no per-op schedule")
         run = _Run(self.space, placement, False)

@@ -42,7 +42,7 @@ def work_items(space: SearchSpace, placement: Placement) -> list[Work]:
     (on the copy's DMA engine, or on the host unit when the copy is sync), then the op."""
     problem = space.check(placement)
     if problem:
-        raise ValueError(f"cannot stream placement: {problem}")
+        raise ValueError(f"cannot stream placement: {problem.detail}")
     if space.profile.blocks:
         raise ValueError(f"profile {space.profile.name}: the block model has no stream "
                          "simulation (its period is the slowest block or parallel op)")

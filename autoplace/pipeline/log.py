@@ -16,24 +16,34 @@ through the shared memory; left out when none does),
 the best, so it was not streamed), ``period_s`` (one copy's stream) and
 ``analytic_period_s``. :func:`autoplace.analysis.load` reads a pipeline log as it reads a
 tuning log; :func:`read_lines` gives each trial's fields (those of ``pipeline`` beside the
-record's, ``move`` and ``throughput``). Logs of ``kind: pipeline-trial`` lines (before the
-records) are still read. :func:`best_plan` reads back the best plan for a graph and mesh,
-which ``autoplace compile --objective throughput --log`` builds.
+record's, ``move`` and ``throughput``) by the tuning log's rules
+(:func:`autoplace.records.parse_lines`). Logs of ``kind: pipeline-trial`` lines (before the
+records) are still read. :func:`best_plan` reads back the best plan for a graph and mesh
+(the tuning log's :func:`~autoplace.records.best` by throughput), which ``autoplace compile
+--objective throughput --log`` builds.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import warnings
 from pathlib import Path
 
-from autoplace.measure.base import ErrorKind, MeasureResult
+from autoplace.measure.base import MeasureResult
+from autoplace.measure.objective import THROUGHPUT
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
 from autoplace.pipeline.search import STATUSES, Trial
-from autoplace.records import Record, TuningLog, new_run_id
+from autoplace.records import (
+    Record,
+    RecordError,
+    TuningLog,
+    best,
+    new_run_id,
+    parse_lines,
+    strict_json,
+)
 from autoplace.space import Placement
+from autoplace.space.problem import ErrorKind
 
 #: the measurer a pipeline trial's record names: the plan's simulated stream
 MEASURER = "stream"
@@ -41,7 +51,7 @@ MEASURER = "stream"
 LEGACY_KIND = "pipeline-trial"
 
 
-class TrialLogError(ValueError):
+class TrialLogError(RecordError):
     """A pipeline log line is malformed, or the log has no trial of this graph and mesh."""
 
 
@@ -116,22 +126,11 @@ class TrialLog:
 
 
 def read_lines(path: str | Path) -> list[dict]:
-    """The trials of a pipeline log, as :func:`trial_fields` each; TrialLogError naming the file
-    and line if one is not a pipeline trial. A torn last line is skipped with a warning."""
-    out = []
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.split("\n")
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(trial_fields(json.loads(line, parse_constant=_no_constant)))
-        except (ValueError, TypeError, KeyError) as exc:
-            if n == len(lines):  # no newline after it: torn by a crash mid-write
-                warnings.warn(f"{path}:{n}: skipping a torn last line", stacklevel=2)
-                break
-            raise TrialLogError(f"{path}:{n}: {exc}") from None
-    return out
+    """The trials of a pipeline log, as :func:`trial_fields` each, by the tuning log's rules
+    (:func:`~autoplace.records.parse_lines`: a torn last line is skipped with a warning);
+    TrialLogError naming the file and line if one is not a pipeline trial. Not
+    :func:`~autoplace.records.read`: a line of before the records is no Record."""
+    return parse_lines(path, lambda line: trial_fields(strict_json(line)), error=TrialLogError)
 
 
 def is_pipeline_line(d: object) -> bool:
@@ -165,10 +164,6 @@ def trial_fields(d: dict) -> dict:
         raise ValueError(f"status {line['status']!r} is not one of {STATUSES}")
     plan_of(line)
     return line
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not strict JSON")
 
 
 def plan_of(line: dict) -> PipelinePlan:
@@ -213,14 +208,22 @@ def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[P
 
 def best_of(lines: list[dict], costs: StageCosts, profile_hash: str,
             where: str | Path) -> tuple[PipelinePlan, dict]:
-    """:func:`best_plan` of lines already read (from ``where``)."""
-    lines = [x for x in _mine(lines, costs, profile_hash) if x["throughput"] is not None]
-    if not lines:
+    """:func:`best_plan` of lines already read (from ``where``): the best of their records
+    (a line of before the records made one again) by throughput."""
+    mine = _mine(lines, costs, profile_hash)
+    records = [_record(x, costs, where) for x in mine]
+    top = best(records, objective=THROUGHPUT)
+    if top is None:
         raise TrialLogError(f"{where}: no fitting pipeline trial of graph {costs.graph.name} "
                             f"({costs.graph.fingerprint}) on this mesh (hash {profile_hash})")
-    best = max(lines, key=lambda x: (x["throughput"], -x["trial"]))
-    plan = plan_of(best)
-    if plan.stages[-1].end != costs.n:
-        raise TrialLogError(f"{where}: trial {best['trial']} does not cover the graph's "
-                            f"{costs.n} ops")
-    return plan, best
+    line = next(x for x, r in zip(mine, records) if r is top)
+    return plan_of(line), line
+
+
+def _record(line: dict, costs: StageCosts, where: str | Path) -> Record:
+    """The record of a trial's fields; TrialLogError if its plan does not fit the graph."""
+    try:
+        return trial_record(trial_of(line), costs, profile_hash=line["profile_hash"],
+                            seed=line["seed"], run=line["run"])
+    except ValueError as exc:
+        raise TrialLogError(f"{where}: trial {line['trial']}: {exc}") from None

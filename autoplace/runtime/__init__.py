@@ -92,7 +92,7 @@ class Runtime:
     def _refuse(self, placement: Placement) -> None:
         problem = self.space.check(placement)
         if problem:
-            raise BuildError(f"cannot run: {problem}")
+            raise BuildError(f"cannot run: {problem.detail}")
         for unit in sorted(placement.units_used()):
             execution = self.profile.unit(unit).execution
             if execution != "stream":

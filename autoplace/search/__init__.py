@@ -9,14 +9,32 @@
 - :mod:`~autoplace.search.guided`, :mod:`~autoplace.search.evolve` — the model-guided
   proposer and its genetic operators; :mod:`~autoplace.search.params` — placements as
   Optuna parameters; :mod:`~autoplace.search.warm_start` — cost-model rows from old logs.
+
+Each name loads its module on first use: subclassing :class:`SearchStrategy`
+(``autoplace.search.strategy``) starts neither Optuna nor the cost model.
 """
 
-from autoplace.baselines import baselines, greedy
-from autoplace.search.config import SAMPLERS, SearchError, TuneConfig, TuneResult
-from autoplace.search.loop import Tuner, tune
-from autoplace.search.params import copy_param, distributions, op_param, to_params, to_placement
-from autoplace.search.strategy import Proposal, SearchStrategy
+from __future__ import annotations
 
-__all__ = ["SAMPLERS", "Proposal", "SearchError", "SearchStrategy", "TuneConfig", "TuneResult",
-           "Tuner", "baselines", "copy_param", "distributions", "greedy", "op_param",
-           "to_params", "to_placement", "tune"]
+import importlib
+
+#: public name -> the module that defines it
+_HOMES = {
+    "SAMPLERS": "autoplace.search.config", "TuneConfig": "autoplace.search.config",
+    "TuneResult": "autoplace.search.config", "SearchError": "autoplace.search.strategy",
+    "Proposal": "autoplace.search.strategy", "SearchStrategy": "autoplace.search.strategy",
+    "Tuner": "autoplace.search.loop", "tune": "autoplace.search.loop",
+    "baselines": "autoplace.baselines", "greedy": "autoplace.baselines",
+    **{name: "autoplace.search.params" for name in (
+        "copy_param", "distributions", "op_param", "to_params", "to_placement")},
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'autoplace.search' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

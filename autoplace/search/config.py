@@ -14,10 +14,6 @@ from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
 SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")
 
 
-class SearchError(ValueError):
-    """The search cannot start (e.g. a study that exists without ``resume``)."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class TuneConfig:
     """Settings of one tuning job."""

@@ -17,7 +17,7 @@ import optuna
 
 from autoplace.baselines import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
-from autoplace.records import Record, TuningLog
+from autoplace.records import Record, TuningLog, best
 from autoplace.search.checkpoint import (
     Checkpoint,
     CheckpointWriter,
@@ -30,7 +30,13 @@ from autoplace.search.interrupt import CtrlC, from_ctrl_c
 from autoplace.search.local_search import LocalSearch
 from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
-from autoplace.search.strategies import make_strategy, needs_study, study_sampler, warm_rows
+from autoplace.search.strategies import (
+    check_given,
+    make_strategy,
+    needs_study,
+    study_sampler,
+    warm_rows,
+)
 from autoplace.search.strategy import Proposal, SearchStrategy
 from autoplace.search.workers import (
     BASELINE,
@@ -50,9 +56,11 @@ class Tuner:
 
     def __init__(self, space: SearchSpace, measurer: Measurer, store: Store,
                  strategy: SearchStrategy, config: TuneConfig,
-                 shared: SharedStudy | None = None):
+                 shared: SharedStudy | None = None, *, name: str | None = None):
         self.space, self.measurer, self.store = space, measurer, store
         self.strategy, self.config, self.shared = strategy, config, shared
+        #: the strategy's name in a checkpoint's header: ``config.sampler``, unless given
+        self.name = name or config.sampler
         self.objective = config.goal  # what "faster" means: latency or a stream's period
         self.baselines = baselines(space)  # (name, placement), measured before the search
         self.baseline_names = {name for name, _ in self.baselines}
@@ -108,7 +116,7 @@ class Tuner:
     def _job(self) -> dict:
         """What a checkpoint of this job is known by (its header)."""
         c = self.config
-        return dict(run=self.store.run, sampler=c.sampler, seed=c.seed,
+        return dict(run=self.store.run, sampler=self.name, seed=c.seed,
                     batch_size=c.batch_size, objective=c.objective)
 
     def _write_checkpoint(self) -> None:
@@ -324,13 +332,21 @@ class Tuner:
         return left
 
 
-def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
-         config: TuneConfig) -> TuneResult:
+def tune(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig, *,
+         strategy: SearchStrategy | None = None) -> TuneResult:
     """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged,
     after making the best a one-op local optimum (:meth:`Tuner.finish`; Ctrl-C again stops
-    at once)."""
+    at once).
+
+    ``strategy``: a :class:`SearchStrategy` of ``space`` that proposes the search's
+    candidates (logged with its labels); without it, the one ``config.sampler`` names,
+    built with the config's cost model. ValueError if both are given (a ``config`` that
+    sets its sampler or how to build one, beside a ``strategy``).
+    """
     from tqdm import tqdm
 
+    if strategy is not None:
+        check_given(config, strategy)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
     interrupted = polished = False
@@ -342,7 +358,7 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
 
         bar.set_description_str("set-up (study, cost model, log)")
         warm = warm_rows(space, config)
-        tuner = _tuner(space, measurer, log, config, warm)
+        tuner = _tuner(space, measurer, log, config, warm, strategy)
         bar.update(min(tuner.search_trials_done(), config.trials))
         try:
             bar.set_description_str("baselines")
@@ -367,16 +383,18 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog,
 
 
 def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
-           warm) -> Tuner:
-    """The job's tuner, with what it measured before taken in (``resume``, a worker)."""
+           warm, given: SearchStrategy | None = None) -> Tuner:
+    """The job's tuner, with what it measured before taken in (``resume``, a worker);
+    its strategy the ``given`` one, else the one ``config.sampler`` names."""
     storage = open_storage(config.storage)
     study = open_study(space, config, study_sampler(config), storage) \
-        if needs_study(config) else None
+        if needs_study(config, given) else None
     worker = new_worker_id() if config.worker else None
     if worker is not None:  # workers proposing alike would only lose claims to each other
         config = replace(config, seed=worker_seed(config.seed, worker))
-    strategy = make_strategy(space, study, config, warm=warm,
-                             stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
+    strategy = given if given is not None else make_strategy(
+        space, study, config, warm=warm,
+        stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
                   objective=config.goal,
                   study_params=strategy.study_params, study_numbers=worker is not None,
@@ -386,7 +404,8 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
         shared = SharedStudy(study, storage, grace_s=config.grace_s, worker=worker,
                              log=log.path, recover=store.logged_attrs)
         shared.reclaim()
-    tuner = Tuner(space, measurer, store, strategy, config, shared)
+    tuner = Tuner(space, measurer, store, strategy, config, shared,
+                  name=type(given).__name__ if given is not None else None)
     tuner.replay()
     return tuner
 
@@ -396,10 +415,7 @@ def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
     names = tuner.references
     base = {r.strategy: r for r in job if r.strategy in names}
-    value = tuner.objective.value
-    best = min((r for r in job if value(r.result) is not None),
-               key=lambda r: (value(r.result), r.trial), default=None)
-    return TuneResult(best=best, baselines=base, measured=len(tuner.records),
-                      log10_space=tuner.space.log10_size, interrupted=interrupted,
-                      resumed=tuner.resumed, wall_s=wall_s, measure_s=tuner.measure_s,
-                      stats=tuple(tuner.strategy.stats))
+    return TuneResult(best=best(job, objective=tuner.objective), baselines=base,
+                      measured=len(tuner.records), log10_space=tuner.space.log10_size,
+                      interrupted=interrupted, resumed=tuner.resumed, wall_s=wall_s,
+                      measure_s=tuner.measure_s, stats=tuple(tuner.strategy.stats))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import optuna
 
-from autoplace.search.config import SearchError
+from autoplace.search.strategy import SearchError
 
 #: tries at opening a database whose tables another worker is creating at the same time
 CREATE_ATTEMPTS = 5

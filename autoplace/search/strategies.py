@@ -25,9 +25,29 @@ STRATEGIES: dict[str, type[SearchStrategy]] = {
 assert tuple(STRATEGIES) == SAMPLERS
 
 
-def needs_study(config: TuneConfig) -> bool:
-    """Whether the job keeps an Optuna study: with storage, or when its strategy asks one."""
-    return config.storage is not None or STRATEGIES[config.sampler].asks_study
+#: the settings that only build a strategy by name: a job given a strategy object leaves
+#: them at their defaults (they would do nothing)
+FACTORY_SETTINGS = ("sampler", "cost_model", "candidates", "explore", "mutation_ratio",
+                    "warm_start")
+
+
+def check_given(config: TuneConfig, strategy: SearchStrategy) -> None:
+    """ValueError if ``config`` also names a strategy, or sets how to build one, beside the
+    strategy object a job was given."""
+    default = TuneConfig()
+    given = [f"{k}={getattr(config, k)!r}" for k in FACTORY_SETTINGS
+             if getattr(config, k) != getattr(default, k)]
+    if given:
+        raise ValueError(f"tune() takes a strategy object or the config's sampler, not both: "
+                         f"with strategy={type(strategy).__name__}, leave {', '.join(given)} "
+                         "at the default")
+
+
+def needs_study(config: TuneConfig, strategy: SearchStrategy | None = None) -> bool:
+    """Whether the job keeps an Optuna study: with storage, or when its strategy (the one
+    given, else the one ``config.sampler`` names) asks one."""
+    kind = type(strategy) if strategy is not None else STRATEGIES[config.sampler]
+    return config.storage is not None or kind.asks_study
 
 
 def study_sampler(config: TuneConfig) -> optuna.samplers.BaseSampler:

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autoplace.search.config import SearchError
+
+class SearchError(ValueError):
+    """The search cannot start (e.g. a study that exists without ``resume``), or a strategy
+    is asked for what it does not have (a state, a cost model)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,12 +3,30 @@
 - :class:`SearchSpace`: choice tables, edges, routes, unit classes; genomes (encode, decode,
   normalize, text); named placements (``from_user``, ``check``, ``uniform``).
 - :class:`Placement`: a placement by name, for the user API, the log and the build.
+- :class:`Problem`: what ``SearchSpace.check`` finds wrong, an :class:`ErrorKind` and a detail.
 - :mod:`autoplace.space.routes`: copy routes found on demand (Dijkstra, or a mesh's grid).
+
+Each name loads its module on first use: reading a log needs :class:`Placement`, not the
+compiled space's numba kernels.
 """
 
-from autoplace.space.compiled import ASYNC, SYNC, SearchSpace, check_graph
-from autoplace.space.placement import Placement, PlacementError
-from autoplace.space.routes import Route
+from __future__ import annotations
 
-__all__ = ["ASYNC", "SYNC", "Placement", "PlacementError", "Route", "SearchSpace",
-           "check_graph"]
+import importlib
+
+#: public name -> the module that defines it
+_HOMES = {
+    "ASYNC": "compiled", "SYNC": "compiled", "SearchSpace": "compiled",
+    "check_graph": "compiled", "Placement": "placement", "PlacementError": "placement",
+    "ErrorKind": "problem", "Problem": "problem", "Route": "routes",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'autoplace.space' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"autoplace.space.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value

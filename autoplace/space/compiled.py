@@ -30,6 +30,7 @@ from autoplace.space.canonical import CanonicalForms
 from autoplace.space.classes import refine, unit_classes
 from autoplace.space.copyplan import plan
 from autoplace.space.placement import Placement, PlacementError
+from autoplace.space.problem import ErrorKind, Problem
 from autoplace.space.routes import Route, Routes
 from autoplace.space.tables import ChoiceTables, EdgeTables
 
@@ -289,8 +290,17 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         return [m for m in COPY_MODES if self.routes.route(src, dst, m) is not None]
 
     # -- validation ----------------------------------------------------------------------
-    def check(self, placement: Placement) -> str | None:
-        """What is wrong with ``placement`` on this graph and profile, or None."""
+    def check(self, placement: Placement) -> Problem | None:
+        """What is wrong with ``placement`` on this graph and profile (its kind:
+        ``NO_COPY_PATH`` for a copy between scopes no route joins, else ``INVALID``), or
+        None when it fits."""
+        detail = self._check_ops(placement) or self._check_weights(placement)
+        if detail:
+            return Problem(kind=ErrorKind.INVALID, detail=detail)
+        return self._check_copies(placement)
+
+    def _check_ops(self, placement: Placement) -> str | None:
+        """What is wrong with the placement's ops (names, units, scopes)."""
         g = self.graph
         if set(placement.ops) != {op.name for op in g.ops}:
             missing = sorted({op.name for op in g.ops} - set(placement.ops))
@@ -300,10 +310,11 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
             unit, scope = placement.ops[op.name]
             if self.choice_of(i, unit, scope) < 0:
                 return self._explain_choice(op, unit, scope)
-        problem = self._check_weights(placement)
-        if problem:
-            return problem
-        need = set()
+        return None
+
+    def _check_copies(self, placement: Placement) -> Problem | None:
+        """What is wrong with the copies of the placement's edges that cross scopes."""
+        g, need = self.graph, set()
         for k, e in enumerate(g.edges):
             src, dst = placement.ops[g.ops[e.src].name][1], placement.ops[g.ops[e.dst].name][1]
             if src != dst:
@@ -312,7 +323,8 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
                 if problem:
                     return problem
         extra = sorted(set(placement.copies) - need)
-        return f"edge {extra[0]!r} needs no copy (same scope or no such edge)" if extra else None
+        return Problem(kind=ErrorKind.INVALID, detail=f"edge {extra[0]!r} needs no copy (same "
+                       "scope or no such edge)") if extra else None
 
     def _check_weights(self, placement: Placement) -> str | None:
         """What is wrong with the placement's weights (op names, values, unit support)."""
@@ -366,23 +378,27 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
             return f"op {op.name!r}: unit {unit!r} does not accept kind {op.kind!r}"
         return f"op {op.name!r}: unit {unit!r} cannot write scope {scope!r}"
 
-    def _check_copy(self, name: str, src: str, dst: str, copies: Mapping[str, str]) -> str | None:
+    def _check_copy(self, name: str, src: str, dst: str,
+                    copies: Mapping[str, str]) -> Problem | None:
         mode = copies.get(name)
         avail = self.modes_between(src, dst)
         if not avail:
-            return f"edge {name!r}: no copy path from scope {src!r} to {dst!r}"
+            return Problem(kind=ErrorKind.NO_COPY_PATH,
+                           detail=f"edge {name!r}: no copy path from scope {src!r} to {dst!r}")
         if mode is None:
-            return f"edge {name!r}: copy {src}->{dst} needs a mode, one of {avail}"
-        if mode not in avail:
-            return f"edge {name!r}: copy {src}->{dst} supports {avail}, got {mode!r}"
-        return None
+            detail = f"edge {name!r}: copy {src}->{dst} needs a mode, one of {avail}"
+        elif mode not in avail:
+            detail = f"edge {name!r}: copy {src}->{dst} supports {avail}, got {mode!r}"
+        else:
+            return None
+        return Problem(kind=ErrorKind.INVALID, detail=detail)
 
     def validate(self, placement: Placement) -> None:
         """Raise :class:`PlacementError` if ``placement`` does not fit."""
         problem = self.check(placement)
         if problem:
             where = f"graph {self.graph.name}, profile {self.profile.name}"
-            raise PlacementError(f"{problem} ({where})")
+            raise PlacementError(f"{problem.detail} ({where})")
 
     # -- size ----------------------------------------------------------------------------
     @property

@@ -8,8 +8,8 @@ import warnings
 import pytest
 
 from autoplace import analysis
-from autoplace.deploy import BuildError, best_record
-from autoplace.measure.base import ErrorKind
+from autoplace.measure import ErrorKind
+from autoplace.measure.objective import THROUGHPUT
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, PipelinePlan, Stage, StageCosts, best_pipeline
 from autoplace.pipeline.log import (
@@ -24,7 +24,7 @@ from autoplace.pipeline.log import (
 )
 from autoplace.pipeline.search import PipelineSearch, Trial, measure
 from autoplace.profile_io import load_profile
-from autoplace.records import RecordError, read
+from autoplace.records import RecordError, best, read
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +63,11 @@ def test_every_trial_is_a_tuner_record_of_its_plan(mesh, logged):
         else:
             assert r.result.period_s is None
     df = analysis.load(path)  # read as any tuning log
-    plan, best = best_plan(path, costs, profile.hash)
-    assert df.loc[df["period_s"].idxmin(), "trial"] == best["trial"]
+    plan, top = best_plan(path, costs, profile.hash)
+    assert df.loc[df["period_s"].idxmin(), "trial"] == top["trial"]
     assert plan == search.best.plan
+    assert best(records, objective=THROUGHPUT).trial == top["trial"]
+    assert best(records, objective=THROUGHPUT, plans=False) is None  # a plan is no placement
 
 
 def test_a_plan_too_big_for_its_pes_is_an_out_of_memory_record(mesh, tmp_path):
@@ -80,8 +82,7 @@ def test_a_plan_too_big_for_its_pes_is_an_out_of_memory_record(mesh, tmp_path):
     (rec,) = read(tmp_path / "p.jsonl")
     assert rec.result.error is ErrorKind.OUT_OF_MEMORY
     assert "stage 0 needs" in rec.result.detail and "2,097,152" in rec.result.detail
-    with pytest.raises(BuildError, match="no valid record"):  # a plan is no placement
-        best_record([rec], costs.graph, profile, by="latency_s")
+    assert best([rec]) is None and best([rec], objective=THROUGHPUT) is None
 
 
 def test_a_log_of_before_the_records_reads_the_same(mesh, logged, tmp_path):
@@ -123,13 +124,14 @@ def test_a_tuning_record_is_not_a_pipeline_trial(mesh, logged, tmp_path):
     line = json.loads(logged[0].read_text().splitlines()[0])
     del line["pipeline"]
     path.write_text(logged[0].read_text() + json.dumps(line) + "\n")
-    with pytest.raises(TrialLogError, match=r"mixed.jsonl:41: not a pipeline trial"):
+    with pytest.raises(TrialLogError,
+                       match=r"mixed.jsonl:41: corrupt record: not a pipeline trial"):
         TrialLog(path, costs, profile_hash=profile.hash, seed=0)
     line["pipeline"] = {"stages": [[0, costs.n, 2, None]], "replicas": 1, "status": "ok",
                         "period_s": -1.0, "analytic_period_s": 1.0}
     path.write_text(json.dumps(line) + "\n")
-    with pytest.raises(TrialLogError, match=r"mixed.jsonl:1: 'pipeline period_s' must be a "
-                                            r"finite number >= 0, got -1.0"):
+    with pytest.raises(TrialLogError, match=r"mixed.jsonl:1: corrupt record: 'pipeline "
+                                            r"period_s' must be a finite number >= 0, got -1.0"):
         read_lines(path)
     for stages, wrong in (([["a", 3, 2, None]], "a pipeline stage's start must be an integer"),
                           ([[0, 3, 2, 5]], "a pipeline stage's splits must be a list or null"),

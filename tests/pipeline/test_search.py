@@ -127,7 +127,7 @@ def test_the_log_holds_every_trial_and_gives_back_the_best(squeezenet_32, tmp_pa
     size = path.stat().st_size
     with path.open("a") as f:
         f.write('{"kind": "pipeline-trial", "throughput": NaN}\n')
-    with pytest.raises(TrialLogError, match=r"p.jsonl:31: NaN is not strict JSON"):
+    with pytest.raises(TrialLogError, match=r"p.jsonl:31: corrupt record: NaN is not strict JSON"):
         TrialLog(path, squeezenet_32, profile_hash="h", seed=0)
     assert path.stat().st_size == size + len('{"kind": "pipeline-trial", "throughput": NaN}\n')
 

@@ -44,7 +44,7 @@ def valid(space, proposal: Proposal, n: int) -> None:
     assert proposal.mode.shape == (len(proposal), space.n_edges)
     assert len(proposal.labels) == len(proposal) and all(proposal.labels)
     for c, m in zip(proposal.choice, proposal.mode):
-        space.check(space.decode(c, m))  # a placement the space accepts
+        assert space.check(space.decode(c, m)) is None  # a placement the space accepts
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['sampler']}-{c['cost_model']}")
@@ -129,3 +129,48 @@ def test_optuna_trials_are_finished_by_the_store_not_left_running(space, tmp_pat
              TuneConfig(trials=12, sampler="tpe", cost_model="none", storage=storage))
     study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
     assert all(t.state.is_finished() for t in study.trials)
+
+
+class Sampled(SearchStrategy):
+    """A user's strategy: seeded random genomes, labelled ``mine``."""
+
+    def __init__(self, space, seed: int):
+        super().__init__()
+        self.space, self.rng = space, np.random.default_rng(seed)
+        self.proposed, self.observed = [], 0
+
+    def propose(self, n: int) -> Proposal:
+        choice, mode = self.space.random_genomes(n, self.rng)
+        self.proposed += [self.space.decode(c, m) for c, m in zip(choice, mode)]
+        return Proposal(choice=choice, mode=mode, labels=("mine",) * n)
+
+    def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
+        self.observed += len(proposal)
+
+
+def test_tune_measures_the_proposals_of_a_users_strategy(space, tmp_path):
+    from autoplace.records import TuningLog, read
+    from autoplace.search import tune
+
+    mine = Sampled(space, seed=7)
+    with TuningLog(tmp_path / "l.jsonl") as log:
+        result = tune(space, Simulator(space), log, TuneConfig(trials=12, batch_size=4,
+                                                               descent=0), strategy=mine)
+    records = read(tmp_path / "l.jsonl")
+    searched = [r for r in records if r.strategy not in result.baselines]
+    assert [r.strategy for r in searched] == ["mine"] * 12
+    assert [r.placement for r in searched] == mine.proposed[:12]
+    assert mine.observed == len(records)  # the baselines too
+    assert result.best.trial == min(records, key=lambda r: r.result.latency_s).trial
+
+
+def test_tune_takes_a_strategy_or_a_sampler_not_both(space, tmp_path):
+    from autoplace.records import TuningLog
+    from autoplace.search import tune
+
+    with TuningLog(tmp_path / "l.jsonl") as log, pytest.raises(
+            ValueError, match=r"not both: with strategy=Sampled, leave sampler='tpe', "
+                              r"cost_model='none' at the default"):
+        tune(space, Simulator(space), log, TuneConfig(sampler="tpe", cost_model="none"),
+             strategy=Sampled(space, seed=0))
+    assert (tmp_path / "l.jsonl").read_text() == ""

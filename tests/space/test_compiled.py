@@ -10,7 +10,7 @@ from factories import chain_graph, fork_graph, tiny_profile
 
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.profile import ProfileError
-from autoplace.space import Placement, PlacementError, SearchSpace
+from autoplace.space import ErrorKind, Placement, PlacementError, Problem, SearchSpace
 
 
 @pytest.fixture
@@ -64,6 +64,26 @@ def test_bad_hand_written_placements_name_the_problem(space, spec, message):
     with pytest.raises(PlacementError) as err:
         space.from_user(spec)
     assert message in str(err.value)
+
+
+def test_check_returns_the_kind_as_a_value_not_in_the_text(space):
+    good = space.from_user({"X": "cpu"})
+    unknown = Placement(ops={**good.ops, "X": ("gpu", "dram")}, copies=good.copies)
+    assert space.check(unknown) == Problem(
+        kind=ErrorKind.INVALID, detail="op 'X': unknown unit 'gpu' (profile has ['cpu', 'acc'])")
+    # a detail that reads like another kind does not make it that kind
+    stray = Placement(ops={**good.ops, "no copy path": ("cpu", "dram")}, copies=good.copies)
+    assert space.check(stray).kind is ErrorKind.INVALID
+    assert str(space.check(stray)) == "op 'no copy path' is not in the graph"
+    one_way = tiny_profile(modes=("sync",))
+    one_way = type(one_way)(**{**one_way.__dict__, "copies": one_way.copies[:1]})  # dram->sram
+    narrow = SearchSpace(chain_graph(), one_way)
+    back = narrow.decode([2, 2, 0], [0, 0])  # Y in sram, Z in dram: sram->dram has no path
+    assert narrow.check(back).kind is ErrorKind.NO_COPY_PATH
+    no_mode = Placement(ops={"X": ("cpu", "dram"), "Y": ("acc", "sram"), "Z": ("acc", "sram")},
+                        copies={})
+    assert narrow.check(no_mode) == Problem(
+        kind=ErrorKind.INVALID, detail="edge 'X->Y': copy dram->sram needs a mode, one of ['sync']")
 
 
 def test_unit_rejecting_a_kind_is_named():
