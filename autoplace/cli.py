@@ -261,9 +261,9 @@ def cmd_tune(args) -> int:
 
 def cmd_best(args) -> int:
     from autoplace.measure.objective import objective_named
-    from autoplace.records import JOB, best, read
+    from autoplace.records import JOB, best, read, without_side_files
 
-    records = [r for path in args.log for r in read(path)]
+    records = [r for path in without_side_files(args.log) for r in read(path)]
     jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
     for r in records:
         jobs.setdefault(tuple(getattr(r, k) for k in JOB), []).append(r)

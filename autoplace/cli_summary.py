@@ -3,8 +3,6 @@ cost model's ranking quality, and what to do next."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 def figures(res) -> str:
     """A result's latency and, where it has one, its stream's period and throughput."""
@@ -42,7 +40,9 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
         print(f"  baseline {name:<24} {text}")
     rhos = [s["spearman"] for s in result.stats[-10:] if s.get("spearman") is not None]
     if rhos:
-        side = Path(log_path).with_name(Path(log_path).stem + ".model.jsonl")
+        from autoplace.records import MODEL_STATS, side_file
+
+        side = side_file(log_path, MODEL_STATS)
         print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
               f"{len(rhos)} batches (per round in {side})")
 

@@ -30,6 +30,25 @@ from autoplace.space.problem import ErrorKind
 #: resumed job keeps its id). Logs of schema 1 (no run) are still read, their run "".
 SCHEMA_VERSION = 2
 
+#: files a tuning job writes beside its log ``LOG.jsonl``: the cost model's statistics per
+#: round, and the checkpoint journal of its strategy (neither holds records)
+MODEL_STATS, CHECKPOINT = ".model.jsonl", ".state.jsonl"
+
+
+def side_file(log: str | Path, suffix: str) -> Path:
+    """The side file ``suffix`` (:data:`MODEL_STATS`, :data:`CHECKPOINT`) of ``log``."""
+    log = Path(log)
+    return log.with_name(log.stem + suffix)
+
+
+def without_side_files(paths: Iterable[str]) -> list[str]:
+    """``paths`` less the side files of a log among them (``best runs/*.jsonl`` reads the
+    logs only); a side file named without its log is kept, and read as a log is."""
+    given = {Path(p) for p in paths}
+    return [p for p in paths if not any(
+        str(p).endswith(s) and Path(str(p)[:-len(s)] + ".jsonl") in given
+        for s in (MODEL_STATS, CHECKPOINT))]
+
 
 class RecordError(ValueError):
     """A log file cannot be read; the message names the file and line."""

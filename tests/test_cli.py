@@ -57,6 +57,26 @@ def test_tune_best_graph_profiles(tmp_path):
     assert names == ["biglittle", "host", "mesh", "soc"]
 
 
+def test_best_of_a_glob_reads_the_logs_not_their_side_files(tmp_path):
+    """``best runs/*.jsonl`` (the README's multi-worker example) also matches each log's
+    cost-model statistics and checkpoint; it reads the logs only. A side file named alone
+    is read as a log, and refused as one."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for worker in (1, 2):
+        p = cli("tune", "seed_te", "--hw", "soc", "--trials", 40, "--seed", worker,
+                "--log", runs / f"w{worker}.jsonl", "--no-progress")
+        assert p.returncode == 0, p.stderr
+    paths = sorted(runs.glob("*.jsonl"))
+    assert {x.name for x in paths} >= {"w1.model.jsonl", "w1.state.jsonl", "w2.state.jsonl"}
+    b = cli("best", *paths)
+    assert b.returncode == 0, b.stderr
+    both = [r for w in (1, 2) for r in read(runs / f"w{w}.jsonl")]
+    best_ms = min(r.result.latency_s for r in both if r.result.ok) * 1e3
+    assert f"latency {best_ms:.4f} ms" in b.stdout.splitlines()[0]
+    assert_one_line_error(cli("best", runs / "w1.model.jsonl"), "w1.model.jsonl:1")
+
+
 def test_tune_for_throughput_ranks_by_the_stream_period(tmp_path):
     log = tmp_path / "stream.jsonl"
     p = cli("tune", "squeezenet", "--hw", "soc", "--trials", 24, "--log", log,

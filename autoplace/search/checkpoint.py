@@ -30,6 +30,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from autoplace.records import CHECKPOINT, side_file
+
 VERSION = 2  # 2: a journal of lines, appended lists as their new items (1: one JSON object)
 #: bytes appended before a writer may start the file afresh (see :class:`CheckpointWriter`)
 REWRITE_FLOOR = 1 << 20
@@ -39,7 +41,7 @@ _TAIL = frozenset(("append_at", "items"))  # the keys of an appended list's new 
 
 def checkpoint_path(log: Path) -> Path:
     """The checkpoint of the job logged in ``log``."""
-    return log.with_name(log.stem + ".state.jsonl")
+    return side_file(log, CHECKPOINT)
 
 
 class Appended(list):

@@ -17,7 +17,7 @@ import optuna
 
 from autoplace.baselines import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
-from autoplace.records import Record, TuningLog, best
+from autoplace.records import MODEL_STATS, Record, TuningLog, best, side_file
 from autoplace.search.checkpoint import (
     Checkpoint,
     CheckpointWriter,
@@ -394,7 +394,7 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
         config = replace(config, seed=worker_seed(config.seed, worker))
     strategy = given if given is not None else make_strategy(
         space, study, config, warm=warm,
-        stats_path=log.path.with_name(log.path.stem + ".model.jsonl"))
+        stats_path=side_file(log.path, MODEL_STATS))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
                   objective=config.goal,
                   study_params=strategy.study_params, study_numbers=worker is not None,
