@@ -197,7 +197,9 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                         secs = _hop_seconds(hop_lat[r, h], nbytes[k] / hop_bw[r, h], scale,
                                             transfer[k], r_len[r])
                         start = max(arrive, free_t[res] if stamp[res] == b else 0.0)
-                        start = _after_slots(start, res, slot_ptr, slot_idx, slots, b, secs)
+                        if n_slots:
+                            start = _after_slots(start, res, slot_ptr, slot_idx, slots, b,
+                                                 secs)
                         arrive = start + secs
                         free_t[res], stamp[res] = arrive, b
                         busy[rb, res] += secs  # the host unit for a sync copy
@@ -214,7 +216,8 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                 ready = max(ready, arrive)
             u = c_unit[i, j]
             start = max(ready, free_t[u] if stamp[u] == b and not parallel[u] else 0.0)
-            start = _after_slots(start, u, slot_ptr, slot_idx, slots, b, c_dur[i, j])
+            if n_slots:
+                start = _after_slots(start, u, slot_ptr, slot_idx, slots, b, c_dur[i, j])
             end = start + c_dur[i, j]
             free_t[u], stamp[u] = end, b
             busy[rb, u] += c_dur[i, j]
