@@ -12,7 +12,7 @@ autoplace`` stays cheap and the tuning path never loads TVM)::
 
 from __future__ import annotations
 
-import importlib
+from autoplace.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -40,12 +40,7 @@ _API = {
 __all__ = sorted(_API)
 
 
-def __getattr__(name: str):
-    if name not in _API:
-        raise AttributeError(f"module 'autoplace' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_API[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _API, globals())
 
 
 def __dir__() -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.profile import CopyPath, Profile, Scope, Unit
@@ -108,3 +110,20 @@ def board_toml(extra: str = "", target: str = f'kind = "llvm", mtriple = "{TRIPL
         text += (f"[units.{name}]\ntarget = {{ {target}{mcpu if 'mtriple' in target else ''} }}\n"
                  f"accepts = {accepts}\ngflops = {{ default = {gflops} }}\n{extra}")
     return text + '[scopes.dram]\ncapacity_mib = 64\nbandwidth_gbps = 4.0\naccess = ["*"]\n'
+
+
+def cli(*args, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``autoplace ARGS`` in a new process."""
+    return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(proc: subprocess.CompletedProcess, *words: str,
+                   start: str = "autoplace: error:") -> None:
+    """``proc`` ended with exit code 2 and one line on stderr, beginning ``start`` and
+    holding each of ``words``."""
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(start), proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]

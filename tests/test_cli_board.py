@@ -7,29 +7,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from factories import CROSS, NM, TRIPLE, board_toml, need_cross
+from factories import CROSS, NM, TRIPLE, board_toml, cli, need_cross, one_line_error
 
 from autoplace.deploy.elf import AARCH64, elf_machine, host_machine
 from autoplace.profile_io import load_profile
 
 HWPROFILES = Path(__file__).resolve().parent.parent / "hwprofiles"
 
-
-def cli(*args, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("autoplace: error:"), proc.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

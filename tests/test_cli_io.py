@@ -7,28 +7,19 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 
+import factories
 import numpy as np
 import pytest
-from factories import board_toml
+from factories import board_toml, cli
 
 from autoplace.cli_args import input_shapes
 
 SHAPES = "data:[2,3,8,8]"
 
 
-def cli(*args, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("autoplace"), proc.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
+    factories.one_line_error(proc, *words, start="autoplace")
 
 
 def weights() -> dict[str, np.ndarray]:

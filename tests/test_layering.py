@@ -20,7 +20,7 @@ PKG = Path(__file__).resolve().parent.parent / "autoplace"
 # and may use the cost model); measure and cost_model: see
 # test_measure_and_the_cost_model_import_neither_the_other
 RANK = {
-    "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
+    "lazy": 0, "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
     "profile_write": 3.5,
     "frontend": 1, "models": 2, "space": 4, "deploy": 5, "heft": 5,
     # applying a log's best record picks it as every reader does (records.best)

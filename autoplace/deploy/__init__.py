@@ -8,22 +8,18 @@ first used; :mod:`autoplace.deploy.artefact` (reading manifests safely) does not
 
 from __future__ import annotations
 
-import importlib
+from autoplace.lazy import lazy_names
 
 #: public name -> the module that defines it; loaded on first use, so that importing a
 #: light part (``autoplace.deploy.artefact``) does not load TVM
 _HOMES = {
-    "BuildError": "targets", "Built": "vm_build", "Loaded": "run", "TimeSettings": "run",
-    "apply": "place", "apply_best": "vm_build",
-    "build": "vm_build", "build_te": "vm_build", "check_placement": "place",
-    "compile_placed": "compiler", "compile_unplaced": "compiler", "metadata": "compiler",
-    "random_inputs": "run",
+    "BuildError": ".targets", "Built": ".vm_build", "Loaded": ".run", "TimeSettings": ".run",
+    "apply": ".place", "apply_best": ".vm_build",
+    "build": ".vm_build", "build_te": ".vm_build", "check_placement": ".place",
+    "compile_placed": ".compiler", "compile_unplaced": ".compiler", "metadata": ".compiler",
+    "random_inputs": ".run",
 }
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'autoplace.deploy' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"autoplace.deploy.{_HOMES[name]}"), name)
+__getattr__ = lazy_names(__name__, _HOMES, globals())

@@ -16,7 +16,7 @@ Each name loads its module on first use: subclassing :class:`SearchStrategy`
 
 from __future__ import annotations
 
-import importlib
+from autoplace.lazy import lazy_names
 
 #: public name -> the module that defines it
 _HOMES = {
@@ -31,10 +31,4 @@ _HOMES = {
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'autoplace.search' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES, globals())

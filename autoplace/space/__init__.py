@@ -12,21 +12,15 @@ compiled space's numba kernels.
 
 from __future__ import annotations
 
-import importlib
+from autoplace.lazy import lazy_names
 
 #: public name -> the module that defines it
 _HOMES = {
-    "ASYNC": "compiled", "SYNC": "compiled", "SearchSpace": "compiled",
-    "check_graph": "compiled", "Placement": "placement", "PlacementError": "placement",
-    "ErrorKind": "problem", "Problem": "problem", "Route": "routes",
+    "ASYNC": ".compiled", "SYNC": ".compiled", "SearchSpace": ".compiled",
+    "check_graph": ".compiled", "Placement": ".placement", "PlacementError": ".placement",
+    "ErrorKind": ".problem", "Problem": ".problem", "Route": ".routes",
 }
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'autoplace.space' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"autoplace.space.{_HOMES[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES, globals())

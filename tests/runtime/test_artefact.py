@@ -10,27 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
+from factories import cli, one_line_error
 
 from autoplace.models import load_graph
 from autoplace.profile_io import load_profile
 from autoplace.records import best, read
-
-
-def cli(*args, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("autoplace: error:"), proc.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")
