@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from autoplace.deploy import build
+from autoplace.deploy.kernel_db import KernelDatabase, scheduled
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
-from autoplace.deploy.schedule import cores, parallel_outer
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
@@ -112,13 +112,15 @@ def _random_args(pf, device, rng) -> list:
 
 
 def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
-                 settings: TimeSettings, seed: int = 0) -> dict[str, float]:
-    """Seconds per call of each distinct kernel of ``graph``, compiled alone for ``target``."""
+                 settings: TimeSettings, seed: int = 0,
+                 kernels: KernelDatabase | None = None) -> dict[str, float]:
+    """Seconds per call of each distinct kernel of ``graph``, compiled alone for ``target``
+    and scheduled as a build schedules it (by ``kernels`` where it has a record)."""
     import tvm
 
     funcs = sorted({op.func or op.name for op in graph.ops})
-    scheduled = parallel_outer if cores(target) > 1 else (lambda pf: pf)  # as in a build
-    kmod = tvm.IRModule({f: scheduled(mod[f]).with_attr("global_symbol", f) for f in funcs})
+    kmod = tvm.IRModule({f: scheduled(mod[f], target, kernels).with_attr("global_symbol", f)
+                         for f in funcs})
     lib = session.load(tvm.compile(kmod, target=target), workdir, f"kernels-{graph.name}")
     dev = session.device(int(target.get_target_device_type()), 0)
     rng = np.random.default_rng(seed)
@@ -142,41 +144,45 @@ def time_model(mod, graph: OpGraph, profile: Profile, unit: str, session: Sessio
 
 def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Session,
             settings: TimeSettings = DEFAULT_TIMING, progress: Callable = print,
-            cache_dir: Path | None = None) -> Measurements:
-    """Kernel and whole-model times of ``models`` on ``unit`` (imports TVM)."""
+            cache_dir: Path | None = None, kernels: KernelDatabase | None = None
+            ) -> Measurements:
+    """Kernel and whole-model times of ``models`` on ``unit`` (imports TVM), the kernels
+    scheduled by ``kernels`` where it has a record (see :func:`time_kernels`)."""
     from autoplace.models import load_module
 
-    kernels, whole, ops = [], {}, {}
+    timed, whole, ops = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="autoplace-cal-") as tmp:
         for name in models:
             mod, graph = load_module(name)
             if session.remote is None:
                 times, whole[name] = run_here(mod, graph, profile, unit, settings,
-                                              cache_dir or Path(tmp))
+                                              cache_dir or Path(tmp), kernels=kernels)
             else:
                 target = unit_target(profile.unit(unit), profile)
-                funcs = time_kernels(mod, graph, target, session, Path(tmp), settings)
+                funcs = time_kernels(mod, graph, target, session, Path(tmp), settings,
+                                     kernels=kernels)
                 times = [funcs[op.func or op.name] for op in graph.ops]
                 whole[name] = time_model(mod, graph, profile, unit, session, Path(tmp),
                                          settings)
-            kernels += [KernelTime(model=name, op=op.name, func=op.func or op.name,
-                                   kind=op.kind, flops=op.flops,
-                                   nbytes=op.bytes_read + op.output_bytes, seconds=t)
-                        for op, t in zip(graph.ops, times)]
+            timed += [KernelTime(model=name, op=op.name, func=op.func or op.name,
+                                 kind=op.kind, flops=op.flops,
+                                 nbytes=op.bytes_read + op.output_bytes, seconds=t)
+                      for op, t in zip(graph.ops, times)]
             ops[name] = len(graph.ops)
             progress(f"  {name}: {len(graph.ops)} kernels, whole model "
                      f"{whole[name] * 1e3:.2f} ms")
-    return Measurements(unit=unit, kernels=tuple(kernels), models=whole, ops=ops)
+    return Measurements(unit=unit, kernels=tuple(timed), models=whole, ops=ops)
 
 
 def run_here(mod, graph: OpGraph, profile: Profile, unit: str, settings: TimeSettings,
-             cache_dir: Path, seed: int = 0) -> tuple[list[float], float]:
+             cache_dir: Path, seed: int = 0, kernels: KernelDatabase | None = None
+             ) -> tuple[list[float], float]:
     """Each op's kernel seconds and the whole model's, with every op on ``unit``, run by
     the runtime here: the fastest of ``settings.repeat`` runs (and at least 5) each."""
     from autoplace.runtime import Runtime
 
     placement = _uniform(SearchSpace(graph, profile), unit, graph)
-    with Runtime(mod, graph, profile, cache_dir=cache_dir) as rt:
+    with Runtime(mod, graph, profile, cache_dir=cache_dir, kernels=kernels) as rt:
         a = rt.assemble(placement)
         rt.feed(a, random_inputs({"inputs": [s.to_dict() for s in rt.program.inputs]}, seed))
         for _ in range(settings.warmup):
@@ -364,7 +370,8 @@ def calibrate_cli(args, out) -> int:
     print(f"calibrating unit {unit} of {profile.name} on {where} with {', '.join(models)}",
           file=out)
     m = measure(models, profile, unit, session=_session(args), settings=settings,
-                progress=lambda s: print(s, file=out, flush=True), cache_dir=args.cache_dir)
+                progress=lambda s: print(s, file=out, flush=True), cache_dir=args.cache_dir,
+                kernels=KernelDatabase(args.kernel_db) if args.kernel_db else None)
     f = fit(m, profile)
     after = calibrated(profile, f)
     path = Path(args.output or f"{profile.name}-calibrated.toml")

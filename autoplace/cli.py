@@ -20,6 +20,7 @@ from autoplace.cli_args import (
     cache_arg,
     cross_compiler_arg,
     input_shapes_arg,
+    kernel_db_arg,
     positive_int,
     positive_seconds,
     seed_arg,
@@ -41,10 +42,10 @@ def _extensions() -> list:
     """Modules adding subcommands: ``register(subparsers)`` adds parsers with
     ``set_defaults(run=handler)``; a handler takes the parsed args and returns the exit code.
     They import TVM only inside their handlers."""
-    from autoplace import cli_analysis, cli_import, cli_pipeline, cli_real
+    from autoplace import cli_analysis, cli_import, cli_kernels, cli_pipeline, cli_real
 
-    return [cli_real.register, cli_analysis.register, cli_import.register,
-            cli_pipeline.register]
+    return [cli_real.register, cli_kernels.register, cli_analysis.register,
+            cli_import.register, cli_pipeline.register]
 
 
 class CliError(Exception):
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-candidate measurement timeout in seconds (local, rpc, rpc-sim)")
     cache_arg(t)
     cross_compiler_arg(t)
+    kernel_db_arg(t)
     t.add_argument("--rpc-mode", choices=("runtime", "vm"), default="runtime",
                    help="--measurer rpc: the board runs each placement with the runtime "
                         "(autoplace serve on the board; the kernels uploaded once per job), "

@@ -97,3 +97,13 @@ def cross_compiler_arg(p: argparse.ArgumentParser) -> None:
                    help="C++ compiler that links the libraries of units whose target's "
                         "mtriple is another architecture than this host's and that set no "
                         "cross_compiler in the profile (e.g. aarch64-linux-gnu-g++)")
+
+
+def kernel_db_arg(p: argparse.ArgumentParser) -> None:
+    """``--kernel-db``: a MetaSchedule database of tuned kernels (``autoplace tune-kernels``)."""
+    from pathlib import Path
+
+    p.add_argument("--kernel-db", type=Path, default=None, metavar="DIR",
+                   help="tuned kernels (MetaSchedule's JSON records, from `autoplace "
+                        "tune-kernels`): a kernel with a record for its unit's target is "
+                        "built as the record schedules it, others get the default schedule")

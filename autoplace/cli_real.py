@@ -14,6 +14,7 @@ from autoplace.cli_args import (
     cache_arg,
     cross_compiler_arg,
     input_shapes_arg,
+    kernel_db_arg,
     positive_int,
     positive_seconds,
     seed_arg,
@@ -33,6 +34,13 @@ def _cache(args) -> Path:
     from autoplace.runtime import DEFAULT_CACHE
 
     return args.cache_dir or DEFAULT_CACHE
+
+
+def kernels(args):
+    """The kernel database ``--kernel-db`` names (None: default schedules)."""
+    from autoplace.deploy.kernel_db import KernelDatabase
+
+    return KernelDatabase(args.kernel_db) if args.kernel_db else None
 
 
 def register(sub) -> None:
@@ -56,6 +64,7 @@ def register(sub) -> None:
     plan_args(c)
     cache_arg(c)
     cross_compiler_arg(c)
+    kernel_db_arg(c)
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a built library (or MODEL --log --hw) and time it; "
                                    "or stream inferences through a compiled pipeline")
@@ -76,6 +85,7 @@ def register(sub) -> None:
 
     run_args(r)
     cache_arg(r)
+    kernel_db_arg(r)
     r.set_defaults(run=cmd_run)
     s = sub.add_parser("serve", help="a TVM RPC server that also simulates a profile")
     s.add_argument("--hw", required=True, help="the profile the server simulates")
@@ -103,6 +113,7 @@ def register(sub) -> None:
                    help="profile to write (default HW-calibrated.toml)")
     _timing_args(k)
     cache_arg(k)
+    kernel_db_arg(k)
     k.set_defaults(run=cmd_calibrate)
 
 
@@ -129,7 +140,8 @@ def real_measurer(args, graph, profile, space):
         from autoplace.measure.local import LocalMeasurer
 
         return LocalMeasurer(mod, graph, profile, space=space, settings=settings,
-                             timeout=args.timeout, cache_dir=_cache(args))
+                             timeout=args.timeout, cache_dir=_cache(args),
+                             kernels=kernels(args))
     if args.measurer == "rpc":
         from autoplace.measure.rpc import RPCMeasurer
 
@@ -137,7 +149,8 @@ def real_measurer(args, graph, profile, space):
         return RPCMeasurer(mod, graph, profile, space=space, tracker=args.rpc_tracker,
                            key=args.rpc_key, settings=settings, timeout=args.timeout,
                            mode="run" if args.rpc_mode == "vm" else "runtime",
-                           cache_dir=_cache(args), cross_compiler=args.cross_compiler)
+                           cache_dir=_cache(args), cross_compiler=args.cross_compiler,
+                           kernels=kernels(args))
     raise ValueError(f"--measurer {args.measurer!r}: unknown")
 
 
@@ -187,7 +200,7 @@ def cmd_compile(args) -> int:
     mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective,
                                             args.input_shapes)
     with Runtime(mod, graph, profile, cache_dir=_cache(args),
-                 cross_compiler=args.cross_compiler) as rt:
+                 cross_compiler=args.cross_compiler, kernels=kernels(args)) as rt:
         rt.check(rec.placement)  # refused here, not on the board, if it cannot run
         path = write_artefact(args.output, rt, rec.placement, model=args.model,
                               input_shapes=args.input_shapes,
@@ -310,7 +323,8 @@ def _placed(args):
                                             shapes=args.input_shapes)
     entry = {"model": args.target, "fingerprint": graph.fingerprint,
              "input_shapes": args.input_shapes}
-    return Runtime(mod, graph, profile, cache_dir=_cache(args)), rec.placement, entry
+    return (Runtime(mod, graph, profile, cache_dir=_cache(args), kernels=kernels(args)),
+            rec.placement, entry)
 
 
 def cmd_serve(args) -> int:

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
+
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.profile import CopyPath, Profile, Scope, Unit
 
@@ -127,3 +129,41 @@ def one_line_error(proc: subprocess.CompletedProcess, *words: str,
     assert len(lines) == 1 and lines[0].startswith(start), proc.stderr
     for w in words:
         assert w in lines[0], lines[0]
+
+
+def conv_weights() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"W": rng.normal(size=(4, 3, 3, 3)).astype(np.float32),
+            "G": rng.normal(size=(4, 10)).astype(np.float32),
+            "c": rng.normal(size=10).astype(np.float32)}
+
+
+def conv_onnx(path) -> None:
+    """conv 3x3 (pad 1) -> relu -> global average pool -> flatten -> gemm -> softmax on
+    ``data`` of shape [N, 3, 8, 8], N symbolic."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Conv", ["data", "W"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["y"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "G", "c"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["prob"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "sym", [helper.make_tensor_value_info("data", TensorProto.FLOAT,
+                                                     ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["N", 10])],
+        [numpy_helper.from_array(v, k) for k, v in conv_weights().items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def conv_reference(x: np.ndarray) -> np.ndarray:
+    """:func:`conv_onnx` in numpy."""
+    w = conv_weights()
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    patches = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    y = np.maximum(np.einsum("ncijyx,ocyx->noij", patches, w["W"]), 0)
+    z = y.mean(axis=(2, 3)) @ w["G"] + w["c"]
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)

@@ -11,7 +11,7 @@ import subprocess
 import factories
 import numpy as np
 import pytest
-from factories import board_toml, cli
+from factories import board_toml, cli, conv_onnx, conv_reference
 
 from autoplace.cli_args import input_shapes
 
@@ -22,50 +22,12 @@ def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
     factories.one_line_error(proc, *words, start="autoplace")
 
 
-def weights() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {"W": rng.normal(size=(4, 3, 3, 3)).astype(np.float32),
-            "G": rng.normal(size=(4, 10)).astype(np.float32),
-            "c": rng.normal(size=10).astype(np.float32)}
-
-
-def symbolic_onnx(path) -> None:
-    """conv 3x3 (pad 1) -> relu -> global average pool -> flatten -> gemm -> softmax on
-    ``data`` of shape [N, 3, 8, 8], N symbolic."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes = [helper.make_node("Conv", ["data", "W"], ["y"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["y"], ["r"]),
-             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
-             helper.make_node("Flatten", ["p"], ["f"]),
-             helper.make_node("Gemm", ["f", "G", "c"], ["z"]),
-             helper.make_node("Softmax", ["z"], ["prob"], axis=1)]
-    graph = helper.make_graph(
-        nodes, "sym", [helper.make_tensor_value_info("data", TensorProto.FLOAT,
-                                                     ["N", 3, 8, 8])],
-        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["N", 10])],
-        [numpy_helper.from_array(v, k) for k, v in weights().items()])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
-def reference(x: np.ndarray) -> np.ndarray:
-    """The model in numpy."""
-    w = weights()
-    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    patches = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
-    y = np.maximum(np.einsum("ncijyx,ocyx->noij", patches, w["W"]), 0)
-    z = y.mean(axis=(2, 3)) @ w["G"] + w["c"]
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The symbolic model tuned on soc with --input-shapes (simulated) and compiled."""
     tmp = tmp_path_factory.mktemp("io")
     model, log, out = tmp / "sym.onnx", tmp / "tune.jsonl", tmp / "build"
-    symbolic_onnx(model)
+    conv_onnx(model)
     tuned = cli("tune", model, "--input-shapes", SHAPES, "--hw", "soc", "--trials", 2,
                 "--log", log, "--no-progress")
     assert tuned.returncode == 0, tuned.stderr
@@ -115,7 +77,7 @@ def test_run_reads_inputs_writes_outputs_prints_the_top_and_checks(built, tmp_pa
     assert ran.returncode == 0, ran.stderr
     got = np.load(tmp_path / "out.npz")
     assert got.files == ["output_0"] and got["output_0"].shape == (2, 10)
-    want = reference(x)
+    want = conv_reference(x)
     np.testing.assert_allclose(got["output_0"], want, rtol=1e-4, atol=1e-6)
     for row in range(2):
         best = np.argsort(-want[row])[:3]

@@ -32,7 +32,7 @@ RANK = {
     "record_schema": 6.9, "records": 7, "exact": 7, "pipeline": 7.5, "calibrate": 8,
     "analysis": 8, "search": 8,
     "plots": 9, "report": 10, "report_pipeline": 10.2, "cli_args": 10.5, "cli_real": 11,
-    "cli_analysis": 11,
+    "cli_analysis": 11, "cli_kernels": 11,
     "cli_import": 11, "cli_pipeline": 10.8, "cli_stages": 10.9, "cli_summary": 11, "cli": 12,
     "__main__": 13,
 }

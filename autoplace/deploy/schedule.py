@@ -32,6 +32,12 @@ def cores(target: tvm.target.Target) -> int:
     return int(value) if value is not None else 1
 
 
+def default_schedule(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
+    """``func`` as a build schedules it when no tuned schedule is known: its outer loops
+    parallel on a target with several cores (:func:`parallel_outer`), else as it is."""
+    return parallel_outer(func) if cores(target) > 1 else func
+
+
 def parallel_outer(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with the leading spatial loops of each root loop nest fused and parallel."""
     sch = s_tir.Schedule(func, error_render_level="none")

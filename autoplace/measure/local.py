@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tvm.support.popen_pool import PopenWorker
 
+from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.pool import Artifact, BuildPool
 from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
 from autoplace.deploy.targets import BuildError, unit_target
@@ -37,10 +38,13 @@ from autoplace.space.problem import ErrorKind
 _RUNNER: dict = {}
 
 
-def _start_runner(directory: str, graph: dict, profile: Profile, cache_dir: str) -> None:
+def _start_runner(directory: str, graph: dict, profile: Profile, cache_dir: str,
+                  files: dict[str, str]) -> None:
+    """The runner's runtime, on the libraries the measurer built (unit -> path)."""
     warnings.simplefilter("ignore")  # the parent process has said it once already
     graph = OpGraph.from_dict(graph)
-    _RUNNER["runtime"] = Runtime(load_program(directory), graph, profile, cache_dir=cache_dir)
+    _RUNNER["runtime"] = Runtime(load_program(directory), graph, profile, cache_dir=cache_dir,
+                                 files={u: Path(p) for u, p in files.items()})
 
 
 def time_placement(placement_json: str, settings: dict, seed: int) -> dict:
@@ -167,7 +171,8 @@ class LocalMeasurer(Measurer):
     ``settings`` (warm-up, repeats, runs per repeat): the latency is the median of the
     repeats. ``timeout`` bounds one candidate's runs (seconds). ``check_capacity`` fails
     placements that overflow a scope of the profile without running them (OUT_OF_MEMORY),
-    as the simulator does. ``cache_dir`` holds the compiled kernel libraries.
+    as the simulator does. ``cache_dir`` holds the compiled kernel libraries; ``kernels``
+    holds tuned schedules for them (:class:`~autoplace.deploy.kernel_db.KernelDatabase`).
     ``compiled`` counts the libraries compiled for this measurer (at most one per unit
     target, whatever the number of candidates).
     """
@@ -177,7 +182,7 @@ class LocalMeasurer(Measurer):
     def __init__(self, mod, graph: OpGraph, profile: Profile, *,
                  space: SearchSpace | None = None, settings: TimeSettings = DEFAULT_TIMING,
                  timeout: float = 60.0, check_capacity: bool = True, seed: int = 0,
-                 cache_dir: str | Path = DEFAULT_CACHE):
+                 cache_dir: str | Path = DEFAULT_CACHE, kernels: KernelDatabase | None = None):
         if timeout <= 0:
             raise ValueError(f"timeout > 0 must hold, got timeout={timeout}")
         self.graph, self.profile = graph, profile
@@ -186,7 +191,8 @@ class LocalMeasurer(Measurer):
         self.settings, self.timeout, self.seed = settings, timeout, seed
         program = read_program(mod)
         check_program(program, graph)
-        self.libraries = KernelLibraries(program, graph, profile, Path(cache_dir))
+        self.libraries = KernelLibraries(program, graph, profile, Path(cache_dir),
+                                         kernels=kernels)
         for unit in profile.units:  # every library compiled (or found) before any run
             try:
                 self.libraries.build(unit.name)
@@ -195,8 +201,13 @@ class LocalMeasurer(Measurer):
         self._tmp = tempfile.mkdtemp(prefix="autoplace-")
         save_program(program, self._tmp)
         self._runner = PopenWorker(initializer=_start_runner, initargs=(
-            self._tmp, graph.to_dict(), profile, str(cache_dir)))
+            self._tmp, graph.to_dict(), profile, str(cache_dir), self._files()))
         self.runner_compiled = 0
+
+    def _files(self) -> dict[str, str]:
+        """Unit -> its library, for the runner (which then compiles nothing)."""
+        return {u.name: str(self.libraries.path(u.name)) for u in self.profile.units
+                if u.name not in self.libraries.broken}
 
     @property
     def compiled(self) -> int:

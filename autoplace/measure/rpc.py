@@ -115,9 +115,11 @@ class RPCMeasurer(BuildingMeasurer):
     ``tracker`` is ``HOST:PORT``. ``mode="runtime"`` and ``"run"`` need ``mod`` (the
     fused module of ``graph``); ``mode="simulate"`` does not. ``cache_dir`` holds the
     runtime's kernel libraries (``cross_compiler`` links those of units of another
-    architecture than this host's: a board's). ``timeout`` bounds one candidate on a server
-    (upload, load and timing, or one simulation); ``server_wait`` is how long to wait for a
-    session before asking the tracker whether any server is left.
+    architecture than this host's: a board's; ``kernels``, a
+    :class:`~autoplace.deploy.kernel_db.KernelDatabase`, schedules them). ``timeout``
+    bounds one candidate on a server (upload, load and timing, or one simulation);
+    ``server_wait`` is how long to wait for a session before asking the tracker whether any
+    server is left.
     """
 
     def __init__(self, mod, graph: OpGraph, profile: Profile, *, tracker: str, key: str,
@@ -126,7 +128,7 @@ class RPCMeasurer(BuildingMeasurer):
                  build_timeout: float | None = None, build_workers: int = 2,
                  check_capacity: bool = True, seed: int = 0, server_wait: float = 5.0,
                  workdir=None, memory_scopes: str = "global", cache_dir=None,
-                 cross_compiler: str | None = None):
+                 cross_compiler: str | None = None, kernels=None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got mode={mode!r}")
         if mode != "simulate" and mod is None:
@@ -145,10 +147,10 @@ class RPCMeasurer(BuildingMeasurer):
                          build_workers=build_workers, build_timeout=build_timeout,
                          check_capacity=check_capacity and mode != "simulate",
                          workdir=workdir, memory_scopes=memory_scopes)
-        self.sessions = self._job(mod, cache_dir, cross_compiler) if mode == "runtime" \
-            else None
+        self.sessions = self._job(mod, cache_dir, cross_compiler, kernels) \
+            if mode == "runtime" else None
 
-    def _job(self, mod, cache_dir, cross_compiler: str | None) -> Sessions:
+    def _job(self, mod, cache_dir, cross_compiler: str | None, kernels) -> Sessions:
         """The runtime job's files (every unit's library compiled or found here first)."""
         from autoplace.runtime import DEFAULT_CACHE, check_program
         from autoplace.runtime.program import read_program
@@ -157,7 +159,7 @@ class RPCMeasurer(BuildingMeasurer):
         check_program(program, self.graph)
         libraries = KernelLibraries(program, self.graph, self.profile,
                                     Path(cache_dir or DEFAULT_CACHE),
-                                    cross_compiler=cross_compiler)
+                                    cross_compiler=cross_compiler, kernels=kernels)
         for unit in self.profile.units:
             try:
                 libraries.build(unit.name)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import tvm
 
+from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.run import TimeSettings
 from autoplace.deploy.schedule import declared_cores
 from autoplace.deploy.targets import BuildError
@@ -60,20 +61,21 @@ class Runtime:
     ``mod`` is the fused module the op graph was made from (``models.load_module``), or
     its :class:`Program`; ``cache_dir`` holds the compiled kernel libraries (``files``:
     unit -> library, an artefact's, instead; ``cross_compiler`` links those of units of
-    another architecture). ``copy(src, dst)`` is how a DMA engine moves bytes (TVM's copy
-    here).
+    another architecture; ``kernels``, a kernel database, schedules them).
+    ``copy(src, dst)`` is how a DMA engine moves bytes (TVM's copy here).
     """
 
     def __init__(self, mod: tvm.IRModule | Program, graph: OpGraph, profile: Profile, *,
                  cache_dir: str | Path, space: SearchSpace | None = None,
                  copy=copy_tensor, files: dict[str, Path] | None = None,
-                 cross_compiler: str | None = None):
+                 cross_compiler: str | None = None, kernels: KernelDatabase | None = None):
         self.program = mod if isinstance(mod, Program) else read_program(mod)
         check_program(self.program, graph)
         self.graph, self.profile = graph, profile
         self.space = space or SearchSpace(graph, profile)
         self.libraries = KernelLibraries(self.program, graph, profile, Path(cache_dir),
-                                         files=files, cross_compiler=cross_compiler)
+                                         files=files, cross_compiler=cross_compiler,
+                                         kernels=kernels)
         threads = {u.name: declared_cores(u.target) for u in profile.units}
         self.executor = Executor(profile, threads)
         self.copy = copy

@@ -5,7 +5,10 @@ every kernel a unit may run (the kinds it accepts) for that unit's target once, 
 library, and assembles candidates from those libraries without compiling anything. Units
 that share a target share its library. Libraries are cached on disk under ``cache_dir`` by
 the graph's fingerprint, the target and the PrimFuncs' structural hashes: a second job on
-the same model and profile compiles nothing.
+the same model and profile compiles nothing. Each kernel is scheduled by the best record
+of a MetaSchedule database (``kernels``, from ``autoplace tune-kernels``) when it has one,
+else by the default schedule (:func:`autoplace.deploy.kernel_db.scheduled`); which record
+was used is part of the cache key, so a kernel tuned since is compiled again.
 
 A unit whose target kind has no code generator here is built for the host target
 (:func:`autoplace.deploy.targets.unit_target` says so once); a unit whose kernels need a
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import tvm
 
-from autoplace.deploy.schedule import cores, parallel_outer
+from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
@@ -32,7 +35,7 @@ from autoplace.profile import Profile
 from autoplace.runtime.program import Program
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used
-LIBRARY_VERSION = 1
+LIBRARY_VERSION = 2
 
 
 def _digest(*parts: str) -> str:
@@ -53,11 +56,13 @@ class KernelLibraries:
 
     ``compiled`` lists the libraries this object compiled (paths); it stays empty when every
     library came from the cache. ``cross_compiler`` links the libraries of units of another
-    architecture that name no ``cross_compiler`` of their own.
+    architecture that name no ``cross_compiler`` of their own; ``kernels`` holds tuned
+    schedules.
     """
 
     def __init__(self, program: Program, graph: OpGraph, profile: Profile, cache_dir: Path,
-                 *, files: dict[str, Path] | None = None, cross_compiler: str | None = None):
+                 *, files: dict[str, Path] | None = None, cross_compiler: str | None = None,
+                 kernels: KernelDatabase | None = None):
         self.program, self.graph, self.profile = program, graph, profile
         self.cache_dir = Path(cache_dir)
         #: unit -> its library, given (an artefact's): nothing is compiled or looked up
@@ -69,6 +74,7 @@ class KernelLibraries:
         #: target key -> the compiler that links its library (None: the host's)
         self.compilers: dict[str, str | None] = {}
         self.cross_compiler = cross_compiler
+        self.kernels = kernels
         #: unit -> why its kernels cannot be built (an invalid target)
         self.broken: dict[str, BuildError] = {}
         for unit in profile.units:
@@ -102,8 +108,10 @@ class KernelLibraries:
         return self._path(self._unit_key[unit])
 
     def _path(self, key: str) -> Path:
-        funcs = sorted(self._funcs[key])
+        funcs, target = sorted(self._funcs[key]), self._targets[key]
         hashes = [f"{f}:{self.program.func_hashes[f]}" for f in funcs]
+        if self.program.funcs:  # (a program read from an artefact has none: untuned)
+            hashes += [schedule_tag(self.program.funcs[f], target, self.kernels) for f in funcs]
         compiler = [f"cc:{self.compilers[key]}"] if self.compilers.get(key) else []
         digest = _digest(str(LIBRARY_VERSION), tvm.__version__, key, *compiler, *hashes)
         return self.cache_dir / f"{self.graph.name}-{self.graph.fingerprint[:12]}-{digest}.so"
@@ -150,11 +158,9 @@ class KernelLibraries:
 
     def _compile(self, key: str, path: Path) -> None:
         target = self._targets[key]
-        many = cores(target) > 1
         funcs = {}
         for name in sorted(self._funcs[key]):
-            pf = self.program.funcs[name]
-            pf = parallel_outer(pf) if many else pf
+            pf = scheduled(self.program.funcs[name], target, self.kernels)
             funcs[name] = pf.with_attr("global_symbol", name).with_attr("target", target)
         lib = tvm.compile(tvm.IRModule(funcs), target=target)
         path.parent.mkdir(parents=True, exist_ok=True)

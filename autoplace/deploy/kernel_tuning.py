@@ -1,0 +1,197 @@
+"""Tuning a model's kernels for each unit target with MetaSchedule (``autoplace tune-kernels``).
+
+Every distinct kernel a unit may run (the kinds it accepts) is tuned for the unit's target
+by MetaSchedule's own tuner (its post-order-apply design space, evolutionary search, XGBoost
+cost model, builder and runner), locally or on a board reached through a TVM RPC tracker,
+for a budget of trials per kernel. Records go into a :class:`KernelDatabase` as MetaSchedule
+measures them, so a job stopped at any point keeps what it measured, and a job run again
+tunes each kernel only for the trials its budget still has (a kernel at its budget is
+skipped). Units sharing a target share their kernels' records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from autoplace.deploy.kernel_db import KernelDatabase, workload
+from autoplace.deploy.targets import BuildError, target_key, unit_target
+from autoplace.graph import OpGraph
+from autoplace.profile import Profile
+
+#: MetaSchedule measures this many candidates per round (fewer when the budget is smaller)
+TRIALS_PER_ROUND = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelTuning:
+    """How ``tune-kernels`` tunes: ``trials`` per kernel, the builder's and runner's
+    timeouts (s), MetaSchedule's seed, and the RPC tracker (``host:port``) and key of a
+    board to measure on (None: this host)."""
+
+    trials: int
+    seed: int = 0
+    build_timeout: float = 120.0
+    run_timeout: float = 60.0
+    tracker: str | None = None
+    key: str | None = None
+
+    def __post_init__(self):
+        if self.trials < 1:
+            raise ValueError(f"trials per kernel must be at least 1, got {self.trials}")
+        if (self.tracker is None) != (self.key is None):
+            raise ValueError("a tracker and a key go together (the board's key at the tracker)")
+
+
+@dataclass(frozen=True)
+class KernelTask:
+    """One kernel to tune for one target, and the units that run it there."""
+
+    func: str
+    prim_func: tirx.PrimFunc
+    target: tvm.target.Target
+    units: tuple[str, ...]
+    ops: int  # how many ops of the model call it
+
+
+def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profile,
+                 units: list[str] | None = None) -> list[KernelTask]:
+    """The distinct kernels of ``graph`` per target of ``units`` (default: every unit), in
+    the order the model first calls them; a kernel is distinct by its structure, so two
+    names of one kernel are tuned once."""
+    names = units or [u.name for u in profile.units]
+    per_target: dict[str, tuple[tvm.target.Target, list[str]]] = {}
+    for name in names:
+        target = unit_target(profile.unit(name), profile)
+        per_target.setdefault(target_key(target), (target, []))[1].append(name)
+    tasks = []
+    for target, on in per_target.values():
+        tasks += _target_tasks(funcs, graph, profile, target, tuple(on))
+    if not tasks:
+        raise BuildError(f"no kernel to tune: units {', '.join(names)} accept none of "
+                         f"{graph.name}'s ops")
+    return tasks
+
+
+def _target_tasks(funcs, graph, profile, target, units) -> list[KernelTask]:
+    seen: dict[int, int] = {}  # structural hash -> index in tasks
+    tasks: list[KernelTask] = []
+    for op in graph.ops:
+        func = op.func or op.name
+        if not any(profile.unit(u).accepts_kind(op.kind) for u in units):
+            continue
+        h = tvm_ffi.structural_hash(workload(funcs[func]))
+        if h in seen:
+            t = tasks[seen[h]]
+            tasks[seen[h]] = KernelTask(t.func, t.prim_func, t.target, t.units, t.ops + 1)
+            continue
+        seen[h] = len(tasks)
+        tasks.append(KernelTask(func, funcs[func], target, units, 1))
+    return tasks
+
+
+class KernelTuner:
+    """Tunes kernels into ``db`` as ``tuning`` says, with one builder, runner and XGBoost
+    cost model for every kernel of the job (MetaSchedule's cost model learns across
+    kernels, as in its own multi-task tuning)."""
+
+    def __init__(self, db: KernelDatabase, tuning: KernelTuning):
+        from tvm.s_tir import meta_schedule as ms
+
+        self.db, self.tuning = db, tuning
+        self.builder, self.runner = _builder(tuning), _runner(tuning)
+        self.cost_model = ms.cost_model.XGBModel(num_tuning_cores=_cores())
+
+    def tune(self, task: KernelTask) -> int:
+        """Tune ``task`` for what is left of its budget; the trials run now (0: none left,
+        or none left in its design space: MetaSchedule measures no candidate twice, and
+        an elementwise kernel may have fewer candidates than the budget)."""
+        before = self.db.trials(task.prim_func, task.target)
+        left = self.tuning.trials - before
+        if left <= 0:
+            return 0
+        from tvm.s_tir import meta_schedule as ms
+
+        database = self.db.database(task.target, create=True)
+        logs = Path(database.path_workload).parent / "logs"
+        logs.mkdir(exist_ok=True)
+        with _quiet_meta_schedule():
+            ctx = ms.TuneContext(mod=workload(task.prim_func), target=task.target,
+                                 space_generator="post-order-apply",
+                                 search_strategy="evolutionary", task_name=task.func,
+                                 rand_state=self.tuning.seed, num_threads=_cores(),
+                                 logger=_file_logger(logs / f"{task.func}.log"))
+            ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=str(logs),
+                          max_trials_global=left,
+                          num_trials_per_iter=min(TRIALS_PER_ROUND, left),
+                          builder=self.builder, runner=self.runner, database=database,
+                          cost_model=self.cost_model)
+        return self.db.trials(task.prim_func, task.target) - before
+
+    def tune_all(self, tasks: list[KernelTask], *,
+                 progress: Callable[[str], None] = print) -> None:
+        """Tune each of ``tasks`` in turn (see :meth:`tune`), saying how each ends."""
+        for n, task in enumerate(tasks, start=1):
+            ran = self.tune(task)
+            best = self.db.best_seconds(task.prim_func, task.target)
+            said = "no candidate ran" if best is None else f"best {best * 1e6:.1f} us"
+            total = self.db.trials(task.prim_func, task.target)
+            now = (f"{ran} now" if ran else "none now") + (
+                "" if total >= self.tuning.trials else ": no other candidate to try")
+            progress(f"  [{n}/{len(tasks)}] {task.func} on {', '.join(task.units)} "
+                     f"({task.ops} ops): {said}, {total} trials ({now})")
+
+
+def _cores() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def _builder(tuning: KernelTuning):
+    from tvm.s_tir.meta_schedule.builder import LocalBuilder
+
+    return LocalBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout)
+
+
+def _runner(tuning: KernelTuning):
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner, RPCConfig, RPCRunner
+
+    evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20,
+                                enable_cpu_cache_flush=False)
+    if tuning.tracker is None:
+        return LocalRunner(timeout_sec=tuning.run_timeout, evaluator_config=evaluator)
+    host, _, port = tuning.tracker.rpartition(":")
+    config = RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=tuning.key,
+                       session_timeout_sec=int(tuning.run_timeout))
+    return RPCRunner(config, evaluator, max_workers=1)
+
+
+def _file_logger(path: Path) -> logging.Logger:
+    logger = logging.getLogger(f"autoplace.tune_kernels.{path.stem}")
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return logger
+
+
+class _quiet_meta_schedule:
+    """MetaSchedule's task tables and XGBoost lines go to its logs, not the terminal."""
+
+    def __enter__(self):
+        self.logger = logging.getLogger("tvm.s_tir.meta_schedule")
+        self.level = self.logger.level
+        self.logger.setLevel(logging.WARNING)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
+

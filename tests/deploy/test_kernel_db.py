@@ -1,0 +1,189 @@
+"""Kernels tuned by MetaSchedule (``autoplace tune-kernels``) into a kernel database, and
+builds that use it: real MetaSchedule tuning (builder, runner, XGBoost), on this host and
+through a real TVM RPC tracker and stock RPC server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from factories import cli, conv_onnx, conv_reference, one_line_error
+from tvm.rpc.tracker import Tracker
+
+from autoplace.deploy.kernel_db import RECORDS, KernelDatabase, scheduled, target_dir_name
+from autoplace.deploy.kernel_tuning import kernel_tasks
+from autoplace.deploy.schedule import default_schedule
+from autoplace.deploy.targets import target_key, unit_target
+from autoplace.measure.server import wait_registered
+from autoplace.models import load_module
+from autoplace.profile_io import load_profile
+from autoplace.runtime import Runtime
+from autoplace.runtime.libraries import KernelLibraries
+from autoplace.runtime.program import read_program
+from autoplace.space import SearchSpace
+
+SHAPES = {"data": (2, 3, 8, 8)}
+SHAPES_ARG = "data:[2,3,8,8]"
+TRIALS = 2
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, worker_id):
+    """The conv model's kernels tuned for core0 of the host profile, 2 trials each: once
+    for the whole session (the first xdist worker tunes, the others wait and read)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if worker_id != "master" else root
+    tmp = root / "kernel-db"
+    model, db, out = tmp / "conv.onnx", tmp / "kdb", tmp / "stdout.txt"
+    with open(root / "kernel-db.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_file():
+            tmp.mkdir(exist_ok=True)
+            conv_onnx(model)
+            proc = cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
+                       "--unit", "core0", "--trials", TRIALS, "--kernel-db", db)
+            assert proc.returncode == 0, proc.stderr
+            out.write_text(proc.stdout)
+    mod, graph = load_module(model, SHAPES)
+    return tmp, model, db, out.read_text(), mod, graph
+
+
+def _tasks(mod, graph, units=("core0",)):
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc)}
+    return kernel_tasks(funcs, graph, load_profile("host"), list(units))
+
+
+def _conv(tasks):
+    return next(t for t in tasks if "conv2d" in t.func)
+
+
+def test_each_kernel_is_tuned_for_its_units_target(tuned):
+    _, _, db_dir, stdout, mod, graph = tuned
+    tasks, db = _tasks(mod, graph), KernelDatabase(db_dir)
+    target = unit_target(load_profile("host").unit("core0"), load_profile("host"))
+    assert [p.name for p in db_dir.iterdir()] == [target_dir_name(target)]
+    assert (db_dir / target_dir_name(target) / "target.json").read_text().strip() == \
+        target_key(target)
+    lines = [s for s in stdout.splitlines() if s.startswith("  [")]
+    assert len(lines) == len(tasks) == len({t.func for t in tasks}) >= 4
+    assert db.trials(_conv(tasks).prim_func, target) == TRIALS  # a conv has many candidates
+    for task, line in zip(tasks, lines):
+        ran = db.trials(task.prim_func, target)
+        assert 1 <= ran <= TRIALS and f"{task.func} on core0" in line
+        assert f"{ran} trials ({ran} now" in line
+        assert db.best_seconds(task.prim_func, target) == pytest.approx(
+            min(np.mean([float(x) for x in r.run_secs]) for r in db.records(task.prim_func,
+                                                                           target)))
+
+
+def test_a_second_job_measures_only_what_the_budget_has_left(tuned, tmp_path):
+    _, model, db_dir, _, mod, graph = tuned
+    copy = tmp_path / "kdb"
+    shutil.copytree(db_dir, copy)
+    records = next(copy.iterdir()) / RECORDS
+    before = records.read_bytes()
+    again = cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
+                "--unit", "core0", "--trials", TRIALS, "--kernel-db", copy)
+    assert again.returncode == 0, again.stderr
+    conv = _conv(_tasks(mod, graph))
+    assert f"{conv.func} on core0 (1 ops)" in again.stdout
+    assert f"{TRIALS} trials (none now)" in again.stdout
+    assert records.read_bytes()[:len(before)] == before  # appended to, never rewritten
+    assert KernelDatabase(copy).trials(conv.prim_func, conv.target) == TRIALS
+
+
+def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, tmp_path):
+    _, _, db_dir, _, mod, graph = tuned
+    db, profile = KernelDatabase(db_dir), load_profile("host")
+    conv = _conv(_tasks(mod, graph))
+    tuned_conv = scheduled(conv.prim_func, conv.target, db)
+    assert not tvm_ffi.structural_equal(tuned_conv, default_schedule(conv.prim_func,
+                                                                    conv.target))
+    assert tvm_ffi.structural_equal(tuned_conv, db.schedule(conv.prim_func, conv.target))
+    program = read_program(mod)
+    with_db = KernelLibraries(program, graph, profile, tmp_path, kernels=db)
+    without = KernelLibraries(program, graph, profile, tmp_path)
+    assert with_db.path("core0") != without.path("core0")  # another library, not the cache's
+    assert with_db.path("cpu") == without.path("cpu")  # nothing tuned for cpu's target
+    x = np.random.default_rng(3).normal(size=SHAPES["data"]).astype(np.float32)
+    with Runtime(mod, graph, profile, cache_dir=tmp_path, kernels=db) as rt:
+        a = rt.assemble(SearchSpace(graph, profile).uniform("core0"))
+        out = rt.run(a, [x])
+        assert rt.libraries.compiled == [str(with_db.path("core0"))]
+    np.testing.assert_allclose(out[0], conv_reference(x), rtol=1e-4, atol=1e-6)
+
+
+def test_bad_databases_and_units_are_one_line(tuned, tmp_path):
+    _, model, db_dir, _, _, _ = tuned
+    log = tmp_path / "t.jsonl"
+    ok = cli("tune", model, "--input-shapes", SHAPES_ARG, "--hw", "host", "--trials", 2,
+             "--log", log, "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    compile_ = ("compile", model, "--input-shapes", SHAPES_ARG, "--hw", "host", "--log", log,
+                "-o", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    one_line_error(cli(*compile_, "--kernel-db", tmp_path / "none"),
+                   f"kernel database {tmp_path / 'none'}: no such directory")
+    bad = tmp_path / "bad"
+    shutil.copytree(db_dir, bad)
+    records = next(p for p in bad.iterdir()) / RECORDS
+    records.write_text(records.read_text() + "not json\n")
+    one_line_error(cli(*compile_, "--kernel-db", bad), str(records.parent),
+                   "cannot be read", "not json")
+    one_line_error(cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
+                       "--unit", "npu", "--kernel-db", tmp_path / "k"),
+                   "--unit 'npu': profile 'host' has no such unit (its units: cpu, core0")
+    one_line_error(cli("tune-kernels", "seed_te", "--hw", "host", "--kernel-db",
+                       tmp_path / "k", "--rpc-key", "x"), "--rpc-tracker and --rpc-key")
+
+
+def test_a_killed_job_leaves_a_database_that_reads(tuned, tmp_path):
+    """A line MetaSchedule was writing when the job died is dropped; the others are kept."""
+    _, _, db_dir, _, mod, graph = tuned
+    copy = tmp_path / "kdb"
+    shutil.copytree(db_dir, copy)
+    records = next(copy.iterdir()) / RECORDS
+    whole = records.read_bytes()
+    records.write_bytes(whole + whole.splitlines(keepends=True)[0][:40])  # torn last line
+    conv = _conv(_tasks(mod, graph))
+    assert KernelDatabase(copy).trials(conv.prim_func, conv.target) == TRIALS
+    assert records.read_bytes() == whole
+
+
+def test_kernels_tuned_on_a_board_are_the_kernels_calibrate_times(tmp_path):
+    """A stock TVM RPC server (not autoplace serve) measures MetaSchedule's candidates;
+    ``calibrate --kernel-db`` then times the library built from those records."""
+    tracker = Tracker("127.0.0.1", port=9400, port_end=9599, silent=True)
+    addr = f"127.0.0.1:{tracker.port}"
+    server = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--tracker",
+                               addr, "--key", "board", "--host", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_registered(addr, "board", 1)
+        proc = cli("tune-kernels", "seed_te", "--hw", "host", "--unit", "core0", "--trials",
+                   1, "--kernel-db", tmp_path / "kdb", "--rpc-tracker", addr, "--rpc-key",
+                   "board")
+    finally:
+        server.kill()
+        server.wait()
+        tracker.terminate()
+    assert proc.returncode == 0, proc.stderr
+    assert f"on {addr} key board" in proc.stdout
+    mod, graph = load_module("seed_te")
+    db = KernelDatabase(tmp_path / "kdb")
+    for task in _tasks(mod, graph):
+        assert db.trials(task.prim_func, task.target) == 1
+        assert db.best_seconds(task.prim_func, task.target) > 0
+    cal = cli("calibrate", "--hw", "host", "--unit", "core0", "--model", "seed_te",
+              "--kernel-db", tmp_path / "kdb", "--cache-dir", tmp_path / "cache", "-o",
+              tmp_path / "cal.toml", "--repeat", 1)
+    assert cal.returncode == 0, cal.stderr
+    tuned = KernelLibraries(read_program(mod), graph, load_profile("host"),
+                            tmp_path / "cache", kernels=db).path("core0")
+    assert [p.name for p in (tmp_path / "cache").glob("*.so")] == [tuned.name]
