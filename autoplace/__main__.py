@@ -1,5 +1,5 @@
 import sys
 
-from autoplace.cli import main
+from autoplace.cli.main import main
 
 sys.exit(main())

@@ -37,8 +37,8 @@ from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
-from autoplace.profile import Profile
-from autoplace.profile_write import to_toml
+from autoplace.hardware.profile import Profile
+from autoplace.hardware.write import to_toml
 from autoplace.space import SearchSpace
 
 #: Kernel timing: each repeat runs at least this long (small kernels are repeated).
@@ -359,7 +359,7 @@ def _session(args) -> Session:
 
 def calibrate_cli(args, out) -> int:
     """``autoplace calibrate``: measure, fit, write the profile and the kernel table."""
-    from autoplace.profile_io import load_profile
+    from autoplace.hardware.load import load_profile
 
     profile = load_profile(args.hw)
     unit = args.unit or profile.host

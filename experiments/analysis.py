@@ -1,7 +1,7 @@
 """Tables of the experiments, computed with pandas from the logs the experiments write.
 
 Imported by the experiment scripts (``python experiments/<name>.py`` puts this directory on
-``sys.path``); the views underneath are :mod:`autoplace.analysis`.
+``sys.path``); the views underneath are :mod:`autoplace.reports.analysis`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from autoplace import analysis
+from autoplace.reports import analysis
 
 
 def markdown(df: pd.DataFrame, digits: int = 4) -> str:

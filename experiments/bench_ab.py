@@ -36,8 +36,8 @@ import numpy as np
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog
+from autoplace.hardware.load import load_profile
+from autoplace.records.tuning_log import TuningLog
 from autoplace.search import TuneConfig, tune
 from autoplace.space import SearchSpace
 

@@ -84,15 +84,15 @@ class CurrentApi:
     """The current API: batches go to ``simulate_batch`` as genomes (440fede's went through
     ``Simulator.measure`` as placements, the only batched entry it had)."""
 
-    MODULES = ("numpy", "autoplace.models", "autoplace.profile_io", "autoplace.space",
+    MODULES = ("numpy", "autoplace.models", "autoplace.hardware.load", "autoplace.space",
                "autoplace.measure.simulator", "autoplace.measure.batch", "autoplace.search",
-               "autoplace.records")
+               "autoplace.records.tuning_log")
 
     def setup(self, model: str, spec: str, clock) -> None:
         """Imports (timed apart), then load_profile, SearchSpace and Simulator, each timed."""
         clock("import_s", lambda: [importlib.import_module(m) for m in self.MODULES])
+        from autoplace.hardware.load import load_profile
         from autoplace.models import load_graph
-        from autoplace.profile_io import load_profile
         from autoplace.space import SearchSpace
 
         self.graph = load_graph(model)
@@ -114,7 +114,7 @@ class CurrentApi:
 
     def tune(self, trials: int, seed: int, path: str):
         """A TuneResult (wall_s, measure_s, measured) of ``trials`` trials."""
-        from autoplace.records import TuningLog
+        from autoplace.records.tuning_log import TuningLog
         from autoplace.search import TuneConfig, tune
 
         with TuningLog(path) as log:

@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog, best, read
+from autoplace.records.tuning_log import TuningLog, best, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.descent import moves, predicted
 from autoplace.space import SearchSpace

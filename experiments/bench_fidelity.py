@@ -25,8 +25,8 @@ from pathlib import Path
 
 from autoplace.calibrate import Measurements, Session, calibrated, fit, measure, simulated
 from autoplace.deploy.run import TimeSettings
+from autoplace.hardware.load import load_profile
 from autoplace.models import BUNDLED, load_graph
-from autoplace.profile_io import load_profile
 
 
 def _measurements(models: list[str], profile, settings: TimeSettings, cache: Path | None):

@@ -18,11 +18,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from autoplace.baselines import baselines
+from autoplace.baselines.named import baselines
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog, read
+from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.space import SearchSpace
 

@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoplace.baselines import fill
+from autoplace.baselines.named import fill
 from autoplace.frontend.tarnawski import bundled_instances, load_instance, placement_split
 from autoplace.measure.simulator import Simulator
-from autoplace.records import TuningLog, best, read
+from autoplace.records.tuning_log import TuningLog, best, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.descent import moves, predicted
 from autoplace.space import SearchSpace

@@ -1,4 +1,4 @@
-"""Loading big tuning logs into pandas: how long ``autoplace.records.load`` takes.
+"""Loading big tuning logs into pandas: how long ``autoplace.records.tuning_log.load`` takes.
 
     python experiments/bench_load.py [--records 100000] [--models squeezenet resnet50]
                                      [--hw soc] [--no-slow] [--logs DIR]
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 from analysis import markdown
 
-from autoplace import analysis
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import Record, TuningLog, read
+from autoplace.records.tuning_log import Record, TuningLog, read
+from autoplace.reports import analysis
 from autoplace.space import SearchSpace
 
 

@@ -66,8 +66,8 @@ def sequence(graph, times: int):
 def mesh_costs(graph, rows: int, cols: int, *, overlap: bool = False):
     """The stage model of ``graph`` on the bundled mesh with ``rows`` x ``cols`` PEs (whose
     units run ops of different inferences at once with ``overlap``)."""
+    from autoplace.hardware.load import load_profile
     from autoplace.pipeline import MeshMachine, StageCosts
-    from autoplace.profile_io import load_profile
 
     text = (ROOT / "hwprofiles" / "mesh.toml").read_text()
     if overlap:
@@ -84,6 +84,7 @@ def mesh_costs(graph, rows: int, cols: int, *, overlap: bool = False):
 
 def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     """Plan one case in this process (run by the parent in a subprocess)."""
+    from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
     from autoplace.pipeline import (
         MeshMachine,
@@ -93,8 +94,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
         evaluate,
         throughput_bound,
     )
-    from autoplace.pipeline.baselines import equal_flops
-    from autoplace.profile_io import load_profile
+    from autoplace.pipeline.equal_flops import equal_flops
 
     model, overlap = model.removesuffix("+overlap"), model.endswith("+overlap")
     base, times = (model.split("x")[0], int(model.split("x")[1])) if "x" in model else \
@@ -126,7 +126,7 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
 
 def search(costs, plans, pes: int, trials: int) -> dict:
     """The pipeline search from the DP's plans: its time and the streamed throughputs."""
-    from autoplace.pipeline.search import MOVES, SHARED_MOVES, PipelineSearch
+    from autoplace.pipeline.plan_search import MOVES, SHARED_MOVES, PipelineSearch
 
     t0 = time.perf_counter()
     s = PipelineSearch(costs, pes, seed=0)

@@ -4,7 +4,7 @@
         [--out experiments/results/bench_pipeline_ranking.md]
 
 For each case (a bundled model on the bundled mesh with rows and cols changed) and each
-ranking of :data:`autoplace.pipeline.search.RANKINGS` (``none``: one move per trial, the
+ranking of :data:`autoplace.pipeline.plan_search.RANKINGS` (``none``: one move per trial, the
 search before the cost model, the baseline; ``analytic``: the best of 8 moves by the
 analytic period; ``xgb``: by the XGBoost cost model), the search runs from the DP's plan
 with seeds ``0 .. seeds-1``. Printed: the best streamed throughput after N trials over the
@@ -32,7 +32,7 @@ AT = (10, 25, 50, 100, 300)
 
 def curve(costs, start, pes: int, ranking: str, trials: int, seed: int) -> np.ndarray:
     """Best streamed throughput so far after each trial, over the DP's plan's."""
-    from autoplace.pipeline.search import PipelineSearch
+    from autoplace.pipeline.plan_search import PipelineSearch
 
     search = PipelineSearch(costs, pes, seed=seed, ranking=ranking)
     search.run(start, trials)
@@ -44,7 +44,7 @@ def curve(costs, start, pes: int, ranking: str, trials: int, seed: int) -> np.nd
 def case_rows(model: str, rows: int, cols: int, trials: int, seeds: int) -> list[dict]:
     from autoplace.models import load_graph
     from autoplace.pipeline import best_pipeline
-    from autoplace.pipeline.search import RANKINGS
+    from autoplace.pipeline.plan_search import RANKINGS
 
     costs = mesh_costs(load_graph(model), rows, cols)
     start = best_pipeline(costs)

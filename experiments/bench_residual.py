@@ -32,11 +32,11 @@ import numpy as np
 
 from autoplace.cost_model import AnalyticCostModel, Featurizer, SimulatorCostModel, XGBCostModel
 from autoplace.deploy.run import TimeSettings
+from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.local import LocalMeasurer
 from autoplace.models import load_module
-from autoplace.profile_io import load_profile
-from autoplace.search.guided import _spearman
+from autoplace.search.guided_proposer import _spearman
 from autoplace.space import SearchSpace
 
 RESULTS = Path(__file__).resolve().parent / "results"

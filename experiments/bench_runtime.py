@@ -143,7 +143,7 @@ def tuned_row(name: str, profile, cache: Path, trials: int, seed: int = 0) -> di
     from autoplace.measure.local import LocalMeasurer
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_module
-    from autoplace.records import TuningLog
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import TuneConfig, tune
     from autoplace.space import SearchSpace
 
@@ -204,7 +204,7 @@ def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0) -> dict
 RATE_SNIPPET = """
 import json, sys, time
 from autoplace.models import load_module
-from autoplace.profile_io import load_profile
+from autoplace.hardware.load import load_profile
 from autoplace.space import Placement, SearchSpace
 from autoplace.deploy.run import TimeSettings
 from autoplace.measure.local import LocalMeasurer
@@ -222,9 +222,9 @@ m.close()
 
 
 def rate_rows(profile_path: str, cache: Path, baseline: Path | None, n: int) -> list[dict]:
+    from autoplace.hardware.load import load_profile
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
     from autoplace.space import SearchSpace
 
     space = SearchSpace(load_graph("squeezenet"), load_profile(profile_path))
@@ -278,9 +278,9 @@ def branches_module(depth: int = 24, rows: int = 32, width: int = 128, seed: int
 
 
 def branches_row(cache: Path, trials: int) -> dict:
+    from autoplace.hardware.load import profile_from_toml
     from autoplace.measure.local import LocalMeasurer
-    from autoplace.profile_io import profile_from_toml
-    from autoplace.records import TuningLog
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import TuneConfig, tune
     from autoplace.space import SearchSpace
 
@@ -319,7 +319,7 @@ def empty_chain(n: int = 200):
 
 
 def overhead_rows(cache: Path) -> list[dict]:
-    from autoplace.profile_io import profile_from_toml
+    from autoplace.hardware.load import profile_from_toml
     from autoplace.runtime import Runtime
     from autoplace.space import SearchSpace
 
@@ -346,9 +346,9 @@ def overhead_rows(cache: Path) -> list[dict]:
 
 # -- 7. the arenas against the simulated peaks ---------------------------------------------
 def pools_row(name: str, cache: Path, n: int, seed: int = 0) -> dict:
+    from autoplace.hardware.load import load_profile
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_module
-    from autoplace.profile_io import load_profile
     from autoplace.runtime import PoolError, Runtime
     from autoplace.space import SearchSpace
 
@@ -394,7 +394,7 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path,
                     default=Path(tempfile.gettempdir()) / "autoplace-bench-kernels")
     args = ap.parse_args()
-    from autoplace.profile_io import load_profile
+    from autoplace.hardware.load import load_profile
 
     profile = load_profile(args.hw)
     print(f"# bench_runtime ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "

@@ -88,8 +88,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def _space(model: str, hw: str):
     from autoplace.frontend.tarnawski import load_instance
+    from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
     from autoplace.space import SearchSpace
 
     if hw == INSTANCES:
@@ -103,7 +103,7 @@ def _tune(space, trials: int, seed: int, strategy: str,
     """Run a tuning job; its log's lines (JSON), its result and its start (epoch s). With
     ``stop_after``, the job stops, as Ctrl-C stops it, at its first batch after that many
     seconds."""
-    from autoplace.records import TuningLog
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import TuneConfig, tune
 
     config = TuneConfig(trials=trials, seed=seed, **STRATEGIES[strategy])
@@ -150,7 +150,7 @@ def _curve(lines: list[dict], t0: float) -> tuple[list[float], list[float], dict
 def run_one(space, strategy: str, seed: int, total: int) -> tuple[dict, object]:
     """One tuning job of ``total`` measurements: its running best after each one and wall
     time (a dict), and its best placement (None if nothing was valid)."""
-    from autoplace.baselines import baselines
+    from autoplace.baselines.named import baselines
     from autoplace.space import Placement
 
     n_base = len(baselines(space))
@@ -190,7 +190,7 @@ def wall_job(model: str, hw: str, seed: int, total: int, walls: dict) -> dict:
     """Hill climbing for the tuner's longest wall time in ``walls`` (s, by budget), then
     cut at each: per budget its best and measurements within that time; its running best
     where it improves, as (seconds since the job started, latency s)."""
-    from autoplace.baselines import baselines
+    from autoplace.baselines.named import baselines
 
     space = _space(model, hw)
     n_base = len(baselines(space))  # (before the job, as run_one: the same warm start)
@@ -211,8 +211,8 @@ def wall_job(model: str, hw: str, seed: int, total: int, walls: dict) -> dict:
 def case_info(model: str, hw: str, incumbent_s: float, limit: int, work: float = 3e7) -> dict:
     """Baselines, HEFT (made to fit, as the tuner measures it), the lower bound and (if
     provable within ``limit``) the optimum."""
-    from autoplace.baselines import greedy, single_units
-    from autoplace.exact import lower_bound, optimum
+    from autoplace.baselines.named import greedy, single_units
+    from autoplace.baselines.optimum import lower_bound, optimum
     from autoplace.measure.simulator import Simulator
     from autoplace.search.heft_start import heft_start
 

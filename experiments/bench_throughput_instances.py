@@ -9,8 +9,8 @@ max-load and its time; ``autoplace tune --objective throughput`` (simulator, see
 core) gives its best period, which the importer makes their max-load (a test checks it on
 their DP's own splits); their own evaluator (``dp -expert``) recomputes the max-load of our
 best split. Beside them, the best contiguous split of one topological order
-(:func:`autoplace.contiguous.best_split`, one of the tuner's baselines) and its time. Prints a
-table with the load average.
+(:func:`autoplace.baselines.contiguous.best_split`, one of the tuner's baselines) and its time.
+Prints a table with the load average.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoplace.contiguous import best_split
+from autoplace.baselines.contiguous import best_split
 from autoplace.frontend.tarnawski import bundled_instances, load_instance, placement_split
 from autoplace.measure.objective import objective_named
 from autoplace.measure.simulator import Simulator
-from autoplace.records import TuningLog, best, read
+from autoplace.records.tuning_log import TuningLog, best, read
 from autoplace.search import TuneConfig, tune
 from autoplace.space import SearchSpace
 

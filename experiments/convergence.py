@@ -19,11 +19,11 @@ from pathlib import Path
 
 from analysis import markdown, run_table
 
-from autoplace import analysis, plots
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog
+from autoplace.records.tuning_log import TuningLog
+from autoplace.reports import analysis, plots
 from autoplace.search import TuneConfig, tune
 from autoplace.space import Placement, SearchSpace
 

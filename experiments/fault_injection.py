@@ -33,11 +33,11 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from autoplace.hardware.load import load_profile  # noqa: E402
 from autoplace.models import load_graph  # noqa: E402
-from autoplace.profile_io import load_profile  # noqa: E402
-from autoplace.records import read  # noqa: E402
+from autoplace.records.tuning_log import read  # noqa: E402
 from autoplace.search import baselines  # noqa: E402
-from autoplace.search.storage import open_storage  # noqa: E402
+from autoplace.search.study_storage import open_storage  # noqa: E402
 from autoplace.space import SearchSpace  # noqa: E402
 
 MODEL, HW = "squeezenet", "soc"

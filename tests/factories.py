@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from autoplace.graph import Edge, Op, OpGraph
-from autoplace.profile import CopyPath, Profile, Scope, Unit
+from autoplace.hardware.profile import CopyPath, Profile, Scope, Unit
 
 CROSS = "aarch64-linux-gnu-g++"  # Debian's g++-aarch64-linux-gnu (.ci/run installs it)
 NM = "aarch64-linux-gnu-nm"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from factories import chain_graph, op, tiny_profile
 
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile, Scope, Unit
+from autoplace.hardware.profile import Profile, Scope, Unit
 
 
 def two_unit_profile() -> Profile:

@@ -11,10 +11,10 @@ import pytest
 
 from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated
 from autoplace.graph import Op, OpGraph
+from autoplace.hardware.load import load_profile
+from autoplace.hardware.write import to_toml
 from autoplace.measure.server import LocalCluster
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.profile_write import to_toml
 from autoplace.space import SearchSpace
 
 

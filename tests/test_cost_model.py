@@ -10,7 +10,7 @@ import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 from scipy.stats import spearmanr
 
-from autoplace.baselines import heft
+from autoplace.baselines.named import heft
 from autoplace.cost_model import (
     FEATURES,
     AnalyticCostModel,
@@ -20,12 +20,12 @@ from autoplace.cost_model import (
     SimulatorCostModel,
     XGBCostModel,
 )
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog
+from autoplace.records.tuning_log import TuningLog
 from autoplace.search import TuneConfig, tune
-from autoplace.search.evolve import Genomes
+from autoplace.search.genetic_operators import Genomes
 from autoplace.search.warm_start import load_rows
 from autoplace.space import SearchSpace
 
@@ -232,7 +232,7 @@ def test_warm_start_rows_are_featurised_on_their_own_graph(tmp_path):
     space = SearchSpace(load_graph("squeezenet"), prof)
     rows = load_rows([str(tmp_path / "seed.jsonl")], space)
     seed_space = SearchSpace(load_graph("seed_te"), prof)
-    from autoplace.records import read
+    from autoplace.records.tuning_log import read
 
     records = read(tmp_path / "seed.jsonl")
     expected = Featurizer(seed_space).transform(*seed_space.encode(

@@ -1,4 +1,4 @@
-"""Imports flow one way: graph/profile -> space -> measure -> records -> search -> cli.
+"""Imports flow one way: graph/hardware -> space -> measure -> records -> search -> cli.
 
 Parsed from the source (module-level and function-level imports alike), so a shortcut that
 creates a cycle or pulls TVM into the tuning path fails here.
@@ -20,20 +20,25 @@ PKG = Path(__file__).resolve().parent.parent / "autoplace"
 # and may use the cost model); measure and cost_model: see
 # test_measure_and_the_cost_model_import_neither_the_other
 RANK = {
-    "lazy": 0, "graph": 0, "profile": 0, "profile_toml": 1, "profile_mesh": 2, "profile_io": 3,
-    "profile_write": 3.5,
-    "frontend": 1, "models": 2, "space": 4, "deploy": 5, "heft": 5,
-    # applying a log's best record picks it as every reader does (records.best)
+    "lazy": 0, "graph": 0, "hardware.profile": 0, "hardware.toml_tables": 1,
+    "hardware.mesh_expansion": 2, "hardware.load": 3,
+    "hardware.write": 3.5,
+    "frontend": 1, "models": 2, "space": 4, "deploy": 5, "baselines.heft": 5,
+    # applying a log's best record picks it as every reader does (records.tuning_log.best)
     "deploy.vm_build": 7.2,
-    "contiguous": 5.4, "baselines": 5.5, "measure": 6, "runtime": 6.3, "cost_model": 6.5,
+    "baselines.contiguous": 5.4, "baselines.named": 5.5, "measure": 6, "runtime": 6.3,
+    "cost_model": 6.5,
     # the real measurers run placements on the runtime, which the simulator times
     "measure.board": 6.5, "measure.server": 6.55, "measure.local": 6.6,
     "measure.rpc_runtime": 6.65, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
-    "record_schema": 6.9, "records": 7, "exact": 7, "pipeline": 7.5, "calibrate": 8,
-    "analysis": 8, "search": 8,
-    "plots": 9, "report": 10, "report_pipeline": 10.2, "cli_args": 10.5, "cli_real": 11,
-    "cli_analysis": 11, "cli_kernels": 11,
-    "cli_import": 11, "cli_pipeline": 10.8, "cli_stages": 10.9, "cli_summary": 11, "cli": 12,
+    "records.schema": 6.9, "records.tuning_log": 7, "baselines.optimum": 7, "pipeline": 7.5,
+    "calibrate": 8,
+    "reports.analysis": 8, "search": 8,
+    "reports.plots": 9, "reports.placement_report": 10, "reports.pipeline_report": 10.2,
+    "cli.options": 10.5, "cli.real_commands": 11,
+    "cli.report_command": 11, "cli.tune_kernels_command": 11,
+    "cli.import_command": 11, "cli.pipeline_commands": 10.8, "cli.pipeline_stages": 10.9,
+    "cli.tune_summary": 11, "cli.main": 12,
     "__main__": 13,
 }
 
@@ -53,16 +58,26 @@ def module_key(path: Path) -> str:
     return rank_key(".".join(rel.parts))
 
 
+def imported_from(module: str, name: str) -> str:
+    """The module ``from module import name`` loads, relative to autoplace: ``module.name``
+    when that is a module of its own (``from autoplace.cli import tune_summary``), else
+    ``module`` ("" for autoplace itself)."""
+    parts = module.split(".")[1:]
+    if PKG.joinpath(*parts, name + ".py").exists() or PKG.joinpath(*parts, name).is_dir():
+        parts.append(name)
+    return ".".join(parts)
+
+
 def full_imports(path: Path) -> set[str]:
     """The autoplace modules ``path`` imports, by full name (relative to autoplace)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoplace."):
-            names.add(node.module.split(".", 1)[1])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "autoplace":
+            names.update(imported_from(node.module, a.name) for a in node.names)
         elif isinstance(node, ast.Import):
             names.update(a.name.split(".", 1)[1] for a in node.names
                          if a.name.startswith("autoplace."))
-    return names
+    return names - {""}
 
 
 def autoplace_imports(path: Path) -> set[str]:
@@ -80,8 +95,8 @@ def test_imports_point_down(path):
 
 
 def test_tuning_path_does_not_load_tvm():
-    code = ("import sys, autoplace.cli, autoplace.search, autoplace.measure.simulator, "
-            "autoplace.models, autoplace.profile_io; "
+    code = ("import sys, autoplace.cli.main, autoplace.search, autoplace.measure.simulator, "
+            "autoplace.models, autoplace.hardware.load; "
             "from autoplace.models import load_graph; load_graph('resnet50'); "
             "print(sorted(m for m in ('tvm', 'tvm_ffi', 'onnx') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -97,7 +112,7 @@ def test_measure_and_the_cost_model_import_neither_the_other():
     assert used == {"measure.batch", "measure.objective"}
 
 
-@pytest.mark.parametrize("module", ["autoplace.records", "autoplace.search.strategy",
+@pytest.mark.parametrize("module", ["autoplace.records.tuning_log", "autoplace.search.strategy",
                                     "autoplace.search", "autoplace.space"])
 def test_light_leaves_load_no_kernels_nor_search_engines(module):
     """Reading a log or subclassing SearchStrategy starts neither numba's kernels nor Optuna

@@ -23,7 +23,7 @@ from tvm import tirx
 from autoplace.deploy.kernel_db import KernelDatabase, workload
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 
 #: MetaSchedule measures this many candidates per round (fewer when the budget is smaller)
 TRIALS_PER_ROUND = 16

@@ -27,7 +27,7 @@ from tvm import relax
 from autoplace.deploy.schedule import cores, parallel_outer
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 from autoplace.space import Placement, SearchSpace
 
 CALL_TIR = tvm.ir.Op.get("relax.call_tir")

@@ -21,7 +21,7 @@ from autoplace.deploy import portable
 from autoplace.deploy.compiler import compile_placed
 from autoplace.deploy.place import apply
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 from autoplace.space import Placement
 
 # Per worker process: the module, graph and profile, set once by _init_worker.

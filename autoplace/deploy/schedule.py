@@ -19,7 +19,7 @@ import os
 import tvm
 from tvm import s_tir, tirx
 
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 
 #: iterations of the fused parallel loop enough to keep every core busy (the loops inside
 #: it are left alone)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import tvm
 
-from autoplace.profile import Profile, Unit
+from autoplace.hardware.profile import Profile, Unit
 
 #: The target used when neither the unit nor the profile's host unit can be compiled here.
 DEFAULT_HOST = {"kind": "llvm"}

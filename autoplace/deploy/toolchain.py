@@ -17,7 +17,7 @@ from pathlib import Path
 from tvm.support import cc
 
 from autoplace.deploy.targets import BuildError
-from autoplace.profile import Profile, Unit
+from autoplace.hardware.profile import Profile, Unit
 
 #: ``platform.machine()`` and triple spellings of one architecture
 _ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}

@@ -1,5 +1,6 @@
 """A placement built into one Relax VM executable (docs/build.md): ``build``, ``apply_best``
-(a log's best record, :func:`autoplace.records.best`, applied), ``build_te``. Imports TVM."""
+(a log's best record, :func:`autoplace.records.tuning_log.best`, applied), ``build_te``. Imports
+TVM."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from autoplace.deploy.place import apply
 from autoplace.deploy.run import Loaded
 from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile
-from autoplace.records import Record, best
+from autoplace.hardware.profile import Profile
+from autoplace.records.tuning_log import Record, best
 from autoplace.space import Placement, SearchSpace
 
 
@@ -44,7 +45,8 @@ def build(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
 
 def apply_best(mod: tvm.IRModule, records: Iterable[Record], profile: Profile, *,
                graph: OpGraph | None = None) -> tvm.IRModule:
-    """``mod`` placed by the best record of a tuning log (``autoplace.records.read(path)``).
+    """``mod`` placed by the best record of a tuning log
+    (``autoplace.records.tuning_log.read(path)``).
 
     Like AutoTVM's ``apply_history_best``: the lowest latency among the placements (not a
     pipeline's plans) of this graph (by fingerprint) and this profile (by hash); none is a

@@ -26,7 +26,7 @@ import numbers
 from pathlib import Path
 
 from autoplace.graph import Edge, GraphError, Op, OpGraph, topological_order
-from autoplace.profile import CopyPath, Profile, Scope, Unit
+from autoplace.hardware.profile import CopyPath, Profile, Scope, Unit
 
 #: the instances shipped with autoplace (their latency inputs), by name
 INSTANCE_DIR = Path(__file__).resolve().parent.parent / "data" / "instances" / "tarnawski"
@@ -193,7 +193,7 @@ def _profile(name: str, fpgas: int, cpus: int, max_size: float, source: str) -> 
 
 
 def profile_toml(profile: Profile) -> str:
-    """TOML text of an imported profile (:func:`autoplace.profile_io.load_profile` reads it
+    """TOML text of an imported profile (:func:`autoplace.hardware.load.load_profile` reads it
     back equal)."""
     lines = [f"# imported by autoplace from {profile.source}", f'name = "{profile.name}"',
              f'description = "{profile.description}"', f'host = "{profile.host}"',

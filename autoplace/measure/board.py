@@ -34,7 +34,7 @@ class RuntimeService:
 
     def load(self, job_json: str) -> dict:
         from autoplace.graph import OpGraph
-        from autoplace.profile_io import profile_from_toml
+        from autoplace.hardware.load import profile_from_toml
         from autoplace.runtime import Runtime
         from autoplace.runtime.program import read_program_files
 

@@ -26,9 +26,9 @@ from autoplace.deploy.pool import Artifact, BuildPool
 from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
 from autoplace.deploy.targets import BuildError, unit_target
 from autoplace.graph import OpGraph
+from autoplace.hardware.profile import Profile
 from autoplace.measure.base import Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
-from autoplace.profile import Profile
 from autoplace.runtime import DEFAULT_CACHE, KernelLibraries, Runtime, check_program
 from autoplace.runtime.program import load_program, read_program, save_program
 from autoplace.space import Placement, SearchSpace

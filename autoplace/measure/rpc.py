@@ -32,6 +32,7 @@ from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
+from autoplace.hardware.profile import Profile
 from autoplace.measure.base import MeasurementStopped, MeasureResult
 from autoplace.measure.local import Batch, BuildingMeasurer, result_from_times
 from autoplace.measure.rpc_runtime import BoardJob, Sessions, remote_json
@@ -43,7 +44,6 @@ from autoplace.measure.server import (
     SIM_FUNC,
     parse_addr,
 )
-from autoplace.profile import Profile
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.space import Placement, SearchSpace
 from autoplace.space.problem import ErrorKind

@@ -18,12 +18,12 @@ import threading
 from pathlib import Path
 
 from autoplace.graph import OpGraph
+from autoplace.hardware.profile import Profile
+from autoplace.hardware.write import to_toml
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.board import RUNTIME_LOAD_FUNC, RUNTIME_TIME_FUNC
 from autoplace.measure.local import result_from_times
 from autoplace.measure.server import INFO_FUNC
-from autoplace.profile import Profile
-from autoplace.profile_write import to_toml
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.program import PROGRAM_FILE, WEIGHTS_FILE, Program, save_program
 from autoplace.space import Placement

@@ -35,9 +35,9 @@ import time
 from pathlib import PurePosixPath
 
 from autoplace.graph import OpGraph
+from autoplace.hardware.profile import Profile
 from autoplace.measure.board import answer, register_runtime
 from autoplace.measure.handshake import bound_handshakes
-from autoplace.profile import Profile
 
 #: the largest graph a client may load: JSON text, and ops (the bundled graphs are under
 #: 0.5 MB and 1,000 ops)

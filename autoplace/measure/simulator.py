@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from autoplace.hardware.profile import COPY_MODES
 from autoplace.measure.base import Event, Measurer, MeasureResult
 from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.blocks import BlockReference
-from autoplace.profile import COPY_MODES
 from autoplace.space import Placement, PlacementError, SearchSpace
 from autoplace.space.problem import ErrorKind
 from autoplace.space.schedule import Schedule, Timing, Work, schedule_of

@@ -47,8 +47,8 @@ import functools
 import numpy as np
 
 from autoplace.graph import OpGraph
+from autoplace.hardware.profile import ProfileError
 from autoplace.pipeline.machine import MeshMachine
-from autoplace.profile import ProfileError
 from autoplace.space.tables import roofline_seconds
 
 #: op kinds that read only their own channels of their inputs (no rotation)

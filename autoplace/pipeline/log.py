@@ -1,8 +1,9 @@
-"""The pipeline search's log: the tuner's records (:mod:`autoplace.records`), one per trial.
+"""The pipeline search's log: the tuner's records (:mod:`autoplace.records.tuning_log`), one per
+trial.
 
-A trial is a :class:`~autoplace.records.Record` as a tuned placement is, appended by the
-tuner's :class:`~autoplace.records.TuningLog` (one whole line per write, a torn tail cut):
-``strategy`` is the move that made it (``dp`` for the start), ``measurer`` ``stream``,
+A trial is a :class:`~autoplace.records.tuning_log.Record` as a tuned placement is, appended by the
+tuner's :class:`~autoplace.records.tuning_log.TuningLog` (one whole line per write, a torn tail
+cut): ``strategy`` is the move that made it (``dp`` for the start), ``measurer`` ``stream``,
 ``result`` the plan's analytic latency (one inference through one copy) and ``period_s``,
 seconds per inference over every copy (1 / throughput: the throughput objective's value;
 null unless the plan was streamed), an ``out_of_memory`` error when it does not fit. Its
@@ -14,13 +15,13 @@ before ``units`` or ``streamed``), ``replicas``, ``spilled`` (the cuts whose ten
 through the shared memory; left out when none does),
 ``status`` (``ok``; ``no-fit``; ``bounded``: its analytic throughput showed it cannot beat
 the best, so it was not streamed), ``period_s`` (one copy's stream) and
-``analytic_period_s``. :func:`autoplace.analysis.load` reads a pipeline log as it reads a
+``analytic_period_s``. :func:`autoplace.reports.analysis.load` reads a pipeline log as it reads a
 tuning log; :func:`read_lines` gives each trial's fields (those of ``pipeline`` beside the
 record's, ``move`` and ``throughput``) by the tuning log's rules
-(:func:`autoplace.records.parse_lines`). Logs of ``kind: pipeline-trial`` lines (before the
-records) are still read. :func:`best_plan` reads back the best plan for a graph and mesh
-(the tuning log's :func:`~autoplace.records.best` by throughput), which ``autoplace compile
---objective throughput --log`` builds.
+(:func:`autoplace.records.tuning_log.parse_lines`). Logs of ``kind: pipeline-trial`` lines (before
+the records) are still read. :func:`best_plan` reads back the best plan for a graph and mesh
+(the tuning log's :func:`~autoplace.records.tuning_log.best` by throughput), which ``autoplace
+compile --objective throughput --log`` builds.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import THROUGHPUT
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
-from autoplace.pipeline.search import STATUSES, Trial
-from autoplace.records import (
+from autoplace.pipeline.plan_search import STATUSES, Trial
+from autoplace.records.tuning_log import (
     Record,
     RecordError,
     TuningLog,
@@ -127,9 +128,9 @@ class TrialLog:
 
 def read_lines(path: str | Path) -> list[dict]:
     """The trials of a pipeline log, as :func:`trial_fields` each, by the tuning log's rules
-    (:func:`~autoplace.records.parse_lines`: a torn last line is skipped with a warning);
+    (:func:`~autoplace.records.tuning_log.parse_lines`: a torn last line is skipped with a warning);
     TrialLogError naming the file and line if one is not a pipeline trial. Not
-    :func:`~autoplace.records.read`: a line of before the records is no Record."""
+    :func:`~autoplace.records.tuning_log.read`: a line of before the records is no Record."""
     return parse_lines(path, lambda line: trial_fields(strict_json(line)), error=TrialLogError)
 
 

@@ -2,8 +2,8 @@
 
 The planner never names a PE per op (docs/pipeline.md): it needs one PE's units, its local
 memory and the mesh link between neighbours, which a ``[mesh]`` profile describes once as
-templates (``autoplace/profile_mesh.py`` expands them into ``pe<k>.*``; PE 0's are read back
-here).
+templates (``autoplace/hardware/mesh_expansion.py`` expands them into ``pe<k>.*``; PE 0's are read
+back here).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from autoplace.profile import Profile, ProfileError, Unit
+from autoplace.hardware.profile import Profile, ProfileError, Unit
 
 #: how many ways a conv2d or matmul may be split along its output channels at most (an op
 #: graph carries no channel count yet; the model-zoo networks' layers have 64 or more)

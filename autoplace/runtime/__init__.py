@@ -29,7 +29,7 @@ from autoplace.deploy.run import TimeSettings
 from autoplace.deploy.schedule import declared_cores
 from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 from autoplace.runtime.assemble import Assembled, assemble, copy_tensor, plan_buffers
 from autoplace.runtime.executor import Executor, RunError, RunTimeout, RunTrace
 from autoplace.runtime.libraries import KernelLibraries

@@ -31,10 +31,10 @@ from autoplace.deploy.artefact import (
     read_manifest,
 )
 from autoplace.graph import GraphError, OpGraph
+from autoplace.hardware.load import profile_from_toml
+from autoplace.hardware.profile import ProfileError
+from autoplace.hardware.write import to_toml
 from autoplace.measure.simulator import Simulator
-from autoplace.profile import ProfileError
-from autoplace.profile_io import profile_from_toml
-from autoplace.profile_write import to_toml
 from autoplace.runtime import Runtime
 from autoplace.runtime.program import WEIGHTS_FILE, Program
 from autoplace.space import Placement, PlacementError

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 from autoplace.runtime.assemble import Assembled
 from autoplace.runtime.workers import Worker, pool_setup
 

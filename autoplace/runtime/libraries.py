@@ -31,7 +31,7 @@ from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
-from autoplace.profile import Profile
+from autoplace.hardware.profile import Profile
 from autoplace.runtime.program import Program
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used

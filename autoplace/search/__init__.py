@@ -3,11 +3,11 @@
 - :mod:`~autoplace.search.loop` — the tuning loop (baselines, rounds, resume) and :func:`tune`;
 - :mod:`~autoplace.search.store` — the log (source of truth) and the Optuna study;
 - :mod:`~autoplace.search.strategy` — the strategy interface (propose / observe);
-- :mod:`~autoplace.search.evolution`, :mod:`~autoplace.search.optuna_sampling` — the
+- :mod:`~autoplace.search.evolution_strategy`, :mod:`~autoplace.search.optuna_sampling` — the
   strategies (model-guided evolution; Optuna's TPE and random samplers), built by name in
   :mod:`~autoplace.search.strategies`;
-- :mod:`~autoplace.search.guided`, :mod:`~autoplace.search.evolve` — the model-guided
-  proposer and its genetic operators; :mod:`~autoplace.search.params` — placements as
+- :mod:`~autoplace.search.guided_proposer`, :mod:`~autoplace.search.genetic_operators` — the
+  model-guided proposer and its genetic operators; :mod:`~autoplace.search.params` — placements as
   Optuna parameters; :mod:`~autoplace.search.warm_start` — cost-model rows from old logs.
 
 Each name loads its module on first use: subclassing :class:`SearchStrategy`
@@ -24,7 +24,7 @@ _HOMES = {
     "TuneResult": "autoplace.search.config", "SearchError": "autoplace.search.strategy",
     "Proposal": "autoplace.search.strategy", "SearchStrategy": "autoplace.search.strategy",
     "Tuner": "autoplace.search.loop", "tune": "autoplace.search.loop",
-    "baselines": "autoplace.baselines", "greedy": "autoplace.baselines",
+    "baselines": "autoplace.baselines.named", "greedy": "autoplace.baselines.named",
     **{name: "autoplace.search.params" for name in (
         "copy_param", "distributions", "op_param", "to_params", "to_placement")},
 }

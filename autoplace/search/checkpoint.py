@@ -30,7 +30,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from autoplace.records import CHECKPOINT, side_file
+from autoplace.records.tuning_log import CHECKPOINT, side_file
 
 VERSION = 2  # 2: a journal of lines, appended lists as their new items (1: one JSON object)
 #: bytes appended before a writer may start the file afresh (see :class:`CheckpointWriter`)

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 
 from autoplace.measure.objective import OBJECTIVES, Objective, objective_named
-from autoplace.records import Record
-from autoplace.search.guided import COST_MODELS
+from autoplace.records.tuning_log import Record
+from autoplace.search.guided_proposer import COST_MODELS
 from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
 
 #: the search strategies by name (``autoplace.search.strategies`` builds them)

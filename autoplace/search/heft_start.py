@@ -1,7 +1,7 @@
 """HEFT's placement as the search starts from it: canonical, and made to fit memory.
 
-HEFT (:mod:`autoplace.heft`) checks a scope's capacity in its planning order, ranked by the
-longest path to an exit, while the simulator holds buffers in program order, so HEFT's
+HEFT (:mod:`autoplace.baselines.heft`) checks a scope's capacity in its planning order, ranked by
+the longest path to an exit, while the simulator holds buffers in program order, so HEFT's
 placement can overflow a small on-chip scope (7 of the 30 bundled cases: densenet121,
 inception_v1 and shufflenet on ``soc`` and on ``mesh``, inception_v2 on ``mesh``; on ``soc``
 inception_v1's ``sram1`` holds 6.6 MB of 4 MB). Such a placement is no start: it cannot run.
@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from autoplace.heft import heft_genome
+from autoplace.baselines.heft import heft_genome
 from autoplace.measure.batch import simulate_batch
 from autoplace.space import SearchSpace
 

@@ -15,9 +15,9 @@ from dataclasses import replace
 import numpy as np
 import optuna
 
-from autoplace.baselines import baselines
+from autoplace.baselines.named import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
-from autoplace.records import MODEL_STATS, Record, TuningLog, best, side_file
+from autoplace.records.tuning_log import MODEL_STATS, Record, TuningLog, best, side_file
 from autoplace.search.checkpoint import (
     Checkpoint,
     CheckpointWriter,
@@ -28,7 +28,6 @@ from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.descent import predicted
 from autoplace.search.interrupt import CtrlC, from_ctrl_c
 from autoplace.search.local_search import LocalSearch
-from autoplace.search.storage import open_storage
 from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import (
     check_given,
@@ -38,6 +37,7 @@ from autoplace.search.strategies import (
     warm_rows,
 )
 from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.search.study_storage import open_storage
 from autoplace.search.workers import (
     BASELINE,
     SEARCH,

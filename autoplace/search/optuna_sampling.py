@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import optuna
 
-from autoplace.search.guided import GuidedProposer
+from autoplace.search.guided_proposer import GuidedProposer
 from autoplace.search.params import distributions, to_genome, to_params
 from autoplace.search.strategy import Proposal, SearchStrategy, fastest
 from autoplace.space import SearchSpace

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from optuna.distributions import CategoricalDistribution
 
-from autoplace.profile import COPY_MODES
+from autoplace.hardware.profile import COPY_MODES
 from autoplace.space import Placement, SearchSpace
 
 

@@ -1,6 +1,6 @@
 """A pipeline search's trials in an Optuna study (``autoplace pipeline --storage URL``).
 
-The same storages as the tuner's (:func:`autoplace.search.storage.open_storage`): a journal
+The same storages as the tuner's (:func:`autoplace.search.study_storage.open_storage`): a journal
 file, SQLite or PostgreSQL. One study per graph and mesh (``autoplace-pipeline-<graph>-
 <mesh>-<fingerprint>-<hash>``, direction maximize), marked ``kind: pipeline``; each trial
 holds, as the tuner's trials do, the log's trial number (``trial``) and the move that made it
@@ -23,8 +23,8 @@ from optuna.trial import FrozenTrial, TrialState
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.log import LEGACY_KIND, read_lines, trial_fields, trial_of, trial_record
 from autoplace.pipeline.plan import PipelinePlan, Stage
-from autoplace.pipeline.search import Shared, Trial
-from autoplace.search.storage import StorageError, open_storage, redact
+from autoplace.pipeline.plan_search import Shared, Trial
+from autoplace.search.study_storage import StorageError, open_storage, redact
 from autoplace.search.workers import (
     BASELINE,
     SEARCH,

@@ -27,11 +27,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import LATENCY, Objective
-from autoplace.records import Record, TuningLog, new_run_id, read
+from autoplace.records.tuning_log import Record, TuningLog, new_run_id, read
 from autoplace.search.config import TuneConfig
 from autoplace.search.params import distributions, to_params, to_placement
-from autoplace.search.storage import open_storage, redact
 from autoplace.search.strategy import SearchError
+from autoplace.search.study_storage import open_storage, redact
 from autoplace.search.workers import measured_in_study
 from autoplace.space import Placement, SearchSpace
 

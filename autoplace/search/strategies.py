@@ -10,8 +10,8 @@ import optuna
 
 from autoplace.cost_model import XGBCostModel
 from autoplace.search.config import SAMPLERS, TuneConfig
-from autoplace.search.evolution import ModelGuidedEvolution
-from autoplace.search.guided import GuidedProposer, make_model
+from autoplace.search.evolution_strategy import ModelGuidedEvolution
+from autoplace.search.guided_proposer import GuidedProposer, make_model
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
 from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths

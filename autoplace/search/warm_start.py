@@ -17,7 +17,7 @@ import numpy as np
 from autoplace.cost_model import FEATURES, CostModelError, Featurizer
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.objective import LATENCY, Objective
-from autoplace.records import Record, read
+from autoplace.records.tuning_log import Record, read
 from autoplace.space import PlacementError, SearchSpace
 
 MODEL_SUFFIXES = (".json", ".ubj")

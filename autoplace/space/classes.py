@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoplace.profile import Profile, Unit
+from autoplace.hardware.profile import Profile, Unit
 
 
 def class_key(profile: Profile, unit: Unit) -> tuple:

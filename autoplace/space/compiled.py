@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from autoplace.graph import OP_KINDS, OpGraph
-from autoplace.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
+from autoplace.hardware.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 from autoplace.space.canonical import CanonicalForms
 from autoplace.space.classes import refine, unit_classes
 from autoplace.space.copyplan import plan

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autoplace.profile import COPY_MODES, CopyPath, MeshGrid, Profile
+from autoplace.hardware.profile import COPY_MODES, CopyPath, MeshGrid, Profile
 
 MIB = 1 << 20
 Route = tuple[CopyPath, ...]

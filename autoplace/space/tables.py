@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from autoplace.graph import OP_KINDS, OpGraph
-from autoplace.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
+from autoplace.hardware.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 
 
 def _throughput(profile: Profile) -> np.ndarray:

@@ -29,10 +29,10 @@ from autoplace.deploy.compiler import placed_pipeline, with_metadata
 from autoplace.deploy.place import LOAD_FUNC
 from autoplace.deploy.run import Loaded
 from autoplace.frontend.te import seed_example
+from autoplace.hardware.load import load_profile
 from autoplace.measure.base import ErrorKind, MeasureResult
 from autoplace.models import load_module
-from autoplace.profile_io import load_profile
-from autoplace.records import Record
+from autoplace.records.tuning_log import Record
 from autoplace.space import Placement, SearchSpace
 
 

@@ -20,9 +20,9 @@ from autoplace.deploy.kernel_db import RECORDS, KernelDatabase, scheduled, targe
 from autoplace.deploy.kernel_tuning import kernel_tasks
 from autoplace.deploy.schedule import default_schedule
 from autoplace.deploy.targets import target_key, unit_target
+from autoplace.hardware.load import load_profile
 from autoplace.measure.server import wait_registered
 from autoplace.models import load_module
-from autoplace.profile_io import load_profile
 from autoplace.runtime import Runtime
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.program import read_program

@@ -8,7 +8,7 @@ import tvm
 from tvm import s_tir, te, tirx
 
 from autoplace.deploy.schedule import MIN_PARALLEL, parallel_outer, threads_for
-from autoplace.profile_io import load_profile
+from autoplace.hardware.load import load_profile
 
 
 def _loops(func: tirx.PrimFunc) -> list[tirx.For]:

@@ -9,9 +9,9 @@ import pytest
 
 from autoplace.deploy.targets import BuildError
 from autoplace.deploy.toolchain import compiler_for, host_arch, llvm_for, target_arch
-from autoplace.profile import Unit
-from autoplace.profile_io import load_profile, profile_from_toml
-from autoplace.profile_write import to_toml
+from autoplace.hardware.load import load_profile, profile_from_toml
+from autoplace.hardware.profile import Unit
+from autoplace.hardware.write import to_toml
 
 ARM = {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}
 OTHER = "riscv64" if host_arch() != "riscv64" else "aarch64"  # not this host's

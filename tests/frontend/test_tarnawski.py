@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autoplace.contiguous import best_split
+from autoplace.baselines.contiguous import best_split
 from autoplace.frontend.tarnawski import (
     bundled_instances,
     convert,
@@ -21,8 +21,8 @@ from autoplace.frontend.tarnawski import (
     split_placement,
 )
 from autoplace.graph import GraphError
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
-from autoplace.profile_io import load_profile
 from autoplace.space import SearchSpace
 
 HEADER = Path("/usr/include/nlohmann/json.hpp")  # Debian's nlohmann-json3-dev
@@ -63,7 +63,7 @@ def their_dp(tmp_path_factory) -> Path:
 def test_the_period_of_their_dps_split_is_their_max_load(their_dp, name):
     """A throughput instance (one CPU): their dynamic program's split, simulated, has the
     period (``--objective throughput``) their program computed as its max-load; our best
-    contiguous split of a topological order (:mod:`autoplace.contiguous`) reaches it."""
+    contiguous split of a topological order (:mod:`autoplace.baselines.contiguous`) reaches it."""
     with bundled_instances()[name].open() as stdin:
         out = json.loads(subprocess.run([str(their_dp)], stdin=stdin, capture_output=True,
                                         text=True, check=True).stdout)
@@ -168,7 +168,7 @@ def test_a_malformed_instance_is_one_line_naming_the_key(edit, where):
 
 
 def test_import_instance_writes_a_graph_and_profile_the_tuner_takes(tmp_path, capsys):
-    from autoplace.cli import main
+    from autoplace.cli.main import main
 
     assert main(["import-instance", "layers-bert24", "--out", str(tmp_path)]) == 0
     assert main(["tune", str(tmp_path / "layers-bert24.json"), "--hw",

@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def soc():
-    from autoplace.profile_io import load_profile
+    from autoplace.hardware.load import load_profile
 
     return load_profile("soc")
 

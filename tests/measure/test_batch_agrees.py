@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from factories import fork_graph, tiny_profile
 
+from autoplace.baselines.heft import heft_genome
 from autoplace.frontend.tarnawski import load_instance
-from autoplace.heft import heft_genome
+from autoplace.hardware.load import bundled_profiles, load_profile
 from autoplace.measure.batch import fits, fitting, simulate_batch, streams
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import bundled_profiles, load_profile
-from autoplace.search.evolve import Genomes
+from autoplace.search.genetic_operators import Genomes
 from autoplace.space import SearchSpace
 
 MODELS = ("squeezenet", "inception_v1", "resnet50")

@@ -8,9 +8,9 @@ import pytest
 
 from autoplace.frontend.tarnawski import convert, load_instance
 from autoplace.graph import Edge, Op, OpGraph
+from autoplace.hardware.profile import CopyPath, Profile, Scope, Unit
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.simulator import Simulator
-from autoplace.profile import CopyPath, Profile, Scope, Unit
 from autoplace.space import SearchSpace
 
 

@@ -12,9 +12,9 @@ from tvm import te
 
 from autoplace.deploy.run import TimeSettings
 from autoplace.frontend.te import from_te
+from autoplace.hardware.load import load_profile
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.local import LocalMeasurer
-from autoplace.profile_io import load_profile
 from autoplace.space import Placement, SearchSpace
 
 FAST = TimeSettings(number=1, repeat=3, warmup=1)

@@ -23,6 +23,7 @@ from factories import free_port, resident_and_streamed
 from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.run import TimeSettings
+from autoplace.hardware.load import load_profile
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.rpc import NoServerError, RPCMeasurer, simulate_chunks
 from autoplace.measure.server import (
@@ -37,8 +38,7 @@ from autoplace.measure.server import (
     wait_registered,
 )
 from autoplace.measure.simulator import Simulator
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog, read
+from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, baselines, tune
 from autoplace.space import Placement, SearchSpace
 

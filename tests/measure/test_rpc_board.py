@@ -9,8 +9,8 @@ from factories import board_toml, need_cross
 from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.elf import AARCH64, elf_machine
+from autoplace.hardware.load import profile_from_toml
 from autoplace.measure.rpc import RPCMeasurer
-from autoplace.profile_io import profile_from_toml
 
 
 @pytest.fixture(scope="module")

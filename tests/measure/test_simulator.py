@@ -110,8 +110,8 @@ def test_no_route_is_reported_as_no_copy_path():
 def test_measure_encoded_equals_measure_on_random_placements(model, hw):
     import numpy as np
 
+    from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
 
     space = SearchSpace(load_graph(model), load_profile(hw))
     choice, mode = space.random_genomes(64, np.random.default_rng(3))

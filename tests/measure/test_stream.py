@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
-from autoplace.heft import heft_genome
+from autoplace.baselines.heft import heft_genome
+from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import simulate_batch, streams
 from autoplace.measure.simulator import Simulator
 from autoplace.measure.stream import stream_finishes, stream_period
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
 from autoplace.space import Placement, SearchSpace
 
 

@@ -13,9 +13,9 @@ import pytest
 from factories import chain_graph, tiny_profile
 
 from autoplace.graph import OpGraph
+from autoplace.hardware.load import load_profile
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.simulator import Simulator
-from autoplace.profile_io import load_profile
 from autoplace.space import PlacementError, SearchSpace
 
 W = 1_000_000

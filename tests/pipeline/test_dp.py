@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from autoplace.graph import Edge, Op, OpGraph
+from autoplace.hardware.profile import Unit
 from autoplace.pipeline import (
     MeshMachine,
     PipelinePlan,
@@ -21,9 +22,8 @@ from autoplace.pipeline import (
     least_period,
     throughput_bound,
 )
-from autoplace.pipeline.baselines import equal_flops, stage_counts
 from autoplace.pipeline.dp import TOLERANCE
-from autoplace.profile import Unit
+from autoplace.pipeline.equal_flops import equal_flops, stage_counts
 
 MIB = 1 << 20
 

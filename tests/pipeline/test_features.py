@@ -10,14 +10,14 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
-from test_search import MS, rotating_pair
+from test_plan_search import MS, rotating_pair
 
 from autoplace.cost_model import XGBCostModel
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, PipelinePlan, Stage, StageCosts, best_pipeline
 from autoplace.pipeline.features import PLAN_FEATURES, plan_features
-from autoplace.pipeline.search import PipelineSearch, measure
-from autoplace.profile_io import load_profile
+from autoplace.pipeline.plan_search import PipelineSearch, measure
 
 
 def test_the_features_of_one_stage_worked_by_hand():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from autoplace.hardware.load import load_profile
+from autoplace.hardware.profile import ProfileError
 from autoplace.pipeline import MeshMachine, PipelinePlan, Stage
 from autoplace.pipeline.layout import layout, snake
-from autoplace.profile import ProfileError
-from autoplace.profile_io import load_profile
 
 
 def neighbours(a: tuple[int, int], b: tuple[int, int]) -> bool:

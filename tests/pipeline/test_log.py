@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from autoplace import analysis
+from autoplace.hardware.load import load_profile
 from autoplace.measure import ErrorKind
 from autoplace.measure.objective import THROUGHPUT
 from autoplace.models import load_graph
@@ -22,9 +22,9 @@ from autoplace.pipeline.log import (
     read_lines,
     trial_of,
 )
-from autoplace.pipeline.search import PipelineSearch, Trial, measure
-from autoplace.profile_io import load_profile
-from autoplace.records import RecordError, best, read
+from autoplace.pipeline.plan_search import PipelineSearch, Trial, measure
+from autoplace.records.tuning_log import RecordError, best, read
+from autoplace.reports import analysis
 
 
 @pytest.fixture(scope="module")

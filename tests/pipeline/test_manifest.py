@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.layout import layout
 from autoplace.pipeline.manifest import ManifestError, read_manifest, write_manifest
-from autoplace.profile_io import load_profile
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import pytest
 from test_dp import MIB, chain, machine
 from test_units import graph_of, two_units
 
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, PipelinePlan, Stage, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.stream import pipeline_period
-from autoplace.profile_io import load_profile
 
 
 def _cases():

@@ -10,6 +10,7 @@ import math
 import pytest
 from test_dp import MIB, chain, machine
 
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
 from autoplace.pipeline import (
     MeshMachine,
@@ -21,8 +22,7 @@ from autoplace.pipeline import (
 )
 from autoplace.pipeline.log import plan_of, trial_fields, trial_record
 from autoplace.pipeline.manifest import ManifestError, read_manifest, write_manifest
-from autoplace.pipeline.search import PipelineSearch, Trial, measure
-from autoplace.profile_io import load_profile
+from autoplace.pipeline.plan_search import PipelineSearch, Trial, measure
 from autoplace.search.pipeline_study import _genome
 
 CUT = 1 * MIB

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from test_dp import MIB, assert_least_periods_are_optimal, chain, machine
 
+from autoplace.hardware.load import load_profile
+from autoplace.hardware.profile import ProfileError
 from autoplace.models import load_graph
 from autoplace.pipeline import (
     MeshMachine,
@@ -27,10 +29,8 @@ from autoplace.pipeline import (
 )
 from autoplace.pipeline.log import plan_of, trial_fields, trial_record
 from autoplace.pipeline.manifest import ManifestError, read_manifest, write_manifest
-from autoplace.pipeline.search import PipelineSearch, Trial, measure
+from autoplace.pipeline.plan_search import PipelineSearch, Trial, measure
 from autoplace.pipeline.stream import pipeline_period
-from autoplace.profile import ProfileError
-from autoplace.profile_io import load_profile
 from autoplace.search.pipeline_study import _genome
 
 

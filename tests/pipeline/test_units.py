@@ -14,6 +14,7 @@ import pytest
 from test_dp import assert_least_periods_are_optimal
 
 from autoplace.graph import Edge, Op, OpGraph
+from autoplace.hardware.profile import Unit
 from autoplace.pipeline import (
     MeshMachine,
     PipelinePlan,
@@ -26,9 +27,8 @@ from autoplace.pipeline import (
 from autoplace.pipeline.dp import work_bound
 from autoplace.pipeline.log import plan_of, stage_entry, trial_fields, trial_record
 from autoplace.pipeline.manifest import read_manifest, write_manifest
-from autoplace.pipeline.search import PipelineSearch, Trial
+from autoplace.pipeline.plan_search import PipelineSearch, Trial
 from autoplace.pipeline.stream import pipeline_period
-from autoplace.profile import Unit
 
 MS = 1e-3
 
@@ -158,8 +158,8 @@ def test_a_plans_units_go_through_its_log_line_and_its_manifest(tmp_path):
 
 
 def test_a_mesh_profile_says_whether_its_pes_units_overlap(tmp_path):
-    from autoplace.profile import ProfileError
-    from autoplace.profile_io import load_profile
+    from autoplace.hardware.load import load_profile
+    from autoplace.hardware.profile import ProfileError
 
     text = (Path(__file__).parents[2] / "hwprofiles" / "mesh.toml").read_text()
     plain = load_profile("mesh")

@@ -15,7 +15,7 @@ import tvm
 from tvm import relax, te
 
 from autoplace.frontend.relax import op_graph
-from autoplace.profile_io import profile_from_toml
+from autoplace.hardware.load import profile_from_toml
 
 MEET = "autoplace_test.meet"
 BARRIER: dict[str, threading.Barrier] = {}

@@ -14,9 +14,9 @@ import shutil
 import pytest
 from factories import cli, one_line_error
 
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import best, read
+from autoplace.records.tuning_log import best, read
 
 
 @pytest.fixture(scope="module")

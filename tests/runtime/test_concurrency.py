@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from runtime_factories import arm, inputs_of, meeting_copy, meeting_module, two_unit_profile
 
-from autoplace.profile_io import load_profile
+from autoplace.hardware.load import load_profile
 from autoplace.runtime import RunError, Runtime
 from autoplace.space import SearchSpace
 

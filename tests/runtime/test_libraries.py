@@ -9,8 +9,8 @@ import pytest
 from runtime_factories import inputs_of
 
 from autoplace.deploy.targets import BuildError
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
-from autoplace.profile_io import load_profile
 from autoplace.runtime import Runtime
 from autoplace.space import SearchSpace
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from runtime_factories import inputs_of, randomized, unplaced_outputs
 
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import BUNDLED, load_module
-from autoplace.profile_io import load_profile
 from autoplace.runtime import PoolError, Runtime
 from autoplace.space import SearchSpace
 

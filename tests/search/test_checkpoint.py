@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog
+from autoplace.records.tuning_log import TuningLog
 from autoplace.search import TuneConfig, tune
 from autoplace.search.checkpoint import (
     REWRITE_FLOOR,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoplace.heft import heft_genome
+from autoplace.baselines.heft import heft_genome
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog, best, read
+from autoplace.records.tuning_log import TuningLog, best, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.descent import Descent, moves, predicted
 from autoplace.space import SearchSpace

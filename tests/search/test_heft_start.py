@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoplace.heft import heft_genome
+from autoplace.baselines.heft import heft_genome
+from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import fitting, simulate_batch
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
 from autoplace.search.heft_start import fit_memory, heft_start
 from autoplace.space import SearchSpace
 
@@ -48,7 +48,7 @@ def test_a_fitting_heft_placement_is_left_as_it_is():
 
 def test_the_tuner_measures_the_fitted_heft(tmp_path):
     from autoplace.measure.simulator import Simulator
-    from autoplace.records import TuningLog, read
+    from autoplace.records.tuning_log import TuningLog, read
     from autoplace.search import TuneConfig, tune
 
     space = SearchSpace(load_graph("inception_v1"), load_profile("soc"))

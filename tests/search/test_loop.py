@@ -9,12 +9,12 @@ import optuna
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
-from autoplace.baselines import heft
+from autoplace.baselines.named import heft
+from autoplace.hardware.load import load_profile
 from autoplace.measure import MeasurementStopped, Measurer
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog, read
+from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import (
     SearchError,
     TuneConfig,

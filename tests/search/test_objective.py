@@ -10,12 +10,12 @@ import pytest
 from factories import fork_graph
 from search_factories import two_unit_profile
 
-from autoplace import analysis
 from autoplace.cost_model import CostModelError, Featurizer, XGBCostModel
 from autoplace.graph import Edge, OpGraph
 from autoplace.measure.objective import LATENCY, THROUGHPUT, objective_named
 from autoplace.measure.simulator import Simulator
-from autoplace.records import TuningLog, best, load, read
+from autoplace.records.tuning_log import TuningLog, best, load, read
+from autoplace.reports import analysis
 from autoplace.search import SearchError, TuneConfig, tune
 from autoplace.space import Placement, SearchSpace
 

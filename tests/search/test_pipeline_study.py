@@ -8,13 +8,13 @@ import time
 import optuna
 import pytest
 
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
 from autoplace.pipeline.log import TrialLog
-from autoplace.pipeline.search import Trial, measure
-from autoplace.profile_io import load_profile
+from autoplace.pipeline.plan_search import Trial, measure
 from autoplace.search.pipeline_study import PipelineWorker, open_pipeline_study
-from autoplace.search.storage import open_storage
+from autoplace.search.study_storage import open_storage
 
 
 @pytest.fixture()

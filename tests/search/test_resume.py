@@ -15,10 +15,10 @@ from pathlib import Path
 import optuna
 import pytest
 
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import TuningLog, read
+from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, baselines, tune
 from autoplace.space import SearchSpace
 
@@ -28,8 +28,8 @@ KILLED_JOB = textwrap.dedent("""
     import os, signal, sys
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
-    from autoplace.records import TuningLog
+    from autoplace.hardware.load import load_profile
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import TuneConfig, baselines, tune
     from autoplace.space import SearchSpace
 

@@ -8,9 +8,9 @@ import functools
 import numpy as np
 
 from autoplace.cost_model import Featurizer
+from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import fitting
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
 from autoplace.search.scored import Growing, Scored
 from autoplace.space import SearchSpace
 

@@ -10,9 +10,9 @@ import numpy as np
 import optuna
 import pytest
 
+from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
 from autoplace.search import SAMPLERS, Proposal, SearchStrategy, TuneConfig
 from autoplace.search.checkpoint import CheckpointWriter, read_checkpoint
 from autoplace.search.store import open_study
@@ -114,13 +114,14 @@ def test_the_loop_names_no_strategy():
     src = Path(__file__).parents[2] / "autoplace" / "search" / "loop.py"
     imported = {n.module for n in ast.walk(ast.parse(src.read_text()))
                 if isinstance(n, ast.ImportFrom)}
-    assert not imported & {"autoplace.search.evolution", "autoplace.search.optuna_sampling",
-                           "autoplace.search.guided"}
+    assert not imported & {"autoplace.search.evolution_strategy",
+                           "autoplace.search.optuna_sampling",
+                           "autoplace.search.guided_proposer"}
     assert not any(name in src.read_text() for name in ('"evolve"', '"tpe"', '"random"'))
 
 
 def test_optuna_trials_are_finished_by_the_store_not_left_running(space, tmp_path):
-    from autoplace.records import TuningLog
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import tune
 
     storage = f"sqlite:///{tmp_path / 's.db'}"
@@ -149,7 +150,7 @@ class Sampled(SearchStrategy):
 
 
 def test_tune_measures_the_proposals_of_a_users_strategy(space, tmp_path):
-    from autoplace.records import TuningLog, read
+    from autoplace.records.tuning_log import TuningLog, read
     from autoplace.search import tune
 
     mine = Sampled(space, seed=7)
@@ -165,7 +166,7 @@ def test_tune_measures_the_proposals_of_a_users_strategy(space, tmp_path):
 
 
 def test_tune_takes_a_strategy_or_a_sampler_not_both(space, tmp_path):
-    from autoplace.records import TuningLog
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import tune
 
     with TuningLog(tmp_path / "l.jsonl") as log, pytest.raises(

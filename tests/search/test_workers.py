@@ -21,11 +21,11 @@ import optuna
 import pytest
 from postgres_server import Server, binaries
 
+from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
-from autoplace.records import read
+from autoplace.records.tuning_log import read
 from autoplace.search import baselines
-from autoplace.search.storage import open_storage
+from autoplace.search.study_storage import open_storage
 from autoplace.search.workers import BASELINE
 from autoplace.space import SearchSpace
 
@@ -126,8 +126,8 @@ DOOMED_WORKER = textwrap.dedent("""
     import os, signal, sys
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
-    from autoplace.records import TuningLog
+    from autoplace.hardware.load import load_profile
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import TuneConfig, tune
     from autoplace.space import SearchSpace
 
@@ -248,7 +248,7 @@ def test_rounds_lost_to_other_workers_claims_do_not_end_a_worker(tmp_path, monke
     """A worker whose every claim goes to the others for more rounds in a row than a stall
     allows goes on (the others measure those candidates) and measures its share after."""
     from autoplace.measure.simulator import Simulator
-    from autoplace.records import TuningLog
+    from autoplace.records.tuning_log import TuningLog
     from autoplace.search import TuneConfig, tune
     from autoplace.search.loop import STALLED_ROUNDS
     from autoplace.search.workers import SharedStudy

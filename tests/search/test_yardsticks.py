@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from autoplace.heft import heft_genome
+from autoplace.baselines.heft import heft_genome
+from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import simulate_batch
 from autoplace.models import load_graph
-from autoplace.profile_io import load_profile
 from autoplace.search.strategy import Proposal
 from autoplace.search.yardsticks import HillClimbing, SteepestDescent
 from autoplace.space import SearchSpace

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from autoplace.frontend.tarnawski import load_instance
+from autoplace.hardware.load import load_profile
+from autoplace.hardware.profile import CopyPath
 from autoplace.measure.batch import simulate_batch
 from autoplace.models import load_graph
-from autoplace.profile import CopyPath
-from autoplace.profile_io import load_profile
 from autoplace.space import SearchSpace
 
 

@@ -9,7 +9,7 @@ import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
 from autoplace.graph import Edge, Op, OpGraph
-from autoplace.profile import ProfileError
+from autoplace.hardware.profile import ProfileError
 from autoplace.space import ErrorKind, Placement, PlacementError, Problem, SearchSpace
 
 
@@ -121,7 +121,7 @@ def test_uniform_placements(space):
 
 
 def test_routes_take_the_cheapest_multi_hop_path():
-    from autoplace.profile import CopyPath, Scope
+    from autoplace.hardware.profile import CopyPath, Scope
 
     prof = tiny_profile()
     far = Scope(name="far", capacity_bytes=1 << 20, bandwidth_bps=1e9, access=frozenset({"acc"}))
@@ -142,8 +142,8 @@ def test_routes_take_the_cheapest_multi_hop_path():
 
 @pytest.mark.parametrize("model,hw", [("densenet121", "soc"), ("resnet50", "mesh")])
 def test_decode_rows_round_trips_through_encode(model, hw):
+    from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
-    from autoplace.profile_io import load_profile
 
     space = SearchSpace(load_graph(model), load_profile(hw))
     choice, mode = space.random_genomes(100, np.random.default_rng(7))

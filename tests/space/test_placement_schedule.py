@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from factories import fork_graph
 
+from autoplace.hardware.profile import Profile, Scope, Unit
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.simulator import Simulator
-from autoplace.profile import Profile, Scope, Unit
 from autoplace.space import SearchSpace
 from autoplace.space.schedule import schedule_of
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from autoplace.graph import Edge, Op, OpGraph
+from autoplace.hardware.load import load_profile
+from autoplace.hardware.profile import ProfileError
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.simulator import Simulator
-from autoplace.profile import ProfileError
-from autoplace.profile_io import load_profile
 from autoplace.space import SearchSpace
 
 

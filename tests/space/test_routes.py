@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
+from autoplace.hardware.load import bundled_profiles, load_profile
+from autoplace.hardware.profile import COPY_MODES
 from autoplace.models import load_graph
-from autoplace.profile import COPY_MODES
-from autoplace.profile_io import bundled_profiles, load_profile
 from autoplace.space import SearchSpace
 from autoplace.space.routes import GraphRoutes, MeshRoutes, Routes, path_cost
 

@@ -1,0 +1,83 @@
+"""``autoplace tune-kernels``: a model's kernels tuned per unit target by MetaSchedule.
+
+TVM is imported inside the handler only.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from autoplace.cli.options import input_shapes_arg, positive_int, positive_seconds, seed_arg
+
+#: trials per kernel unless told otherwise (MetaSchedule's examples tune with 64 and more)
+DEFAULT_TRIALS = 64
+
+
+def register(sub) -> None:
+    """Add ``tune-kernels`` to the ``autoplace`` parser."""
+    k = sub.add_parser("tune-kernels",
+                       help="tune the model's kernels for each unit's target with "
+                            "MetaSchedule, into a kernel database builds then use")
+    k.add_argument("model", help="bundled model name or .onnx path")
+    input_shapes_arg(k)
+    k.add_argument("--hw", required=True, help="bundled profile name or .toml path")
+    k.add_argument("--kernel-db", required=True, metavar="DIR",
+                   help="the database (a directory; made if missing): MetaSchedule's JSON "
+                        "records, one sub-directory per unit target; a second job on it "
+                        "tunes only what the first left")
+    k.add_argument("--trials", type=positive_int, default=DEFAULT_TRIALS,
+                   help=f"measured candidates per kernel and target (default "
+                        f"{DEFAULT_TRIALS})")
+    k.add_argument("--unit", action="append", default=None,
+                   help="tune for this unit's target only (repeatable; default: every unit)")
+    k.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
+                   help="measure on the boards a TVM RPC tracker has under --rpc-key")
+    k.add_argument("--rpc-key", default=None, help="device key on the tracker")
+    k.add_argument("--build-timeout", type=positive_seconds, default=120.0,
+                   metavar="SECONDS", help="one candidate's build (MetaSchedule's builder)")
+    k.add_argument("--run-timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
+                   help="one candidate's run (MetaSchedule's runner)")
+    k.add_argument("--seed", type=seed_arg, default=0, help="MetaSchedule's seed")
+    k.set_defaults(run=cmd_tune_kernels)
+
+
+def cmd_tune_kernels(args: argparse.Namespace) -> int:
+    from autoplace.deploy.kernel_db import KernelDatabase
+    from autoplace.deploy.kernel_tuning import KernelTuner, KernelTuning, kernel_tasks
+    from autoplace.hardware.load import load_profile
+    from autoplace.models import load_module
+
+    if bool(args.rpc_tracker) != bool(args.rpc_key):
+        raise ValueError("--rpc-tracker and --rpc-key go together")
+    tuning = KernelTuning(trials=args.trials, seed=args.seed, build_timeout=args.build_timeout,
+                          run_timeout=args.run_timeout, tracker=args.rpc_tracker,
+                          key=args.rpc_key)
+    profile = load_profile(args.hw)
+    names = [u.name for u in profile.units]
+    for unit in args.unit or []:
+        if unit not in names:
+            raise ValueError(f"--unit {unit!r}: profile {profile.name!r} has no such unit "
+                             f"(its units: {', '.join(names)})")
+    mod, graph = load_module(args.model, args.input_shapes)
+    tasks = kernel_tasks(_prim_funcs(mod), graph, profile, args.unit)
+    db = KernelDatabase(args.kernel_db, create=True)
+    where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
+    print(f"tuning {len(tasks)} kernels of {graph.name} for {_targets(tasks)} on {where}, "
+          f"{args.trials} trials each, into {db.directory}", flush=True)
+    KernelTuner(db, tuning).tune_all(tasks, progress=lambda s: print(s, flush=True))
+    print(f"next: autoplace calibrate --hw {args.hw} --model {args.model} --kernel-db "
+          f"{args.kernel_db} (the profile's kernel times from these kernels), then "
+          f"autoplace tune/compile ... --kernel-db {args.kernel_db}")
+    return 0
+
+
+def _prim_funcs(mod) -> dict:
+    import tvm
+
+    return {gv.name_hint: f for gv, f in mod.functions.items()
+            if isinstance(f, tvm.tirx.PrimFunc)}
+
+
+def _targets(tasks) -> str:
+    units = sorted({", ".join(t.units) for t in tasks})
+    return f"{len(units)} target{'s' if len(units) != 1 else ''} ({'; '.join(units)})"

@@ -1,0 +1,12 @@
+"""The hardware description: a profile's compute units, memory scopes and copy paths.
+
+- :mod:`~autoplace.hardware.profile` — the profile's types (frozen dataclasses) and its TOML
+  schema;
+- :mod:`~autoplace.hardware.load` — a profile read from TOML and validated
+  (:func:`~autoplace.hardware.load.load_profile`, the bundled profiles of ``hwprofiles/``);
+- :mod:`~autoplace.hardware.toml_tables` — typed access to TOML tables, with errors naming the
+  file and the key;
+- :mod:`~autoplace.hardware.mesh_expansion` — a ``[mesh]`` table expanded into per-PE units,
+  scopes and copy paths;
+- :mod:`~autoplace.hardware.write` — a profile written back as TOML.
+"""

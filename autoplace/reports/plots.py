@@ -1,0 +1,331 @@
+"""Pictures of schedules and searches, as matplotlib figures.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot, no global
+state); ``fig.savefig(path)`` renders them with Agg. Each function takes the tables of
+:mod:`autoplace.reports.analysis` or a simulated timeline and returns the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from autoplace.graph import OP_KINDS, OpGraph
+from autoplace.measure.base import Event
+from autoplace.reports.analysis import critical_path, lanes
+
+# tab10 without its red (the critical path) and grey (sync copies), plus a gold
+KIND_COLOURS = dict(zip(OP_KINDS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
+                                   "#e377c2", "#bcbd22", "#17becf", "#e6ab02")))
+SYNC_COLOUR, ASYNC_COLOUR, ASYNC_EDGE = "#595959", "#c6dbef", "#2171b5"
+ASYNC_HATCH = "////"
+CRITICAL_COLOUR = "#d62728"
+BAR = 0.72  # bar height in lane units
+#: the critical path is outlined only when it holds at most this share of the events: on a
+#: chain every event is on it, and outlining them all says nothing
+OUTLINE_SHARE = 2 / 3
+
+
+def _lane_rows(timeline: Sequence[Event], units: Sequence[str],
+               max_lanes: int) -> tuple[list[str], dict[str, int]]:
+    """Lane labels and resource -> lane; past ``max_lanes`` the least busy units and
+    engines share one "+N units" / "+N DMA engines" lane each."""
+    order = lanes(timeline, units)
+    engines = {e.resource for e in timeline if e.kind == "copy" and e.mode == "async"}
+    engines -= {e.resource for e in timeline if e.kind == "op" or e.mode == "sync"}
+    if len(order) <= max_lanes:
+        return order, {r: i for i, r in enumerate(order)}
+    busy: dict[str, float] = {}
+    for e in timeline:
+        busy[e.resource] = busy.get(e.resource, 0.0) + e.end - e.start
+    keep = set(sorted(order, key=lambda r: -busy[r])[:max_lanes - 2])
+    labels: list[str] = []
+    rows: dict[str, int] = {}
+    for group, what in (([r for r in order if r not in engines], "units"),
+                        ([r for r in order if r in engines], "DMA engines")):
+        for r in (r for r in group if r in keep):
+            rows[r] = len(labels)
+            labels.append(r)
+        rest = [r for r in group if r not in keep]
+        if rest:
+            rows.update({r: len(labels) for r in rest})
+            labels.append(f"+{len(rest)} {what}")
+    return labels, rows
+
+
+def _bars(ax, events: list[Event], rows: Mapping[str, int], scale: float, **style) -> None:
+    if events:
+        ax.barh([rows[e.resource] for e in events], [(e.end - e.start) * scale for e in events],
+                left=[e.start * scale for e in events], height=BAR, **style)
+
+
+def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (),
+          title: str = "", max_lanes: int = 24, critical: bool = True) -> Figure:
+    """One lane per unit and per DMA engine; ops coloured by kind, sync copies solid (on the
+    host), async copies hatched (on their engine), the critical path outlined in red (when
+    it is not nearly every event: see :data:`OUTLINE_SHARE`)."""
+    labels, rows = _lane_rows(timeline, units, max_lanes)
+    kinds = {op.name: op.kind for op in graph.ops}
+    scale = 1e3  # seconds -> ms
+    fig = Figure(figsize=(11, 1.9 + 0.34 * len(labels)), layout="constrained")
+    ax = fig.add_subplot()
+    ops = [e for e in timeline if e.kind == "op"]
+    for kind in OP_KINDS:
+        _bars(ax, [e for e in ops if kinds[e.name] == kind], rows, scale,
+              color=KIND_COLOURS[kind], edgecolor="white", linewidth=0.4)
+    _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "sync"], rows, scale,
+          color=SYNC_COLOUR, edgecolor="white", linewidth=0.4)
+    _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "async"], rows, scale,
+          facecolor=ASYNC_COLOUR, edgecolor=ASYNC_EDGE, hatch=ASYNC_HATCH, linewidth=0.4)
+    path = critical_path(graph, timeline) if critical else []
+    outlined = len(path) <= OUTLINE_SHARE * len(timeline)  # on a chain it is everything
+    if outlined:
+        _bars(ax, path, rows, scale, fill=False, edgecolor=CRITICAL_COLOUR, linewidth=1.4)
+    if len(ops) <= 16:
+        _label_ops(ax, ops, rows, scale)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlabel("time (ms)")
+    ax.set_xlim(0, max((e.end for e in timeline), default=1.0) * scale * 1.01)
+    ax.grid(axis="x", alpha=0.3)
+    note = "" if outlined or not path else \
+        f" (critical path: {len(path)} of {len(timeline)} events, not outlined)"
+    ax.set_title((title or f"{graph.name}: simulated schedule") + note)
+    fig.legend(handles=_gantt_legend({kinds[e.name] for e in ops}, timeline,
+                                     bool(path) and outlined),
+               loc="outside lower center", ncol=6, fontsize="small", frameon=False)
+    return fig
+
+
+def _label_ops(ax, ops: list[Event], rows: Mapping[str, int], scale: float) -> None:
+    """Op names inside bars wide enough to hold them (small graphs only)."""
+    span = max(e.end for e in ops) * scale
+    for e in ops:
+        if (e.end - e.start) * scale > 0.06 * span:
+            ax.text((e.start + e.end) / 2 * scale, rows[e.resource], e.name[:18],
+                    ha="center", va="center", fontsize="x-small", color="white", clip_on=True)
+
+
+def _gantt_legend(kinds: set[str], timeline: Sequence[Event], critical: bool) -> list[Patch]:
+    modes = {e.mode for e in timeline if e.kind == "copy"}
+    handles = [Patch(color=KIND_COLOURS[k], label=k) for k in OP_KINDS if k in kinds]
+    if "sync" in modes:
+        handles.append(Patch(color=SYNC_COLOUR, label="sync copy (host)"))
+    if "async" in modes:
+        handles.append(Patch(facecolor=ASYNC_COLOUR, edgecolor=ASYNC_EDGE, hatch=ASYNC_HATCH,
+                             label="async copy (DMA)"))
+    if critical:
+        handles.append(Patch(fill=False, edgecolor=CRITICAL_COLOUR, linewidth=1.4,
+                             label="critical path"))
+    return handles
+
+
+def convergence(curves: pd.DataFrame, by: str = "log", *,
+                labels: Mapping[str, str] | None = None,
+                baselines: Mapping[str, float] | None = None, title: str = "",
+                zoom: bool = True) -> Figure:
+    """Best latency so far (ms) against candidates measured, one line per ``by`` group of
+    :func:`autoplace.reports.analysis.convergence`; each candidate a faint dot; ``baselines``
+    (name -> seconds) as dashed reference lines. ``zoom`` adds a second panel with the
+    lines alone, from the best latency to the worst final one (where the runs differ)."""
+    fig = Figure(figsize=(13 if zoom else 9, 5), layout="constrained")
+    axes = fig.subplots(1, 2, width_ratios=(3, 2)) if zoom else [fig.add_subplot()]
+    ax = axes[0]
+    colours = colormaps["tab10"].colors
+    for i, key in enumerate(pd.unique(curves[by])):  # in order of appearance
+        g = curves[curves[by] == key]
+        c = colours[i % len(colours)]
+        ax.scatter(g["n"], g["latency_s"] * 1e3, s=7, color=c, alpha=0.3, linewidths=0)
+        for a in axes:  # earlier lines wider: runs that coincide stay visible under later ones
+            a.step(g["n"], g["best_s"] * 1e3, where="post", color=c, gid="best",
+                   label=(labels or {}).get(key, str(key)) if a is ax else None,
+                   linewidth=max(1.0, 2.8 - 0.35 * i))
+    levels = _baseline_lines(ax, baselines or {})
+    lat = pd.concat([curves["latency_s"], pd.Series(levels, dtype=float)]).dropna()
+    if len(lat) and lat.max() > 8 * lat.min():
+        ax.set_yscale("log")
+        for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            axis(FuncFormatter(lambda v, _: f"{v:g}"))
+    for a in axes:
+        a.set_xlabel("candidates measured")
+        a.set_ylabel("latency (ms)")
+        a.grid(alpha=0.3, which="both")
+    ax.set_title(title or "best latency so far (line) and each candidate (dots)")
+    if zoom:
+        _zoom(axes[1], curves, by, baselines or {})
+    fig.legend(loc="outside lower center", ncol=4, fontsize="small", frameon=False)
+    return fig
+
+
+def _zoom(ax, curves: pd.DataFrame, by: str, baselines: Mapping[str, float]) -> None:
+    """Limit ``ax`` to the runs' final best latencies; draw the baselines in that range."""
+    final = curves.groupby(by, observed=True)["best_s"].last().dropna() * 1e3
+    if len(final):
+        low, high = final.min(), final.max()
+        pad = max(high - low, 0.02 * low) * 0.15
+        ax.set_ylim(low - pad, high + 2 * pad)
+        _baseline_lines(ax, {k: v for k, v in baselines.items()
+                             if low - pad <= v * 1e3 <= high + 2 * pad})
+    ax.set_title("the best so far, zoomed to the final values")
+
+
+def _baseline_lines(ax, baselines: Mapping[str, float]) -> list[float]:
+    """Dashed lines at the baselines' latencies (names sharing one merged); the levels."""
+    same: dict[float, list[str]] = {}
+    for name, secs in baselines.items():
+        if secs == secs:  # an infeasible baseline (NaN) has no line
+            same.setdefault(round(secs, 12), []).append(name)
+    for j, (secs, names) in enumerate(sorted(same.items())):
+        ax.axhline(secs * 1e3, color="0.45", linestyle=(0, (4, 3)), linewidth=1)
+        more = f" +{len(names) - 2} more" if len(names) > 2 else ""
+        # labels side by side in turn, so two close levels do not print over each other
+        ax.annotate(f"{', '.join(sorted(names)[:2])}{more}: {secs * 1e3:.4g} ms",
+                    (0.34 * (j % 3), secs * 1e3), xycoords=("axes fraction", "data"),
+                    xytext=(4, 3),
+                    textcoords="offset points", fontsize="small", color="0.25",
+                    bbox={"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 1})
+    return list(same)
+
+
+def utilisation(util: pd.DataFrame, *, title: str = "") -> Figure:
+    """Busy fraction of each resource over time (rows of
+    :func:`autoplace.reports.analysis.utilisation`) as a heat map."""
+    end = util.attrs.get("end_s", 0.0) * 1e3
+    fig = Figure(figsize=(11, 1.6 + 0.3 * len(util)), layout="constrained")
+    ax = fig.add_subplot()
+    im = ax.imshow(util.to_numpy(), aspect="auto", cmap="Blues", vmin=0.0, vmax=1.0,
+                   extent=(0.0, end, len(util) - 0.5, -0.5), interpolation="nearest")
+    ax.set_yticks(range(len(util)), util.index)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title or "utilisation over time")
+    fig.colorbar(im, ax=ax, label="busy fraction", pad=0.01, fraction=0.03)
+    return fig
+
+
+def occupancy(occ: pd.DataFrame, *, capacities: Mapping[str, int] | None = None,
+              max_scopes: int = 8, title: str = "") -> Figure:
+    """Live bytes per memory scope over time (steps of
+    :func:`autoplace.reports.analysis.occupancy`); beyond ``max_scopes`` the scopes with the lower
+    peaks are summed into one line; a scope's capacity is drawn when it is in range."""
+    wide = occ.pivot_table(index="t", columns="scope", values="live_bytes", aggfunc="last",
+                           observed=True).sort_index().ffill().fillna(0)
+    order = wide.max().sort_values(ascending=False).index.tolist()
+    if len(order) > max_scopes:
+        rest = order[max_scopes - 1:]
+        wide = wide[order[:max_scopes - 1]].assign(**{f"+{len(rest)} scopes": wide[rest].sum(1)})
+    top = float(wide.to_numpy().max()) if wide.size else 0.0
+    unit, div = ("MiB", 2**20) if top >= 2**20 else ("KiB", 2**10)
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    colours = colormaps["tab10"].colors
+    for i, scope in enumerate(wide.columns):
+        c = colours[i % len(colours)]
+        ax.step(wide.index * 1e3, wide[scope] / div, where="post", color=c, label=str(scope))
+    caps: dict[int, list[str]] = {}
+    for scope in wide.columns:
+        cap = (capacities or {}).get(scope)
+        if cap and cap <= 1.5 * top:
+            caps.setdefault(cap, []).append(str(scope))
+    colour_of = {str(s): colours[i % len(colours)] for i, s in enumerate(wide.columns)}
+    for cap, names in sorted(caps.items()):
+        more = f" +{len(names) - 2}" if len(names) > 2 else ""
+        text = f"capacity of {', '.join(names[:2])}{more}"
+        # in its scope's colour, named on the line itself (shared by several: grey)
+        colour = colour_of[names[0]] if len(names) == 1 else "0.3"
+        ax.axhline(cap / div, color=colour, linestyle=(0, (4, 3)), linewidth=1.2, label=text)
+        ax.annotate(f"{text}: {cap / div:.4g} {unit}", (0.99, cap / div),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", ha="right", fontsize="small", color=colour)
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel(f"live bytes ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "memory occupancy per scope")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    return fig
+
+
+def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Figure:
+    """A pipelined plan on the mesh (:func:`autoplace.pipeline.layout.grid_maps`): each PE's
+    stage (-1: unused, blank) and the share of each period its busiest unit computes."""
+    rows, cols = stage.shape
+    width = min(16.0, 2.5 + 0.12 * cols * 2)
+    fig = Figure(figsize=(width, 1.5 + width * rows / (2.2 * cols)), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    n = int(stage.max()) + 1
+    cmap = colormaps["tab20"].resampled(max(n, 1))
+    im = left.imshow(np.ma.masked_less(stage, 0), cmap=cmap, vmin=-0.5, vmax=n - 0.5,
+                     interpolation="nearest")
+    left.set_title("stage of each PE")
+    fig.colorbar(im, ax=left, label="stage", ticks=range(n), fraction=0.04)
+    im = right.imshow(np.ma.masked_less(busy, 0), cmap="Blues", vmin=0.0, vmax=1.0,
+                      interpolation="nearest")
+    right.set_title("busy share of a period (the busiest unit)")
+    fig.colorbar(im, ax=right, label="busy", fraction=0.04)
+    for ax in (left, right):
+        ax.set_xlabel("column")
+        ax.set_ylabel("row")
+    fig.suptitle(title or "the plan on the grid")
+    return fig
+
+
+def pipeline_period(work: Sequence[tuple], start: float, period: float,
+                    lanes_: Sequence[str], *, title: str = "") -> Figure:
+    """One period of a pipeline's stream in steady state (``work`` of
+    :func:`autoplace.pipeline.stream.steady_window`): per stage (``lanes_``:
+    :func:`autoplace.pipeline.stream.lanes`), its PEs' units and its DMA engines, each
+    piece of work coloured by the inference it belongs to."""
+    row = {name: i for i, name in enumerate(lanes_)}
+    fig = Figure(figsize=(11, 1.4 + 0.32 * len(lanes_)), layout="constrained")
+    ax = fig.add_subplot()
+    colours = colormaps["tab10"].colors
+    for res, a, b, inference, _ in work:
+        ax.barh(row[res], (b - a) * 1e3, left=(a - start) * 1e3, height=BAR,
+                color=colours[inference % len(colours)], edgecolor="white", linewidth=0.5,
+                hatch=ASYNC_HATCH if res.endswith(".dma") else None)
+        if (b - a) > 0.08 * period:
+            ax.text((a + b - 2 * start) / 2 * 1e3, row[res], str(inference), ha="center",
+                    va="center", fontsize="x-small", color="white")
+    ax.set_yticks(range(len(lanes_)), lanes_)
+    ax.invert_yaxis()
+    ax.set_xlim(0, period * 1e3)
+    ax.set_xlabel("time within one period (ms); bars: which inference (number)")
+    ax.set_title(title or f"one period in steady state: {period * 1e3:.4f} ms")
+    return fig
+
+
+def pipeline_search(trials: pd.DataFrame, *, bound: float | None = None,
+                    title: str = "") -> Figure:
+    """A pipeline search: each trial's streamed throughput (dots; ``trial``, ``throughput``,
+    NaN for plans that do not fit), the best so far (line), the DP's plan (trial 0) and
+    ``bound`` as dashed lines."""
+    fig = Figure(figsize=(9, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.scatter(trials["trial"], trials["throughput"], s=7, alpha=0.35, linewidths=0)
+    ax.step(trials["trial"], trials["throughput"].cummax().ffill(), where="post", linewidth=2,
+            label="best so far")
+    ax.axhline(trials["throughput"].iloc[0], linestyle="--", color="grey",
+               label="the DP's plan (trial 0)")
+    if bound:
+        ax.axhline(bound, linestyle=":", color="black", label="bound")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("inferences/s (streamed, all replicas)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    ax.set_title(title or "pipeline search")
+    return fig
+
+
+def save(fig: Figure, path, *, dpi: int = 110) -> None:
+    """Write ``fig`` as a PNG (Agg)."""
+    fig.savefig(path, dpi=dpi)
+
+
+__all__ = ["gantt", "convergence", "utilisation", "occupancy", "pipeline_grid",
+           "pipeline_period", "pipeline_search", "save", "KIND_COLOURS"]

@@ -1,0 +1,267 @@
+"""``autoplace pipeline``: the DP's plan printed as a user reads it; one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from test_main import assert_one_line_error, cli
+
+from autoplace.hardware.load import load_profile
+from autoplace.models import load_graph
+from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
+from autoplace.pipeline.equal_flops import equal_flops
+from autoplace.pipeline.log import best_plan, plan_of, read_lines, trial_fields
+from autoplace.pipeline.manifest import read_manifest
+
+
+def test_the_plan_printed_is_the_dynamic_programs(tmp_path):
+    p = cli("pipeline", "squeezenet", "--hw", "mesh", "--manifest", tmp_path / "plan.json",
+            "--plot", tmp_path / "pics")
+    assert p.returncode == 0, p.stderr
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
+    plan = best_pipeline(costs)
+    f = evaluate(plan, costs)
+    assert (f"best: {f.throughput:,.1f} inferences/s: {plan.replicas} copies of a pipeline of "
+            f"{len(plan.stages)} stages on {plan.pes} PEs") in p.stdout
+    stages = re.findall(r"ops +(\d+)-(\d+) .*: (\d+) PEs", p.stdout)
+    assert [(int(a), int(b) + 1, int(k)) for a, b, k in stages] == \
+        [(s.start, s.end, s.pes) for s in plan.stages]
+    naive = evaluate(equal_flops(costs), costs).throughput
+    assert f"equal-FLOP stages: {naive:,.1f} inferences/s" in p.stdout
+    assert naive < f.throughput
+    assert read_manifest(tmp_path / "plan.json", costs) == plan
+    assert all((tmp_path / "pics" / f"{name}.png").stat().st_size > 10_000
+               for name in ("grid", "period"))
+
+
+def test_a_search_that_runs_out_of_new_plans_says_so(tmp_path):
+    """squeezenet on the bundled 16 PEs: the plans near the best are all measured long before
+    1,000 trials; the search says it stopped short, and why."""
+    t = cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 1000)
+    assert t.returncode == 0, t.stderr
+    done = int(re.search(r"search: (\d+) trials in", t.stdout).group(1))
+    assert 2 <= done < 1000
+    assert "stopped short of the 1000 trials asked: the moves from the best plan found no " \
+           "plan not measured yet" in t.stdout
+
+
+def test_what_does_not_fit_is_one_line():
+    assert_one_line_error(cli("pipeline", "resnet50", "--hw", "mesh", "--pes", 2),
+                          "resnet50 does not fit 2 PEs of mesh", "need at least 11 PEs")
+    assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "soc"), "has no [mesh]")
+    assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--pes", 17),
+                          "--pes 17", "has 16 PEs")
+
+
+def test_compile_then_run_a_pipeline_here_and_on_boards(tmp_path):
+    """``pipeline --trials --log`` logs a search; ``compile --objective throughput --log`` on
+    a mesh writes a library per stage of the log's best plan and the manifest; ``run DIR``
+    streams inferences through them, checks every output against the unplaced model (random
+    weights), and times each stage on an RPC server."""
+    from references import randomized_onnx
+
+    from autoplace.measure.server import LocalCluster
+
+    model = randomized_onnx("squeezenet", tmp_path / "squeezenet.onnx")
+    out, log = tmp_path / "piped", tmp_path / "pipeline.jsonl"
+    t = cli("pipeline", model, "--hw", "mesh", "--trials", 40, "--log", log, timeout=600)
+    assert t.returncode == 0, t.stderr
+    assert re.search(r"search: 40 trials in [\d.]+ s", t.stdout)
+    assert "stopped short" not in t.stdout
+    p = cli("compile", model, "--hw", "mesh", "--objective", "throughput", "--log", log,
+            "-o", out, timeout=600)
+    assert p.returncode == 0, p.stderr
+    costs = StageCosts(load_graph(model), MeshMachine.of(load_profile("mesh")))
+    plan, _ = best_plan(log, costs, load_profile("mesh").hash)
+    assert evaluate(plan, costs).fits and len(read_lines(log)) == 40
+    best = cli("best", log, "--objective", "throughput")  # the log is the tuner's records
+    assert best.returncode == 0, best.stderr
+    stages = ", ".join(f"ops {s.start}-{s.end - 1} on {s.pes} PE" for s in plan.stages)
+    assert stages in re.sub(r"PEs", "PE", best.stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert read_manifest(out / "manifest.json", costs) == plan
+    assert [s["library"]["file"] for s in manifest["stages"]] == \
+        [f"stage{i}.so" for i in range(len(plan.stages))]
+    # the conv2d ops the plan splits are split inside the libraries (as far as they divide)
+    shards = {n: v for s in manifest["stages"] for n, v in s["library"]["shards"].items()}
+    split = {op["name"]: op["split"] for s in manifest["stages"] for op in s["ops"]}
+    assert shards and all(2 <= v["ways"] <= split[n] for n, v in shards.items())
+    assert re.search(rf"{len(shards)} of the \d+ conv2d/matmul ops the plan splits", p.stdout)
+    r = cli("run", out, "--inferences", 3, "--check", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert f"in {len(plan.stages)} stages on this host; 3 inferences" in r.stdout
+    assert "check: all 3 outputs equal the unplaced" in r.stdout
+    with LocalCluster(load_profile("mesh"), "mesh-stages") as cluster:
+        b = cli("run", out / "manifest.json", "--inferences", 1, "--repeat", 2, "--rpc-tracker",
+                cluster.tracker, "--rpc-key", "mesh-stages", timeout=600)
+        dead = cli("run", out, "--inferences", 1, "--rpc-tracker", cluster.tracker,
+                   "--rpc-key", "nobody-here")
+    assert_one_line_error(dead, "rpc: no server under key 'nobody-here'")
+    assert b.returncode == 0, b.stderr
+    times = [float(t) for t in re.findall(r"stage \d+ on mesh-stages: ([\d.]+) ms", b.stdout)]
+    assert len(times) == len(plan.stages) and min(times) > 0
+    assert f"rpc: period {max(times):.4f} ms" in b.stdout
+    stage = out / "stage1.so"
+    stage.write_bytes(stage.read_bytes()[:4096])  # truncated: refused, not mapped (SIGBUS)
+    assert_one_line_error(cli("run", out), "stages[1].library: 'stage1.so'", "SHA-256 differs")
+    stage.unlink()
+    assert_one_line_error(cli("run", out), "stages[1].library: 'stage1.so': no such file")
+    manifest["version"] = 99
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert_one_line_error(cli("run", out), "version: this autoplace reads 1, got 99")
+
+
+def test_compile_needs_a_log_unless_it_builds_a_pipeline(tmp_path):
+    assert_one_line_error(cli("compile", "squeezenet", "--hw", "soc", "-o", "x.so"),
+                          "--log LOG is needed")
+    log = tmp_path / "t.jsonl"
+    log.write_text("")
+    assert_one_line_error(cli("compile", "squeezenet", "--hw", "soc", "--log", log, "--pes", 4,
+                              "-o", "x.so"), "--pes only go with --objective throughput")
+    assert_one_line_error(cli("run", tmp_path / "model.so", "--inferences", 2),
+                          "--inferences only go with a compiled pipeline")
+
+
+def test_a_malformed_pipeline_log_is_one_line(tmp_path):
+    log = tmp_path / "bad.jsonl"
+    log.write_text('{"kind": "pipeline-trial"}\n')
+    p = cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 5, "--log", log)
+    assert_one_line_error(p, "bad.jsonl:1:")
+    assert log.read_text() == '{"kind": "pipeline-trial"}\n' and not p.stdout  # before planning
+
+
+def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tmp_path):
+    import optuna
+
+    from autoplace.search.pipeline_study import study_name
+    from autoplace.search.study_storage import open_storage
+
+    url = f"journal:{tmp_path / 'study.journal'}"
+    args = ("pipeline", "squeezenet", "--hw", "mesh", "--storage", url, "--seed", 1)
+    first = cli(*args, "--trials", 20)
+    assert first.returncode == 0, first.stderr
+    again = cli(*args, "--trials", 30)
+    assert again.returncode == 0, again.stderr
+    assert "search: 30 trials in" in again.stdout
+    assert "20 known from the log or study" in again.stdout
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
+    study = optuna.load_study(study_name=study_name(costs, load_profile("mesh").hash),
+                              storage=open_storage(url))
+    lines = [trial_fields(json.loads(t.user_attrs["line"])) for t in study.trials]
+    assert sorted(x["trial"] for x in lines) == list(range(30))
+    assert [(t.user_attrs["trial"], t.user_attrs["strategy"]) for t in study.trials] == \
+        [(x["trial"], x["move"]) for x in lines]
+    assert len({x["run"] for x in lines}) == 2  # a run each, no log to carry the first's on
+    ok = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert ok and study.best_value == max(x["throughput"] for x in lines if x["throughput"])
+    other = optuna.create_study(study_name="taken", storage=open_storage(url))
+    other.set_user_attr("kind", "placement")
+    assert_one_line_error(cli(*args, "--study", "taken"), "study 'taken' is not the pipeline")
+
+
+def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
+    """``tune --objective throughput`` on a mesh profile runs the pipeline search (the DP's
+    plan, then --trials more) into its log, which ``compile --objective throughput --log``
+    reads; options of a placement search are refused before anything is logged."""
+    log = tmp_path / "t.jsonl"
+    t = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--trials", 20,
+            "--log", log, "--seed", 4, "--cost-model", "analytic", "--no-progress")
+    assert t.returncode == 0, t.stderr
+    assert "search: 21 trials in" in t.stdout
+    lines = read_lines(log)
+    assert [x["trial"] for x in lines] == list(range(21)) and lines[0]["move"] == "dp"
+    assert {x["seed"] for x in lines} == {4}
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
+    plan, best = best_plan(log, costs, load_profile("mesh").hash)
+    assert f"the best, trial {best['trial']} ({best['move']})" in t.stdout
+    assert f"--objective throughput --log {log} -o piped/" in t.stdout
+    other = tmp_path / "other.jsonl"
+    bad = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--log", other,
+              "--storage", "bogus://x")
+    assert_one_line_error(bad, "--storage bogus://x: unknown scheme")
+    assert not other.exists() and "tuning squeezenet" in bad.stdout and "best:" not in bad.stdout
+    for option, named in ((("--sampler", "tpe"), "--sampler"),
+                          (("--measurer", "local"), "--measurer"),
+                          (("--cost-model", "simulator"), "--cost-model simulator"),
+                          (("--batch-size", "4"), "--batch-size"),
+                          (("--candidates", "64"), "--candidates"),
+                          (("--descent", "0"), "--descent"),
+                          (("--append",), "--append"),
+                          (("--warm-start", "x.jsonl"), "--warm-start")):
+        assert_one_line_error(cli("tune", "squeezenet", "--hw", "mesh", "--objective",
+                                  "throughput", "--log", other, *option),
+                              f"{named} only go with a placement search")
+        assert not other.exists()
+
+
+def test_two_workers_share_a_pipeline_study_and_measure_nothing_twice(tmp_path):
+    """Two ``--worker`` searches on one journal study, started together with the same seed:
+    between their logs every plan once, the DP's plan once, trial numbers the study's and
+    distinct, ``--trials`` counting the whole study."""
+    import subprocess
+    import sys
+
+    import optuna
+
+    from autoplace.search.study_storage import open_storage
+
+    mesh = tmp_path / "mesh8.toml"
+    text = Path(load_profile("mesh").source).read_text()
+    mesh.write_text(text.replace("rows = 4", "rows = 8").replace("cols = 4", "cols = 8"))
+    url = f"journal:{tmp_path / 'study.journal'}"
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "autoplace", "pipeline", "squeezenet", "--hw", str(mesh),
+         "--trials", "40", "--storage", url, "--worker", "--log", str(tmp_path / f"w{i}.jsonl")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    lines = read_lines(tmp_path / "w1.jsonl") + read_lines(tmp_path / "w2.jsonl")
+    plans = [plan_of(x) for x in lines]
+    assert len(lines) == 40 and len(set(plans)) == 40
+    assert len({x["trial"] for x in lines}) == 40 and [x["move"] for x in lines].count("dp") == 1
+    measured = [int(re.search(r"measured (\d+) of the study's", out).group(1))
+                for out, _ in outs]
+    assert sorted(measured) == sorted(len(read_lines(tmp_path / f"w{i}.jsonl")) for i in (1, 2))
+    storage = open_storage(url)
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0],
+                              storage=storage)
+    done = [t for t in study.trials if "strategy" in t.user_attrs]
+    assert sorted(t.number for t in done) == sorted(x["trial"] for x in lines)
+    assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--storage", url,
+                              "--worker"), "--worker needs --storage", "and --log")
+
+
+def test_ctrl_c_keeps_every_trial_and_the_same_command_goes_on(tmp_path):
+    """A search interrupted mid-way: exit 130, whole lines only, and run again it measures
+    only the trials still to do (every plan once between the two runs)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mesh = tmp_path / "mesh16.toml"
+    text = Path(load_profile("mesh").source).read_text()
+    mesh.write_text(text.replace("rows = 4", "rows = 16").replace("cols = 4", "cols = 16"))
+    log = tmp_path / "pipe.jsonl"
+    cmd = [sys.executable, "-m", "autoplace", "pipeline", "densenet121", "--hw", str(mesh),
+           "--trials", "100000", "--log", str(log)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and (not log.exists() or log.stat().st_size < 30_000):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "autoplace: interrupted" in err and "Traceback" not in err
+    first = read_lines(log)
+    assert log.read_text().endswith("\n") and len(first) >= 2
+    assert f"interrupted: {len(first)} trials of this run in {log}" in out
+    more = len(first) + 5
+    again = cli("pipeline", "densenet121", "--hw", mesh, "--trials", more, "--log", log)
+    assert again.returncode == 0, again.stderr
+    lines = read_lines(log)
+    assert len(lines) == more and [x["trial"] for x in lines] == list(range(more))
+    assert len({plan_of(x) for x in lines}) == more  # no plan measured twice
+    assert f"{len(first)} known from the log or study, not measured again" in again.stdout

@@ -1,0 +1,76 @@
+"""The real-side commands through the CLI, in subprocesses: tune -> compile -> run, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from autoplace.hardware.load import load_profile
+from autoplace.models import load_graph
+from autoplace.records.tuning_log import best, read
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoplace", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+def test_log_compile_run(tmp_path):
+    log, out = tmp_path / "tune.jsonl", tmp_path / "out" / "seed"
+    cache = ["--cache-dir", str(tmp_path / "kernels")]
+    tuned = cli("tune", "seed_te", "--hw", "soc", "--trials", "6", "--log", str(log),
+                "--no-progress")
+    assert tuned.returncode == 0, tuned.stderr
+    built = cli("compile", "seed_te", "--hw", "soc", "--log", str(log), "-o", str(out), *cache)
+    assert built.returncode == 0, built.stderr
+    rec = best(read(log), graph_fp=load_graph("seed_te").fingerprint,
+               profile_hash=load_profile("soc").hash)
+    assert f"trial {rec.trial} " in built.stdout and str(out) in built.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["placement"] == rec.placement.to_dict()
+    ran = cli("run", str(out), "--repeat", "2")
+    assert ran.returncode == 0, ran.stderr
+    assert "median" in ran.stdout and "over 2 repeats" in ran.stdout
+    assert "outputs (64, 32)" in ran.stdout
+    direct = cli("run", "seed_te", "--hw", "soc", "--log", str(log), "--repeat", "1", *cache)
+    assert direct.returncode == 0 and "over 1 repeats" in direct.stdout, direct.stderr
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autoplace: error:"), proc.stderr
+    for w in words:
+        assert w in lines[0]
+
+
+def test_compile_with_no_record_for_the_profile(tmp_path):
+    log = tmp_path / "tune.jsonl"
+    assert cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--log", str(log),
+               "--no-progress").returncode == 0
+    proc = cli("compile", "seed_te", "--hw", "host", "--log", str(log), "-o",
+               str(tmp_path / "x.so"))
+    _one_line_error(proc, str(log), "no valid record", "profile host")
+    assert not (tmp_path / "x.so").exists()
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path):
+    _one_line_error(cli("run", str(tmp_path / "missing.so")),
+                    "not a build of `autoplace compile`")
+    _one_line_error(cli("run", "seed_te"), "needs --log LOG and --hw PROFILE")
+    _one_line_error(cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "rpc",
+                        "--log", str(tmp_path / "l.jsonl"), "--no-progress"),
+                    "--rpc-tracker HOST:PORT")
+    _one_line_error(cli("serve", "--hw", "soc", "--tracker", "nowhere", "--key", "k"),
+                    "--tracker", "'nowhere'")
+
+
+def test_tune_with_the_local_measurer(tmp_path):
+    log = tmp_path / "tune.jsonl"
+    proc = cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "local",
+               "--log", str(log), "--no-progress", "--cache-dir", str(tmp_path / "kernels"))
+    assert proc.returncode == 0, proc.stderr
+    records = read(log)
+    assert records and {r.measurer for r in records} == {"local"}
+    assert all(r.result.ok and r.result.latency_s < 0.1 for r in records)

@@ -1,0 +1,274 @@
+"""Analysis: the DataFrame of a known log, its views, and timeline tables vs the simulator."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from factories import chain_graph, fork_graph, tiny_profile
+
+from autoplace.hardware.load import load_profile
+from autoplace.measure import ErrorKind, MeasureResult
+from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
+from autoplace.records.tuning_log import Record, RecordError, TuningLog, encode_line, load
+from autoplace.reports import analysis
+from autoplace.search import TuneConfig, greedy, tune
+from autoplace.space import Placement, SearchSpace
+
+GOLDEN = Path(__file__).parents[1] / "data" / "analysis_fork.jsonl"
+
+
+def fork_setup():
+    g, p = fork_graph(), tiny_profile(sram_mib=2500 / (1 << 20))  # sram holds 2500 bytes
+    return g, p, SearchSpace(g, p)
+
+
+def fork_records() -> list[Record]:
+    """The golden log: baselines, search candidates, an OOM, a timeout, an invalid one."""
+    g, p, space = fork_setup()
+    sim = Simulator(space)
+    sram = {"unit": "acc", "scope": "sram"}
+    cands = [
+        ("single:cpu", space.uniform("cpu")), ("single:acc", space.uniform("acc")),
+        ("greedy", greedy(space)), ("tpe", space.from_user({"L": sram})),
+        ("tpe", space.from_user({"ops": {"L": sram, "R": sram}, "copies": {
+            "S->L": "async", "S->R": "sync", "L->J": "sync", "R->J": "async"}})),
+        ("mutate", space.from_user({"S": "acc", "L": "acc", "R": sram, "J": "acc"})),
+        ("tpe", space.uniform("cpu")),
+        ("tpe", Placement(ops={o.name: ("gpu", "dram") for o in g.ops}, copies={})),
+    ]
+    results = [sim.simulate(pl) for _, pl in cands]
+    results[6] = MeasureResult.failure(ErrorKind.TIMEOUT, "no answer in 10 s")
+    return [
+        Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
+               strategy=s, trial=i, seed=3, measurer="simulator", placement=pl, result=r,
+               time=f"2026-01-01T00:00:0{i}+00:00",
+               versions={"autoplace": "0.1.0", "tvm": "0.27.0"})
+        for i, ((s, pl), r) in enumerate(zip(cands, results))
+    ]
+
+
+def test_golden_log_is_what_the_simulator_gives():
+    # regenerate on purpose: write fork_records() to GOLDEN with a TuningLog
+    lines = GOLDEN.read_text().splitlines()
+    assert [encode_line(r.to_dict()) for r in fork_records()] == lines
+
+
+@pytest.fixture(scope="module")
+def df():
+    return load(GOLDEN)
+
+
+def test_frame_has_one_row_per_candidate_and_flat_columns(df):
+    assert df.shape == (8, 25)
+    assert list(df.columns[:16]) == [
+        "log", "seq", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",
+        "trial", "seed", "measurer", "error", "ok", "latency_s", "energy_j", "period_s"]
+    # one unit does every op: its work per inference; the sram at 2,000 of its 2,500 bytes
+    # cannot hold a second inference's buffers, so those streams have no period
+    assert df["period_s"].tolist()[:3] == pytest.approx([10e-3, 1.004e-3, 1.004e-3])
+    assert df["period_s"][[3, 5]].isna().all() and (df["peak_bytes.sram"][[3, 5]] == 2000).all()
+    assert sorted(c for c in df.columns if "." in c) == [
+        "busy_s.acc", "busy_s.cpu", "copy_bytes.async", "copy_bytes.sync", "peak_bytes.dram",
+        "peak_bytes.sram"]
+    for col in ("graph", "profile", "strategy", "measurer", "error", "log"):
+        assert isinstance(df[col].dtype, pd.CategoricalDtype), col
+    assert list(df["error"].cat.categories) == [e.value for e in ErrorKind]
+    assert str(df["peak_bytes.sram"].dtype) == "Int64"
+
+
+def test_frame_values_match_the_hand_worked_fork(df):
+    # all on cpu: 1 + 4 + 4 + 1 ms; all on acc: 1 us launch + flops / 10 GFLOP/s each
+    assert df["latency_s"].tolist()[:3] == pytest.approx([10e-3, 1.004e-3, 1.004e-3])
+    assert df["energy_j"][1] == pytest.approx(1.004e-3 * 2.0)
+    assert df["busy_s.cpu"][0] == pytest.approx(10e-3)
+    assert df["busy_s.acc"][0] == 0.0
+    # S's graph input and J's result all run, plus three live outputs while R runs
+    assert df["peak_bytes.dram"][0] == 1000 + 1000 + 3000
+    assert df["peak_bytes.sram"][0] == 0  # measured: nothing lived there
+    assert df["copy_bytes.async"][3] == 2000 and df["copy_bytes.sync"][4] == 2000
+    assert [None if pd.isna(e) else e for e in df["error"]][4:] == [
+        "out_of_memory", None, "timeout", "invalid"]
+    assert df["peak_bytes.sram"][4] == 3000  # OOM keeps its metrics
+    assert df["ok"].tolist() == [True] * 4 + [False, True, False, False]
+    assert pd.isna(df["peak_bytes.dram"][6]) and pd.isna(df["latency_s"][6])
+    assert df["placement"][3] == fork_records()[3].placement.to_json()
+    assert df["time"][2] == pd.Timestamp("2026-01-01T00:00:02Z")
+
+
+def test_fast_and_standard_readers_give_the_same_frame():
+    pd.testing.assert_frame_equal(load(GOLDEN), load(GOLDEN, fast=False))
+
+
+def test_several_logs_are_one_frame(tmp_path, df):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    shutil.copy(GOLDEN, a)
+    shutil.copy(GOLDEN, b)
+    both = load(b, a)
+    assert len(both) == 16
+    assert both["log"].cat.categories.tolist() == [str(b), str(a)]  # in the order given
+    assert analysis.convergence(both)["log"].tolist() == [str(b)] * 8 + [str(a)] * 8
+    assert both["seq"].tolist() == list(range(8)) * 2
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_torn_last_line_and_corrupt_lines(tmp_path, fast):
+    path = tmp_path / "log.jsonl"
+    text = GOLDEN.read_text()
+    path.write_text(text + '{"schema": 1, "gra')
+    with pytest.warns(UserWarning, match="torn last line"):
+        assert len(load(path, fast=fast)) == 8
+    lines = text.splitlines()
+    lines[2] = lines[2].replace('"error":null', '"error":"melted"')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordError, match=r"log\.jsonl:3: corrupt record: .*melted"):
+        load(path, fast=fast)
+    path.write_text(text.replace('"schema":2', '"schema":3', 1))
+    with pytest.raises(RecordError, match=r"log\.jsonl:1: corrupt record: schema version 3"):
+        load(path, fast=fast)
+
+
+def test_placements_view_has_one_row_per_candidate_and_op(df):
+    g = fork_graph()
+    view = analysis.placements(df, g)
+    assert len(view) == 8 * 4
+    row4 = view[view["candidate"] == 4].set_index("op")
+    assert row4.index.tolist() == ["S", "L", "R", "J"]  # graph order
+    assert row4.loc["J", "copy_in"] == "mixed" and row4.loc["J", "n_copies_in"] == 2
+    assert row4.loc["R", "copy_in"] == "sync" and row4.loc["L", "copy_in"] == "async"
+    assert (row4.loc["L", "unit"], row4.loc["L", "scope"]) == ("acc", "sram")
+    assert row4.loc["S", "copy_in"] == "none" and row4.loc["S", "kind"] == "elementwise"
+    assert view["strategy"].iloc[0] == "single:cpu"
+    assert analysis.placements(df.iloc[[3]])["op"].tolist() == ["J", "L", "R", "S"]
+
+
+def test_convergence_is_the_running_best(df):
+    c = analysis.convergence(df)
+    assert c["n"].tolist() == list(range(1, 9))
+    assert c["best_s"].tolist()[:3] == pytest.approx([10e-3, 1.004e-3, 1.004e-3])
+    assert c["best_s"].iloc[-1] == pytest.approx(df["latency_s"][df["ok"]].min())
+    s = analysis.convergence(df, search_only=True)
+    assert s["n"].tolist() == [1, 2, 3, 4, 5]
+    assert s["best_s"].iloc[0] == pytest.approx(6e-3)  # the first tpe candidate
+    assert np.isnan(s["latency_s"].iloc[1])  # the OOM one counts but is not feasible
+
+
+def test_summary_compares_the_best_with_each_baseline(df):
+    s = analysis.summary(df)
+    assert s["role"].tolist() == ["best", "baseline", "baseline", "baseline"]
+    assert s["strategy"].tolist()[1:] == ["single:cpu", "single:acc", "greedy"]
+    assert s["vs_best"].iloc[1] == pytest.approx(df["latency_s"][0] / s["latency_ms"][0] * 1e3)
+    assert s["vs_best"].iloc[0] == 1.0
+    t = analysis.strategy_table(df)
+    assert t.loc["tpe", "measured"] == 4 and t.loc["tpe", "feasible"] == 1
+    assert t.loc["tpe", "best_ms"] == pytest.approx(6.0)
+
+
+def test_study_joins_the_log_on_trial_number(tmp_path):
+    g, p = load_graph("seed_te"), load_profile("soc")
+    space = SearchSpace(g, p)
+    log_path, storage = tmp_path / "log.jsonl", f"sqlite:///{tmp_path / 'tune.db'}"
+    with TuningLog(log_path) as log:
+        tune(space, Simulator(space), log,
+             TuneConfig(trials=6, seed=0, batch_size=3, storage=storage))
+    df = load(log_path)
+    joined = analysis.join_study(df, analysis.study_trials(storage))
+    assert len(joined) == len(df)
+    assert (joined["study.user_attrs_strategy"] == joined["strategy"].astype(str)).all()
+    feasible = joined[joined["ok"]]
+    assert (feasible["study.value"] == feasible["latency_s"]).all()
+    with pytest.raises(ValueError, match="name the study"):
+        optuna.create_study(study_name="other", storage=storage)
+        analysis.study_trials(storage)
+
+
+# -- timelines ------------------------------------------------------------------------------
+def chain_timeline():
+    g, p = chain_graph(), tiny_profile()
+    space = SearchSpace(g, p)
+    pl = space.from_user({"Y": {"unit": "acc", "scope": "sram"}})
+    return g, Simulator(space, timeline=True).simulate(pl)
+
+
+def test_critical_path_of_the_worked_example():
+    g, res = chain_timeline()
+    path = analysis.critical_path(g, res.timeline)
+    assert [(e.kind, e.name) for e in path] == [
+        ("op", "X"), ("copy", "X->Y"), ("op", "Y"), ("copy", "Y->Z"), ("op", "Z")]
+    assert path[-1].end == pytest.approx(2.205e-3)
+
+
+def test_critical_path_follows_the_busy_unit_when_it_binds():
+    # L and R both on cpu: R waits for the cpu (not for its input), so the path goes via L
+    g, p = fork_graph(), tiny_profile()
+    res = Simulator(SearchSpace(g, p), timeline=True).simulate(SearchSpace(g, p).uniform("cpu"))
+    assert [e.name for e in analysis.critical_path(g, res.timeline)] == ["S", "L", "R", "J"]
+
+
+def test_occupancy_peaks_are_the_simulator_peaks():
+    g, p = load_graph("squeezenet"), load_profile("soc")
+    space = SearchSpace(g, p)
+    sim = Simulator(space, timeline=True)
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(12):
+        pl = space.decode(*(x[0] for x in space.random_genomes(1, rng)))
+        res = sim.simulate(pl)
+        if res.error not in (None, ErrorKind.OUT_OF_MEMORY):
+            continue
+        occ = analysis.occupancy(g, res.timeline, sim.held(pl))
+        peaks = occ.groupby("scope")["live_bytes"].max()
+        assert {s: int(v) for s, v in peaks.items() if v} == dict(res.peak_bytes)
+        assert (occ.groupby("scope")["live_bytes"].last() == 0).all()  # all freed at the end
+        checked += 1
+    assert checked >= 6
+
+
+def test_utilisation_bins_add_up_to_busy_time():
+    g, res = chain_timeline()
+    u = analysis.utilisation(res.timeline, bins=10, units=["cpu", "acc"])
+    assert u.index.tolist() == ["cpu", "acc", "dma0"]
+    width = res.latency_s / 10
+    assert (u.to_numpy() * width).sum(axis=1) == pytest.approx(
+        [2e-3, 0.201e-3, 4e-6])
+    assert u.to_numpy().max() <= 1.0 + 1e-9
+
+
+def test_an_empty_log_is_an_empty_frame(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    df = load(path)
+    assert len(df) == 0 and {"log", "latency_s", "ok", "placement"} <= set(df.columns)
+    assert analysis.summary(df).empty and analysis.convergence(df).empty
+
+
+def test_a_pipeline_log_as_a_frame(tmp_path):
+    """One row per trial of ``autoplace pipeline --log``; the best row is the plan
+    ``compile --log`` builds."""
+    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
+    from autoplace.pipeline.log import TrialLog, best_plan
+    from autoplace.pipeline.plan_search import PipelineSearch
+
+    profile = load_profile("mesh")
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(profile))
+    log = TrialLog(tmp_path / "pipe.jsonl", costs, profile_hash=profile.hash, seed=0)
+    PipelineSearch(costs, 16, on_trial=log).run(best_pipeline(costs, 16), 30)
+    log.close()
+    df = analysis.load_pipeline(tmp_path / "pipe.jsonl")
+    assert len(df) == 30 and df["trial"].tolist() == list(range(30))
+    assert df["move"].iloc[0] == "dp" and set(df["status"]) <= {"ok", "no-fit", "bounded"}
+    assert df["throughput"].isna().tolist() == (df["status"] != "ok").tolist()
+    assert (df["pes_used"] <= 16).all() and (df["pes_used"] == df["pes"] * df["replicas"]).all()
+    plan, line = best_plan(tmp_path / "pipe.jsonl", costs, profile.hash)
+    top = df.loc[df["throughput"].idxmax()]
+    assert top["trial"] == line["trial"] and top["stages"] == len(plan.stages)
+    with pytest.raises(ValueError, match="at least one"):
+        analysis.load_pipeline()
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="empty.jsonl: no pipeline trial"):
+        analysis.load_pipeline(tmp_path / "empty.jsonl")

@@ -1,0 +1,184 @@
+"""Plots: the figures hold the lanes, bars, hatches and lines a known timeline implies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories import chain_graph, fork_graph, tiny_profile
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from autoplace.hardware.load import load_profile
+from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
+from autoplace.records.tuning_log import load
+from autoplace.reports import analysis, plots
+from autoplace.space import SearchSpace
+
+GOLDEN = Path(__file__).parents[1] / "data" / "analysis_fork.jsonl"
+
+
+def simulate(graph, profile, spec):
+    space = SearchSpace(graph, profile)
+    return Simulator(space, timeline=True).simulate(space.from_user(spec))
+
+
+def bars(fig: Figure) -> list[Rectangle]:
+    return [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
+
+
+def lane_labels(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_yticklabels()]
+
+
+def test_gantt_of_the_worked_example_has_lanes_bars_hatches_and_the_critical_path():
+    g = chain_graph()
+    res = simulate(g, tiny_profile(), {"Y": {"unit": "acc", "scope": "sram"}})
+    fig = plots.gantt(g, res.timeline, units=["cpu", "acc"])
+    assert lane_labels(fig) == ["cpu", "acc", "dma0"]
+    rects = bars(fig)
+    filled = [r for r in rects if r.get_fill()]
+    assert len(filled) == 5  # X, Y, Z and two async copies
+    hatched = [r for r in filled if r.get_hatch() == plots.ASYNC_HATCH]
+    assert len(hatched) == 2 and {r.get_y() + r.get_height() / 2 for r in hatched} == {2.0}
+    # every op elementwise: one colour; bars placed at their start in ms
+    ops = [r for r in filled if not r.get_hatch()]
+    assert {to_hex(r.get_facecolor()) for r in ops} == {plots.KIND_COLOURS["elementwise"]}
+    assert sorted(round(r.get_x(), 6) for r in ops) == [0.0, 1.002, 1.205]
+    # a chain: all five events are on the critical path, so none is outlined; the title
+    # says so
+    assert not [r for r in rects if not r.get_fill()]
+    assert "critical path: 5 of 5 events, not outlined" in fig.axes[0].get_title()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["elementwise", "async copy (DMA)"]
+
+
+def test_gantt_outlines_a_critical_path_that_leaves_events_out():
+    g = fork_graph()
+    res = simulate(g, tiny_profile(), {"ops": {"L": {"unit": "acc", "scope": "sram"}}})
+    fig = plots.gantt(g, res.timeline, units=["cpu", "acc"])
+    path = analysis.critical_path(g, res.timeline)
+    assert 0 < len(path) < len(res.timeline)
+    outlines = [r for r in bars(fig) if not r.get_fill()]
+    assert len(outlines) == len(path)
+    assert {to_hex(r.get_edgecolor()) for r in outlines} == {plots.CRITICAL_COLOUR}
+    assert sorted(round(r.get_x(), 9) for r in outlines) == \
+        sorted(round(e.start * 1e3, 9) for e in path)
+    assert "critical path" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_gantt_draws_sync_copies_solid_on_the_host_lane():
+    g = fork_graph()
+    res = simulate(g, tiny_profile(), {"ops": {"L": {"unit": "acc", "scope": "sram"}},
+                                       "copies": {"S->L": "sync", "L->J": "sync"}})
+    fig = plots.gantt(g, res.timeline, units=["cpu", "acc"], critical=False)
+    assert lane_labels(fig) == ["cpu", "acc"]  # no DMA engine used
+    sync = [r for r in bars(fig) if to_hex(r.get_facecolor()) == plots.SYNC_COLOUR]
+    assert len(sync) == 2 and {r.get_y() + r.get_height() / 2 for r in sync} == {0.0}
+    assert not any(r.get_hatch() for r in bars(fig))
+    assert all(r.get_fill() for r in bars(fig))
+
+
+def test_gantt_of_a_big_graph_on_the_mesh_merges_the_quiet_lanes():
+    g, p = load_graph("resnet50"), load_profile("mesh")
+    space = SearchSpace(g, p)
+    rng = np.random.default_rng(0)
+    choice = space.random_genomes(1, rng)[0][0]
+    pl = space.decode(choice, np.ones(space.n_edges, dtype=np.int64))
+    res = Simulator(space, timeline=True).simulate(pl)
+    used = analysis.lanes(res.timeline, [u.name for u in p.units])
+    assert len(used) > 24
+    fig = plots.gantt(g, res.timeline, units=[u.name for u in p.units], max_lanes=24)
+    labels = lane_labels(fig)
+    assert len(labels) <= 24
+    merged = [t for t in labels if t.startswith("+")]
+    assert merged and sum(int(t.split()[0][1:]) for t in merged) + len(labels) - len(
+        merged) == len(used)
+    assert len([r for r in bars(fig) if r.get_fill()]) == len(res.timeline)
+
+
+def test_convergence_plot_has_one_line_per_log_and_the_baselines(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_bytes(GOLDEN.read_bytes())
+    b.write_bytes(GOLDEN.read_bytes())
+    df = load(a, b)
+    curves = analysis.convergence(df, search_only=True)
+    fig = plots.convergence(curves, labels={str(a): "run A"},
+                            baselines={"single:cpu": 10e-3, "greedy": 1.004e-3,
+                                       "single:acc": 1.004e-3, "gone": float("nan")})
+    ax = fig.axes[0]
+    steps = [ln for ln in ax.get_lines() if ln.get_gid() == "best"]
+    assert len(steps) == 2
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["run A", str(b)]
+    assert steps[0].get_ydata()[-1] == pytest.approx(1.006)  # the mutate candidate, ms
+    hlines = sorted(ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_gid() != "best")
+    assert hlines == pytest.approx([1.004, 10.0])
+    assert "greedy, single:acc: 1.004 ms" in [t.get_text() for t in ax.texts]
+    zoom = fig.axes[1]  # the lines alone, limited to the final values (both 1.006 ms)
+    assert len([ln for ln in zoom.get_lines() if ln.get_gid() == "best"]) == 2
+    low, high = zoom.get_ylim()
+    assert low < 1.006 < high and high - low < 0.05
+    assert len(plots.convergence(curves, zoom=False).axes) == 1
+
+
+def test_utilisation_and_occupancy_figures():
+    g, p = chain_graph(), tiny_profile()
+    res = simulate(g, p, {"Y": {"unit": "acc", "scope": "sram"}})
+    util = analysis.utilisation(res.timeline, bins=20, units=["cpu", "acc"])
+    fig = plots.utilisation(util)
+    image = fig.axes[0].get_images()[0].get_array()
+    assert image.shape == (3, 20)
+    assert lane_labels(fig) == ["cpu", "acc", "dma0"]
+    occ = plots.occupancy(analysis.occupancy(g, res.timeline), capacities={"sram": 2500})
+    lines = {ln.get_label(): ln for ln in occ.axes[0].get_lines()}
+    assert set(lines) == {"dram", "sram", "capacity of sram"}
+    assert max(lines["sram"].get_ydata()) == pytest.approx(2000 / 1024)  # KiB
+    assert lines["capacity of sram"].get_ydata()[0] == pytest.approx(2500 / 1024)
+    # which scope at a glance: the line in the scope's colour, named on the line
+    assert lines["capacity of sram"].get_color() == lines["sram"].get_color()
+    assert lines["capacity of sram"].get_color() != lines["dram"].get_color()
+    assert "capacity of sram: 2.441 KiB" in [t.get_text() for t in occ.axes[0].texts]
+
+
+def test_figures_render_to_png(tmp_path):
+    g, p = chain_graph(), tiny_profile()
+    res = simulate(g, p, {"Y": {"unit": "acc", "scope": "sram"}})
+    path = tmp_path / "g.png"
+    plots.save(plots.gantt(g, res.timeline), path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
+    import dataclasses
+
+    import numpy as np
+
+    from autoplace.hardware.load import load_profile
+    from autoplace.models import load_graph
+    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
+    from autoplace.pipeline.layout import grid_maps
+    from autoplace.pipeline.stream import lanes, steady_window
+
+    mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
+    costs = StageCosts(load_graph("squeezenet"), mesh)
+    plan = best_pipeline(costs)
+    stage, busy = grid_maps(plan, costs)
+    fig = plots.pipeline_grid(stage, busy)
+    left, right = fig.axes[:2]  # the two maps, then their colour bars
+    assert np.ma.getdata(left.images[0].get_array()).shape == (8, 8)
+    assert right.images[0].get_array().max() <= 1.0
+    start, period, work = steady_window(plan, costs)
+    fig = plots.pipeline_period(work, start, period, lanes(plan, costs))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["shared"] + [f"stage{s}.{w}" for s in range(len(plan.stages))
+                                   for w in ("pes", "dma")]  # the DRAM every copy shares
+    assert len(ax.patches) == len(work) and ax.get_xlim() == (0, period * 1e3)
+    # within the period, and one piece of work at a time on each lane
+    assert all(start <= a < b <= start + period for _, a, b, _, _ in work)
+    for lane in labels:
+        spans = sorted((a, b) for r, a, b, _, _ in work if r == lane)
+        assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:]))
