@@ -10,7 +10,7 @@ import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 from scipy.stats import spearmanr
 
-from autoplace.baselines.named import heft
+from autoplace.baselines.heft import heft
 from autoplace.cost_model import (
     FEATURES,
     AnalyticCostModel,

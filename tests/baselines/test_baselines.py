@@ -6,8 +6,8 @@ import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 from search_factories import conv_chain, sram_only_profile, two_unit_profile
 
-from autoplace.baselines.heft import mean_copy, upward_ranks
-from autoplace.baselines.named import baselines, greedy, heft, single_units
+from autoplace.baselines.heft import heft, mean_copy, upward_ranks
+from autoplace.baselines.named import baselines, greedy, single_units
 from autoplace.graph import Op, OpGraph
 from autoplace.measure.simulator import Simulator
 from autoplace.space import SearchSpace

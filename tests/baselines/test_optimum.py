@@ -9,7 +9,8 @@ import pytest
 from factories import fork_graph, op, tiny_profile
 from search_factories import two_unit_profile
 
-from autoplace.baselines.named import baselines, heft
+from autoplace.baselines.heft import heft
+from autoplace.baselines.named import baselines
 from autoplace.baselines.optimum import lower_bound, optimum
 from autoplace.graph import Edge, OpGraph
 from autoplace.hardware.load import load_profile

@@ -9,7 +9,7 @@ import optuna
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
-from autoplace.baselines.named import heft
+from autoplace.baselines.heft import heft
 from autoplace.hardware.load import load_profile
 from autoplace.measure import MeasurementStopped, Measurer
 from autoplace.measure.simulator import Simulator
