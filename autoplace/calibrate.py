@@ -27,6 +27,7 @@ import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from autoplace.deploy import build
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
-from autoplace.deploy.schedule import cores, parallel_outer
+from autoplace.deploy.schedule import default_schedule
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.profile import Profile
@@ -117,7 +118,7 @@ def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
     import tvm
 
     funcs = sorted({op.func or op.name for op in graph.ops})
-    scheduled = parallel_outer if cores(target) > 1 else (lambda pf: pf)  # as in a build
+    scheduled = partial(default_schedule, target=target)  # as in a build
     kmod = tvm.IRModule({f: scheduled(mod[f]).with_attr("global_symbol", f) for f in funcs})
     lib = session.load(tvm.compile(kmod, target=target), workdir, f"kernels-{graph.name}")
     dev = session.device(int(target.get_target_device_type()), 0)

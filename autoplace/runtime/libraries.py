@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tvm
 
-from autoplace.deploy.schedule import cores, parallel_outer
+from autoplace.deploy.schedule import default_schedule
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
@@ -32,7 +32,7 @@ from autoplace.profile import Profile
 from autoplace.runtime.program import Program
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used
-LIBRARY_VERSION = 1
+LIBRARY_VERSION = 2
 
 
 def _digest(*parts: str) -> str:
@@ -150,11 +150,10 @@ class KernelLibraries:
 
     def _compile(self, key: str, path: Path) -> None:
         target = self._targets[key]
-        many = cores(target) > 1
         funcs = {}
         for name in sorted(self._funcs[key]):
             pf = self.program.funcs[name]
-            pf = parallel_outer(pf) if many else pf
+            pf = default_schedule(pf, target)
             funcs[name] = pf.with_attr("global_symbol", name).with_attr("target", target)
         lib = tvm.compile(tvm.IRModule(funcs), target=target)
         path.parent.mkdir(parents=True, exist_ok=True)
