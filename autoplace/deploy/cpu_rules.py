@@ -15,7 +15,8 @@ per block iterator, unit loops dropped), then, block by block:
    back (with the block's elementwise consumers inlined into the write-back) after the
    reduction loops; the initialisation block, the reduction and the write-back are each
    vectorised over the vector axis;
-3. **vectorise** the innermost loop of every remaining elementwise nest;
+3. **vectorise** the innermost loop of every remaining elementwise nest (not a padding's:
+   its ``if_then_else`` depends on that loop, and a vector of it would read out of bounds);
 4. **parallelise** the fused outer spatial loops of every nest, as few as give
    :data:`MIN_PARALLEL` iterations, when the target has more than one core.
 
@@ -114,11 +115,27 @@ def _kinds(sch: s_tir.Schedule, name: str) -> str:
     return "".join(kind.get(iv.iter_type, "O") for iv in block.iter_vars)
 
 
-def _has_if_then_else(sch: s_tir.Schedule, name: str) -> bool:
-    ops = []
+def _conditions(sch: s_tir.Schedule, name: str) -> list:
+    """The conditions of the ``if_then_else`` calls in block ``name``."""
+    calls = []
     tvm_ffi.structural_walk(sch.get(sch.get_sblock(name)).body,
-                            (tvm.ir.expr.Call, lambda call: ops.append(call.op)))
-    return any(isinstance(op, tvm.ir.Op) and op.name == "prim.if_then_else" for op in ops)
+                            (tvm.ir.expr.Call, calls.append))
+    return [c.args[0] for c in calls
+            if isinstance(c.op, tvm.ir.Op) and c.op.name == "prim.if_then_else"]
+
+
+def _has_if_then_else(sch: s_tir.Schedule, name: str) -> bool:
+    return bool(_conditions(sch, name))
+
+
+def _varies_inside(sch: s_tir.Schedule, name: str) -> bool:
+    """Whether an ``if_then_else`` of block ``name`` depends on its last iterator (a padding
+    does: its vector would read out of bounds; a concatenation's does not)."""
+    inner = sch.get(sch.get_sblock(name)).iter_vars[-1].var
+    uses = []
+    for cond in _conditions(sch, name):
+        tvm_ffi.structural_walk(cond, (tirx.Var, lambda v: uses.append(v.same_as(inner))))
+    return any(uses)
 
 
 def _inline(sch: s_tir.Schedule, name: str) -> None:
@@ -127,14 +144,6 @@ def _inline(sch: s_tir.Schedule, name: str) -> None:
     if set(_kinds(sch, name)) != {"S"} or _has_if_then_else(sch, name):
         raise ValueError(f"{name}: not an inlinable elementwise block")
     sch.compute_inline(block)
-
-
-def _pow2_tile(extent: int, lanes: int) -> int:
-    """The largest power of two that divides ``extent``, at most ``lanes``."""
-    tile = 1
-    while tile < lanes and extent % (tile * 2) == 0:
-        tile *= 2
-    return tile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,14 +293,16 @@ def _inline_consumers(sch, write) -> None:
 
 
 def _vectorize_nest(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
-    """Vectorise the innermost loop of elementwise block ``name`` (split by the widest power
-    of two of its extent up to the vector lanes; refused below 4 lanes or with an
-    ``if_then_else``), its outer loops parallel."""
+    """Vectorise the innermost loop of elementwise block ``name`` (split by the largest
+    divisor of its extent up to the vector lanes; refused below 4 lanes, or with an
+    ``if_then_else`` that depends on it), its outer loops parallel."""
     block = sch.get_sblock(name)
     loops = sch.get_loops(block)
-    if set(_kinds(sch, name)) != {"S"} or _has_if_then_else(sch, name):
+    if set(_kinds(sch, name)) != {"S"} or len(loops) != len(_kinds(sch, name)):
         raise ValueError(f"{name}: not a plain elementwise nest")
-    tile = _pow2_tile(_extents(sch, loops[-1:])[0], bits // _dtype_bits(sch, name))
+    if _varies_inside(sch, name):
+        raise ValueError(f"{name}: its if_then_else depends on the innermost loop")
+    tile = _divisor(_extents(sch, loops[-1:])[0], bits // _dtype_bits(sch, name))
     if tile < 4:
         raise ValueError(f"{name}: innermost extent has no vector tile")
     outer, inner = sch.split(loops[-1], [None, tile])

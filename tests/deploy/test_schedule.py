@@ -19,6 +19,8 @@ from autoplace.profile_io import load_profile
 TWO_CORES = tvm.target.Target({"kind": "llvm", "num-cores": 2,
                                "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
 ONE_CORE = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+#: for schedules only inspected, never run: 16 float32 lanes on any machine
+AVX512 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v4"})
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host={"kind": "llvm"})
 
 
@@ -98,6 +100,8 @@ KERNELS = {  # name -> a legalized operator, as in a model
                                      (1, 64, 55, 55)),
     "elementwise": lambda: _legalized(lambda x, y: relax.op.nn.relu(relax.op.add(x, y)),
                                       (1, 64, 56, 56), (1, 64, 56, 56)),
+    "concat": lambda: _legalized(lambda x, y: relax.op.concat([x, y], axis=1),
+                                 (1, 64, 27, 27), (1, 64, 27, 27)),
     "conv_like": _conv_like,
     "total": _total,
 }
@@ -163,6 +167,14 @@ def test_an_elementwise_nest_is_vectorised():
     func = default_schedule(KERNELS["elementwise"](), ONE_CORE)
     vectors = [f for f in _loops(func) if f.kind == tirx.ForKind.VECTORIZED]
     assert [int(f.extent) for f in vectors] == [4]  # SSE2: 4 float32 lanes; 56 = 14 * 4
+
+
+def test_a_concatenation_is_vectorised_and_a_padding_is_not():
+    concat = default_schedule(KERNELS["concat"](), AVX512)
+    assert [int(f.extent) for f in _loops(concat) if f.kind == tirx.ForKind.VECTORIZED] == [9]
+    conv = default_schedule(KERNELS["conv2d"](), AVX512)
+    (pad,) = [a for b, _, a in _nests(conv.body) if b.name_hint == "pad_temp"]
+    assert tirx.ForKind.VECTORIZED not in {loop.kind for loop in pad}
 
 
 def test_a_kernel_the_rules_cannot_tile_keeps_its_loops():
