@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
-from autoplace.deploy.schedule import cores, parallel_outer
+from autoplace.deploy.schedule import default_schedule
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
@@ -152,14 +152,13 @@ class _KernelPlacer(relax.PyExprMutator):
         return k
 
     def _func(self, gv, k: int, vd) -> object:
-        """The PrimFunc ``gv`` with the target of op ``k`` (one clone per target), its outer
-        loops parallel when the target has several cores (:mod:`autoplace.deploy.schedule`)."""
+        """The PrimFunc ``gv`` with the target of op ``k`` (one clone per target), scheduled
+        for it (:func:`autoplace.deploy.schedule.default_schedule`)."""
         key = (gv.name_hint, self.plan.op_target[k])
         if key not in self.funcs:
             n = sum(1 for f, _ in self.funcs if f == gv.name_hint)
             pf = self.mod_[gv]
-            pf = (parallel_outer(pf) if cores(vd.target) > 1 else pf).with_attr("target",
-                                                                                 vd.target)
+            pf = default_schedule(pf, vd.target).with_attr("target", vd.target)
             self.funcs[key] = self.builder_.add_func(pf, f"{gv.name_hint}_t{n}")
         return self.funcs[key]
 

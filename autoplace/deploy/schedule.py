@@ -1,12 +1,16 @@
-"""Kernels of a unit with several cores: their outer loops run in parallel.
+"""The default (untuned) schedule of every kernel autoplace builds, per target.
 
-A profile unit whose TVM target says ``num-cores = N`` (N > 1) has N cores for one kernel.
-The placed module's kernels are TVM's legalized operators, unscheduled: one loop nest per
-block, run by one thread. For such a unit, :func:`parallel_outer` fuses the leading
-data-parallel loops of every loop nest at the kernel's root and marks the fused loop
-parallel (TVM's runtime thread pool splits it over the cores), the first step every CPU
-schedule takes (MetaSchedule's ``ParallelizeVectorizeUnroll``, dlight's CPU rules).
-A nest whose outer loop is not data-parallel (a full reduction) stays serial.
+The placed module's kernels are TVM's legalized operators: one loop nest per block, run by
+one thread, the reduction loops innermost. :func:`default_schedule` is what every build
+(the runtime's libraries, the placed Relax module, calibration) applies to each of them:
+
+- GPU targets (``"gpu"`` in the target's keys: cuda, opencl, vulkan, metal, ...): TVM's
+  dlight default rules, which bind every kernel's loops to blocks and threads (a GPU
+  kernel without them does not build).
+- CPU targets: the rules of :mod:`autoplace.deploy.cpu_rules` (inlined elementwise
+  producers, reductions tiled around a register tile of vectors, elementwise nests
+  vectorised), the outer loops of every nest parallel when the target has ``num-cores``
+  N > 1 (TVM's runtime thread pool splits them over the cores).
 
 The runtime's thread pool is sized by the runner (:func:`threads_for`): TVM's default on x86
 is half the logical CPUs (it assumes hyper-threading), one thread on a 2-vCPU machine.
@@ -17,13 +21,10 @@ from __future__ import annotations
 import os
 
 import tvm
-from tvm import s_tir, tirx
+from tvm import tirx
 
+from autoplace.deploy.cpu_rules import cpu_schedule
 from autoplace.hardware.profile import Profile
-
-#: iterations of the fused parallel loop enough to keep every core busy (the loops inside
-#: it are left alone)
-MIN_PARALLEL = 64
 
 
 def cores(target: tvm.target.Target) -> int:
@@ -33,46 +34,23 @@ def cores(target: tvm.target.Target) -> int:
 
 
 def default_schedule(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
-    """``func`` as a build schedules it when no tuned schedule is known: its outer loops
-    parallel on a target with several cores (:func:`parallel_outer`), else as it is."""
-    return parallel_outer(func) if cores(target) > 1 else func
+    """``func`` (a legalized operator) scheduled for ``target`` by the rules above: dlight's
+    on a GPU, :func:`~autoplace.deploy.cpu_rules.cpu_schedule` on a CPU (its outer loops
+    parallel when the target has ``num-cores`` > 1)."""
+    if "gpu" in target.keys:
+        return _gpu_schedule(func, target)
+    return cpu_schedule(func, target, parallel=cores(target) > 1)
 
 
-def parallel_outer(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the leading spatial loops of each root loop nest fused and parallel."""
-    sch = s_tir.Schedule(func, error_render_level="none")
-    try:
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    except (s_tir.ScheduleError, RuntimeError, ValueError):  # no root block
-        return func
-    for block in blocks:
-        sch = _parallel_nest(sch, block)
-    return sch.mod["main"]
+def _gpu_schedule(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
+    """dlight's default GPU rules (matmul, GEMV, reductions, and the fallback that binds
+    any other kernel's fused loops to blocks and threads), in the target's context."""
+    from tvm.s_tir import dlight as dl
 
-
-def _parallel_nest(sch: s_tir.Schedule, block) -> s_tir.Schedule:
-    """``sch`` with the outer loops of ``block``'s nest that can run in parallel (TVM
-    checks: they bind only data-parallel iterators of every block under them) fused and
-    parallel, as few as give :data:`MIN_PARALLEL` iterations (the inner loops stay as they
-    were, for the compiler to vectorise); as it was when that is one iteration."""
-    best, extent = sch, 1
-    for k, loop in enumerate(sch.get_loops(block), start=1):
-        trial = sch.copy()
-        loops = trial.get_loops(block)[:k]
-        try:
-            trial.parallel(trial.fuse(*loops) if k > 1 else loops[0])
-        except (s_tir.ScheduleError, RuntimeError):
-            break
-        best, extent = trial, extent * _extent(sch, loop)
-        if extent >= MIN_PARALLEL:
-            break
-    return best if extent > 1 else sch  # one iteration: nothing to share
-
-
-def _extent(sch: s_tir.Schedule, loop) -> int:
-    """A loop's trip count (a symbolic one counts as large)."""
-    value = sch.get(loop).extent
-    return int(value.value) if isinstance(value, tirx.IntImm) else MIN_PARALLEL
+    rules = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                    dl.gpu.GeneralReduction(), dl.gpu.Fallback())
+    with target:
+        return rules(tvm.IRModule({"main": func}))["main"]
 
 
 def threads_for(profile: Profile) -> int:

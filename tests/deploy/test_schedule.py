@@ -1,30 +1,69 @@
-"""Kernels of multi-core units: outer loops parallel, results unchanged."""
+"""Default kernel schedules: results unchanged, the structure the docstrings claim."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir, te, tirx
+import tvm_ffi
+from tvm import relax, s_tir, te, tirx
 
-from autoplace.deploy.schedule import MIN_PARALLEL, parallel_outer, threads_for
+from autoplace.deploy.cpu_rules import MIN_PARALLEL, Tiles, parallel_outer, plan_tiles, vector_bits
+from autoplace.deploy.schedule import default_schedule, threads_for
+from autoplace.frontend.relax import fuse
 from autoplace.hardware.load import load_profile
+from autoplace.models import load_module
+
+#: a unit of this machine's CPU on two cores (the host profile's ``cpu``: AVX-512 here), and
+#: one of the baseline x86-64 CPU (SSE2) on one core
+TWO_CORES = tvm.target.Target({"kind": "llvm", "num-cores": 2,
+                               "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
+ONE_CORE = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+#: for schedules only inspected, never run: 16 float32 lanes on any machine
+AVX512 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v4"})
+CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host={"kind": "llvm"})
+
+
+def _nests(stmt, around=()):
+    """(block, its binding values, the loops around it, outer first) for every block."""
+    if isinstance(stmt, tirx.For):
+        return _nests(stmt.body, (*around, stmt))
+    if isinstance(stmt, s_tir.SBlockRealize):
+        inner = _nests(stmt.block.body, around)
+        return [(stmt.block, list(stmt.iter_values), around), *inner]
+    if isinstance(stmt, tirx.SeqStmt):
+        return [n for s in stmt.seq for n in _nests(s, around)]
+    return _nests(stmt.body, around) if hasattr(stmt, "body") else []
 
 
 def _loops(func: tirx.PrimFunc) -> list[tirx.For]:
-    """Every loop of ``func``, outer before inner."""
-    found, todo = [], [func.body]
-    while todo:
-        stmt = todo.pop()
-        if isinstance(stmt, tirx.For):
-            found.append(stmt)
-        if isinstance(stmt, tirx.SeqStmt):
-            todo += list(stmt.seq)
-        elif isinstance(stmt, s_tir.SBlockRealize):
-            todo.append(stmt.block)
-        elif hasattr(stmt, "body"):
-            todo.append(stmt.body)
+    """Every loop of ``func`` (TVM's own walk, independent of :func:`_nests`)."""
+    found = []
+    tvm_ffi.structural_walk(func.body, (tirx.For, found.append))
     return found
+
+
+def _kinds(func: tirx.PrimFunc) -> set:
+    return {loop.kind for loop in _loops(func)}
+
+
+def _uses(expr, loop: tirx.For) -> bool:
+    found = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v.same_as(loop.loop_var))))
+    return any(found)
+
+
+def _legalized(make, *shapes) -> tirx.PrimFunc:
+    """The one kernel TVM legalizes and fuses ``make(*params)`` into (as a model's are)."""
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(make(*params))
+        bb.emit_func_output(out)
+    mod = fuse(bb.finalize())
+    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
+    return mod[gv]
 
 
 def _conv_like():
@@ -36,27 +75,145 @@ def _conv_like():
     rc, ry, rx = te.reduce_axis((0, 8)), te.reduce_axis((0, 3)), te.reduce_axis((0, 3))
     y = te.compute((1, 16, 12, 12), lambda n, k, h, v: te.sum(
         pad[n, rc, h + ry, v + rx] * w[k, rc, ry, rx], axis=[rc, ry, rx]), name="y")
-    return te.create_prim_func([x, w, y]), [(1, 8, 14, 14), (16, 8, 3, 3), (1, 16, 12, 12)]
+    return te.create_prim_func([x, w, y])
 
 
 def _total():
-    """A full reduction: nothing to run in parallel."""
+    """A full reduction: nothing to run in parallel, nor to vectorise."""
     x = te.placeholder((64, 64), name="x")
     i, j = te.reduce_axis((0, 64)), te.reduce_axis((0, 64))
     s = te.compute((1,), lambda _: te.sum(x[i, j], axis=[i, j]), name="s")
-    return te.create_prim_func([x, s]), [(64, 64), (1,)]
+    return te.create_prim_func([x, s])
 
 
-def _run(func, shapes, seed=0):
-    lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+KERNELS = {  # name -> a legalized operator, as in a model
+    "conv2d": lambda: _legalized(lambda x, w: relax.op.nn.conv2d(x, w, padding=1),
+                                 (1, 32, 28, 28), (64, 32, 3, 3)),
+    "conv2d_bias_relu": lambda: _legalized(
+        lambda x, w, b: relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, w), b)),
+        (1, 16, 30, 30), (32, 16, 3, 3), (1, 32, 1, 1)),
+    "depthwise_conv2d": lambda: _legalized(
+        lambda x, w: relax.op.nn.conv2d(x, w, padding=1, groups=32),
+        (1, 32, 28, 28), (32, 1, 3, 3)),
+    "matmul": lambda: _legalized(relax.op.matmul, (4, 256), (256, 1000)),
+    "max_pool2d": lambda: _legalized(lambda x: relax.op.nn.max_pool2d(x, 3, 2),
+                                     (1, 64, 55, 55)),
+    "elementwise": lambda: _legalized(lambda x, y: relax.op.nn.relu(relax.op.add(x, y)),
+                                      (1, 64, 56, 56), (1, 64, 56, 56)),
+    "concat": lambda: _legalized(lambda x, y: relax.op.concat([x, y], axis=1),
+                                 (1, 64, 27, 27), (1, 64, 27, 27)),
+    "conv_like": _conv_like,
+    "total": _total,
+}
+
+
+def _run(func: tirx.PrimFunc, target=ONE_CORE, seed: int = 0) -> np.ndarray:
+    target = tvm.target.Target({"kind": "llvm"}) if "gpu" in target.keys else target
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                      target=target)
     rng = np.random.default_rng(seed)
-    args = [tvm.runtime.tensor(rng.random(s).astype("float32")) for s in shapes]
+    args = [tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.ty.shape])
+                               .astype(str(p.ty.dtype))) for p in func.params]
     lib["main"](*args)
     return args[-1].numpy()
 
 
-def test_the_outer_spatial_loops_of_each_nest_run_in_parallel():
-    func, shapes = _conv_like()
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("target", [TWO_CORES, ONE_CORE], ids=["this-cpu-x2", "sse2-x1"])
+def test_the_default_schedule_computes_what_the_operator_does(name, target):
+    func = KERNELS[name]()
+    np.testing.assert_allclose(_run(default_schedule(func, target), target), _run(func),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_every_kernel_of_a_model_computes_what_it_did():
+    mod, graph = load_module("squeezenet")
+    names = sorted({op.func or op.name for op in graph.ops})
+    for name in names:
+        np.testing.assert_allclose(_run(default_schedule(mod[name], TWO_CORES), TWO_CORES),
+                                   _run(mod[name]), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["conv2d", "conv2d_bias_relu", "depthwise_conv2d", "matmul"])
+def test_a_reduction_accumulates_a_vector_inside_its_reduction_loops(name):
+    func = default_schedule(KERNELS[name](), TWO_CORES)
+    reductions = [(b, v, a) for b, v, a in _nests(func.body)
+                  if any(iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)]
+    assert reductions, "the reduction block is gone"
+    for block, values, around in reductions:
+        assert around[-1].kind == tirx.ForKind.VECTORIZED  # the innermost loop, spatial
+        for iv, value in zip(block.iter_vars, values):
+            if iv.iter_type == tirx.IterVar.CommReduce:  # bound only by outer loops
+                assert not _uses(value, around[-1])
+                assert any(_uses(value, loop) for loop in around[:-1])
+    init = [a for b, _, a in _nests(func.body) if b.name_hint.endswith("_init")]
+    assert init and all(a[-1].kind == tirx.ForKind.VECTORIZED for a in init)
+
+
+@pytest.mark.parametrize("name", ["conv2d_bias_relu", "elementwise", "max_pool2d"])
+def test_outer_loops_run_in_parallel_only_on_several_cores(name):
+    assert tirx.ForKind.PARALLEL in _kinds(default_schedule(KERNELS[name](), TWO_CORES))
+    assert tirx.ForKind.PARALLEL not in _kinds(default_schedule(KERNELS[name](), ONE_CORE))
+
+
+def test_an_epilogue_is_computed_in_the_write_back_of_the_accumulator():
+    func = default_schedule(KERNELS["conv2d_bias_relu"](), TWO_CORES)
+    names = [b.name_hint for b, _, _ in _nests(func.body)]
+    assert names == ["root", "conv2d_nchw_init", "conv2d_nchw_update",
+                     "conv2d_nchw_intermediate_local"]  # no separate add or relu nest
+
+
+def test_an_elementwise_nest_is_vectorised():
+    func = default_schedule(KERNELS["elementwise"](), ONE_CORE)
+    vectors = [f for f in _loops(func) if f.kind == tirx.ForKind.VECTORIZED]
+    assert [int(f.extent) for f in vectors] == [4]  # SSE2: 4 float32 lanes; 56 = 14 * 4
+
+
+def test_a_concatenation_is_vectorised_and_a_padding_is_not():
+    concat = default_schedule(KERNELS["concat"](), AVX512)
+    assert [int(f.extent) for f in _loops(concat) if f.kind == tirx.ForKind.VECTORIZED] == [9]
+    conv = default_schedule(KERNELS["conv2d"](), AVX512)
+    (pad,) = [a for b, _, a in _nests(conv.body) if b.name_hint == "pad_temp"]
+    assert tirx.ForKind.VECTORIZED not in {loop.kind for loop in pad}
+
+
+def test_a_kernel_the_rules_cannot_tile_keeps_its_loops():
+    func = default_schedule(_total(), TWO_CORES)
+    assert _kinds(func) == {tirx.ForKind.SERIAL}
+    np.testing.assert_allclose(_run(func), _run(_total()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mcpu, bits", [(None, 128), ("x86-64-v3", 256), ("x86-64-v4", 512)])
+def test_the_vector_width_is_the_targets(mcpu, bits):
+    spec = {"kind": "llvm"} | ({"mcpu": mcpu} if mcpu else {})
+    assert vector_bits(tvm.target.Target(spec)) == bits
+
+
+@pytest.mark.parametrize("extents, lanes, tiles", [
+    ([64, 56, 56], 16, Tiles(vector=2, vector_tile=14, register=0, register_tile=8)),
+    ([64, 55, 55], 16, Tiles(vector=2, vector_tile=11, register=0, register_tile=8)),
+    ([128, 27, 27], 16, Tiles(vector=2, vector_tile=9, register=0, register_tile=8)),
+    # 13 > 8 lanes: 8 + 4 + 1, three registers per vector, so 4 of them
+    ([16, 13, 13], 8, Tiles(vector=2, vector_tile=13, register=0, register_tile=4)),
+    ([1000], 16, Tiles(vector=0, vector_tile=10)),
+    ([64, 111, 111], 16, None),  # 3 and 37: no vector tile of 4 to 32
+])
+def test_tiles_fill_the_vector_registers(extents, lanes, tiles):
+    assert plan_tiles(extents, lanes, 32 if lanes == 16 else 16) == tiles
+
+
+def test_a_gpu_kernel_gets_thread_bindings_and_compiles_for_cuda():
+    for name in ["conv2d_bias_relu", "max_pool2d", "elementwise"]:
+        func = default_schedule(KERNELS[name](), CUDA)
+        tags = {f.thread_binding.thread_tag for f in _loops(func)
+                if f.thread_binding is not None}
+        assert {"blockIdx.x", "threadIdx.x"} <= tags, name
+        tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                    target=CUDA)
+
+
+def test_parallel_outer_runs_the_outer_spatial_loops_of_each_nest_in_parallel():
+    func = _conv_like()
     par = parallel_outer(func)
     parallel = [f for f in _loops(par) if f.kind == tirx.ForKind.PARALLEL]
     # one per nest (pad, conv), each fusing the fewest outer loops with enough iterations:
@@ -65,14 +222,12 @@ def test_the_outer_spatial_loops_of_each_nest_run_in_parallel():
     assert all(int(f.extent) >= MIN_PARALLEL for f in parallel)
     serial_inner = [f for f in _loops(par) if f.kind == tirx.ForKind.SERIAL]
     assert sorted(int(f.extent) for f in serial_inner) == [3, 3, 8, 12, 16]
-    np.testing.assert_array_equal(_run(par, shapes), _run(func, shapes))
+    np.testing.assert_array_equal(_run(par), _run(func))
 
 
-def test_a_full_reduction_stays_serial():
-    func, shapes = _total()
-    par = parallel_outer(func)
-    assert not [f for f in _loops(par) if f.kind == tirx.ForKind.PARALLEL]
-    np.testing.assert_allclose(_run(par, shapes), _run(func, shapes), rtol=1e-6)
+def test_parallel_outer_leaves_a_full_reduction_serial():
+    par = parallel_outer(_total())
+    assert tirx.ForKind.PARALLEL not in _kinds(par)
 
 
 @pytest.mark.parametrize("name, threads", [("host", 2), ("soc", 1), ("biglittle", 2)])

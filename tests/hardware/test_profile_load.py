@@ -348,8 +348,8 @@ def test_host_profile() -> None:
     p = load_profile("host")
     assert [u.name for u in p.units] == ["cpu", "core0", "core1"]
     assert [s.name for s in p.scopes] == ["dram"]
-    assert dict(p.unit("cpu").target) == {"kind": "llvm", "num-cores": 2}
-    assert dict(p.unit("core0").target) == {"kind": "llvm", "num-cores": 1}
+    assert dict(p.unit("cpu").target) == {"kind": "llvm", "mcpu": "x86-64-v4", "num-cores": 2}
+    assert dict(p.unit("core0").target) == {"kind": "llvm", "mcpu": "x86-64-v4", "num-cores": 1}
     assert [p.unit(u).cpus for u in ("cpu", "core0", "core1")] == [(0, 1), (0,), (1,)]
     assert p.copies == () and p.host == "cpu"
 
