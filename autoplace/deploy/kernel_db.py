@@ -48,7 +48,8 @@ class KernelDatabase:
 
     ``create`` makes the directory when it is missing (a tuning job); otherwise a missing
     directory is a :class:`BuildError` naming it (a build given a database that is not
-    there).
+    there). Every target's database is read when the object is made, so a corrupt one is a
+    :class:`BuildError` then, whichever targets are used.
     """
 
     def __init__(self, directory: str | Path, *, create: bool = False):
@@ -58,7 +59,15 @@ class KernelDatabase:
         elif not self.directory.is_dir():
             raise BuildError(f"kernel database {self.directory}: no such directory (tune "
                              "kernels into it with `autoplace tune-kernels`)")
-        self._dbs: dict[str, object] = {}
+        self._dbs: dict[str, object] = self._open_all()
+
+    def _open_all(self) -> dict[str, object]:
+        """Every target's database in the directory, read now: a corrupt one is refused
+        whatever units a build uses."""
+        from tvm.s_tir import meta_schedule as ms
+
+        return {where.name: _open(ms, where) for where in sorted(self.directory.iterdir())
+                if (where / "target.json").is_file()}
 
     def database(self, target: tvm.target.Target, *, create: bool = False):
         """The MetaSchedule ``JSONDatabase`` of ``target`` (None when it has none and
