@@ -94,7 +94,7 @@ class KernelDatabase:
         return list(db.get_top_k(db.commit_workload(mod), 1 << 30))
 
     def trials(self, func: tirx.PrimFunc, target: tvm.target.Target) -> int:
-        """How many candidates of ``func`` on ``target`` were measured, failed ones too."""
+        """How many measured candidates of ``func`` on ``target`` the database records."""
         db = self.database(target)
         mod = workload(func)
         if db is None or not db.has_workload(mod):

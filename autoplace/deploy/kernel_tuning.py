@@ -109,9 +109,9 @@ class KernelTuner:
         self.cost_model = ms.cost_model.XGBModel(num_tuning_cores=_cores())
 
     def tune(self, task: KernelTask) -> int:
-        """Tune ``task`` for what is left of its budget; the trials run now (0: none left,
-        or none left in its design space: MetaSchedule measures no candidate twice, and
-        an elementwise kernel may have fewer candidates than the budget)."""
+        """Tune ``task`` for what is left of its budget; the trials recorded now (fewer than
+        that when MetaSchedule's search finds no new candidate: an elementwise kernel's
+        design space may be smaller than the budget)."""
         before = self.db.trials(task.prim_func, task.target)
         left = self.tuning.trials - before
         if left <= 0:
