@@ -83,6 +83,7 @@ class KernelLibraries:
             except BuildError as exc:
                 self.broken[unit.name] = exc
         self._libs: dict[str, tvm.runtime.Module] = {}
+        self._paths: dict[str, Path] = {}
         self._calls: dict[tuple[str, str], object] = {}
 
     def _add_unit(self, name: str) -> None:
@@ -108,6 +109,12 @@ class KernelLibraries:
         return self._path(self._unit_key[unit])
 
     def _path(self, key: str) -> Path:
+        """The cache path of ``key``'s library (worked out once: it reads the database)."""
+        if key not in self._paths:
+            self._paths[key] = self._cache_path(key)
+        return self._paths[key]
+
+    def _cache_path(self, key: str) -> Path:
         funcs, target = sorted(self._funcs[key]), self._targets[key]
         hashes = [f"{f}:{self.program.func_hashes[f]}" for f in funcs]
         if self.program.funcs:  # (a program read from an artefact has none: untuned)
