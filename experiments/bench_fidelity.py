@@ -23,7 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
-from autoplace.calibrate import Measurements, Session, calibrated, fit, measure, simulated
+from autoplace.calibrate.kernels import Measurements, Session, calibrated, fit, measure, simulated
 from autoplace.deploy.run import TimeSettings
 from autoplace.hardware.load import load_profile
 from autoplace.models import BUNDLED, load_graph

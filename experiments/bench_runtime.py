@@ -11,10 +11,13 @@ Tables (markdown, load printed beside every row; same machine, same minute):
    against the best single-unit placement, both measured again by the runtime (three
    interleaved rounds, each placement's fastest); the simulator's predicted gain beside it.
 3. ``fidelity``: simulated against measured latency of ``--random`` random feasible
-   placements per model: median and worst relative error.
-4. ``rate``: measured candidates per minute on squeezenet (``--rate-hw``, default ``soc``:
-   a profile both trees read alike), the runtime's local measurer against fa7bb04's
-   (``--baseline-tree``: a checkout of it), on the same candidates.
+   placements per model (each the fastest of three interleaved rounds): median and worst
+   relative error, with the profile's hand-over and without one.
+4. ``rate``: measured candidates per minute on squeezenet (``--rate-hw``, default
+   :data:`RATE_HOST`: this host's CPU as two units, a profile both trees read alike), the
+   runtime's local measurer against fa7bb04's (``--baseline-tree``: a checkout of it), on
+   the same candidates; the runtime twice: with an empty kernel cache (the job compiles
+   every unit's library first) and again with the libraries it left (a later job).
 5. ``branches``: two independent branches of 24 small MatMul+Relu kernels on two one-core
    units: the best measured placement against one unit.
 6. ``overhead``: the runtime's time per op of a chain of empty kernels, on one unit and
@@ -62,6 +65,29 @@ cpus = [1]
 launch_overhead_us = 8
 [units.core1.gflops]
 default = 4.0
+[scopes.dram]
+capacity_mib = 4096
+bandwidth_gbps = 20
+access = ["*"]
+"""
+
+
+# The rate's profile: this host's CPU (AVX-512) as two units, in keys fa7bb04 reads too
+RATE_HOST = """
+name = "rate-host"
+host = "cpu"
+default_scope = "dram"
+copies = []
+[units.cpu]
+target = { kind = "llvm", num-cores = 2, mcpu = "x86-64-v4" }
+accepts = ["*"]
+[units.cpu.gflops]
+default = 100.0
+[units.core0]
+target = { kind = "llvm", num-cores = 1, mcpu = "x86-64-v4" }
+accepts = ["*"]
+[units.core0.gflops]
+default = 50.0
 [scopes.dram]
 capacity_mib = 4096
 bandwidth_gbps = 20
@@ -175,7 +201,12 @@ def tuned_row(name: str, profile, cache: Path, trials: int, seed: int = 0) -> di
 
 
 # -- 3. simulated against measured --------------------------------------------------------
-def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0) -> dict:
+def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0,
+                 rounds: int = 3) -> dict:
+    """Each placement timed in ``rounds`` interleaved rounds (median of 3 runs each), its
+    fastest kept, as calibration keeps it; simulated with the profile and with its units'
+    hand-over set to 0 (the simulator before it had one)."""
+    from autoplace.calibrate.handover import with_handover
     from autoplace.measure.local import LocalMeasurer
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_module
@@ -191,13 +222,18 @@ def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0) -> dict
     m = LocalMeasurer(mod, graph, profile, space=space, settings=settings(3), cache_dir=cache,
                       timeout=600)
     try:
-        measured = m.measure(chosen)
+        timed = [m.measure(chosen) for _ in range(rounds)]
     finally:
         m.close()
-    err = [abs(sim.simulate(p).latency_s - r.latency_s) / r.latency_s
-           for p, r in zip(chosen, measured) if r.ok]
-    return {"model": name, "placements": len(err), "median error": f"{np.median(err):.1%}",
-            "worst error": f"{max(err):.1%}", "load": load()}
+    none = Simulator(SearchSpace(graph, with_handover(profile, 0.0, space.units)))
+    row = {"model": name}
+    for label, s in (("", sim), (" without hand-over", none)):
+        err = [abs(s.simulate(p).latency_s - t) / t for p, t in
+               ((p, min(r[i].latency_s for r in timed)) for i, p in enumerate(chosen)
+                if all(r[i].ok for r in timed))]
+        row.update({"placements": len(err), f"median error{label}": f"{np.median(err):.1%}",
+                    f"worst error{label}": f"{max(err):.1%}"})
+    return {**row, "load": load()}
 
 
 # -- 4. candidates per minute -------------------------------------------------------------
@@ -221,19 +257,25 @@ m.close()
 """
 
 
-def rate_rows(profile_path: str, cache: Path, baseline: Path | None, n: int) -> list[dict]:
+def rate_rows(profile_path: str | None, baseline: Path | None, n: int) -> list[dict]:
+    """``profile_path`` None: :data:`RATE_HOST`, written to a file both trees read."""
     from autoplace.hardware.load import load_profile
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_graph
     from autoplace.space import SearchSpace
 
+    if profile_path is None:
+        profile_path = str(Path(tempfile.mkdtemp()) / "rate-host.toml")
+        Path(profile_path).write_text(RATE_HOST)
     space = SearchSpace(load_graph("squeezenet"), load_profile(profile_path))
     sim, rng, chosen = Simulator(space), np.random.default_rng(1), []
     while len(chosen) < n:
         for p in space.decode_rows(*space.random_genomes(32, rng)):
             if len(chosen) < n and sim.simulate(p).ok:
                 chosen.append(p.to_json())
-    trees = [("runtime (this tree)", Path.cwd(), {"cache_dir": str(cache)})]
+    cold = {"cache_dir": tempfile.mkdtemp(prefix="rate-cold-")}
+    trees = [("runtime, empty kernel cache", Path.cwd(), cold),
+             ("runtime, kernels cached (a later job)", Path.cwd(), cold)]
     if baseline is not None:
         trees.insert(0, ("Relax VM builds (fa7bb04)", baseline, {}))
     rows = []
@@ -246,9 +288,10 @@ def rate_rows(profile_path: str, cache: Path, baseline: Path | None, n: int) -> 
         rows.append({"measurer": label, "candidates": n, "ok": got["ok"],
                      "s": f"{got['seconds']:.1f}",
                      "per minute": f"{60 * n / got['seconds']:.1f}", "load": load()})
-    if len(rows) == 2:
-        ratio = float(rows[1]["per minute"]) / float(rows[0]["per minute"])
-        rows[1]["per minute"] += f" ({ratio:.1f}x)"
+    if baseline is not None:
+        base = float(rows[0]["per minute"])
+        for row in rows[1:]:
+            row["per minute"] += f" ({float(row['per minute']) / base:.1f}x)"
     return rows
 
 
@@ -386,9 +429,10 @@ def main() -> None:
     ap.add_argument("--hw", default="hwprofiles/host.toml")
     ap.add_argument("--trials", type=int, default=256)
     ap.add_argument("--random", type=int, default=100)
-    ap.add_argument("--rate-candidates", type=int, default=12)
-    ap.add_argument("--rate-hw", default="soc",
-                    help="the rate's profile: a bundled name both trees read alike")
+    ap.add_argument("--rate-candidates", type=int, default=24)
+    ap.add_argument("--rate-hw", default=None,
+                    help="the rate's profile, one both trees read alike (default: this "
+                         "host's CPU as two units, RATE_HOST)")
     ap.add_argument("--baseline-tree", type=Path, default=None,
                     help="a checkout of fa7bb04 (git worktree add DIR fa7bb04) for the rate")
     ap.add_argument("--cache-dir", type=Path,
@@ -407,8 +451,7 @@ def main() -> None:
         elif table == "pools":
             rows = [pools_row(m, args.cache_dir, 40) for m in ("squeezenet", "inception_v1")]
         elif table == "rate":
-            rows = rate_rows(args.rate_hw, args.cache_dir, args.baseline_tree,
-                             args.rate_candidates)
+            rows = rate_rows(args.rate_hw, args.baseline_tree, args.rate_candidates)
         else:
             fn = {"vm": lambda m: vm_row(m, profile, args.cache_dir),
                   "tuned": lambda m: tuned_row(m, profile, args.cache_dir, args.trials),

@@ -43,6 +43,7 @@ def _extensions() -> list:
     ``set_defaults(run=handler)``; a handler takes the parsed args and returns the exit code.
     They import TVM only inside their handlers."""
     from autoplace.cli import (
+        calibrate_command,
         import_command,
         pipeline_commands,
         real_commands,
@@ -50,8 +51,8 @@ def _extensions() -> list:
         tune_kernels_command,
     )
 
-    return [real_commands.register, tune_kernels_command.register, report_command.register,
-            import_command.register, pipeline_commands.register]
+    return [real_commands.register, calibrate_command.register, tune_kernels_command.register,
+            report_command.register, import_command.register, pipeline_commands.register]
 
 
 class CliError(Exception):

@@ -1,4 +1,4 @@
-"""Subcommands and measurers of the real side: compile, run, serve, calibrate (issue 3).
+"""Subcommands and measurers of the real side: compile, run, serve (issue 3).
 
 TVM is imported inside the handlers only, so ``autoplace tune`` with the simulator never
 loads it.
@@ -7,7 +7,6 @@ loads it.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from autoplace.cli.options import (
@@ -102,24 +101,6 @@ def register(sub) -> None:
     s.add_argument("--max-upload-mib", type=positive_int, default=MAX_UPLOAD_MIB,
                    metavar="MIB", help="refuse a larger upload (nothing is written)")
     s.set_defaults(run=cmd_serve)
-    k = sub.add_parser("calibrate", help="measure kernels and write a calibrated profile")
-    k.add_argument("--hw", required=True, help="profile to calibrate")
-    k.add_argument("--model", action="append", default=None,
-                   help="model whose kernels are measured (repeatable; default squeezenet)")
-    k.add_argument("--unit", default=None, help="unit to calibrate (default: the host unit)")
-    k.add_argument("--rpc-tracker", default=None, help="HOST:PORT: measure on a board")
-    k.add_argument("--rpc-key", default=None, help="device key on the tracker")
-    k.add_argument("-o", "--output", default=None,
-                   help="profile to write (default HW-calibrated.toml)")
-    _timing_args(k)
-    cache_arg(k)
-    kernel_db_arg(k)
-    k.set_defaults(run=cmd_calibrate)
-
-
-def _check_rpc(args) -> None:
-    if bool(args.rpc_tracker) != bool(args.rpc_key):
-        raise ValueError("--rpc-tracker and --rpc-key go together")
 
 
 def real_measurer(args, graph, profile, space):
@@ -340,10 +321,3 @@ def cmd_serve(args) -> int:
           f"tracker={args.tracker}", flush=True)
     server.serve_forever(srv)
     return 0
-
-
-def cmd_calibrate(args) -> int:
-    from autoplace.calibrate import calibrate_cli
-
-    _check_rpc(args)
-    return calibrate_cli(args, out=sys.stdout)

@@ -1,14 +1,17 @@
 """Read and validate hardware profiles (TOML) into :class:`autoplace.hardware.profile.Profile`.
 
 The unit/scope/copy schema is documented in :mod:`autoplace.hardware.profile`. Units convert on
-load: ``gflops`` stays GFLOP/s, ``launch_overhead_us`` and ``latency_us`` become seconds,
-``capacity_mib`` becomes bytes (MiB = 2**20 B), ``bandwidth_gbps`` (GB/s = 1e9 B/s) becomes B/s.
+load: ``gflops`` stays GFLOP/s, ``launch_overhead_us``, ``handover_us`` and ``latency_us``
+become seconds, ``capacity_mib`` becomes bytes (MiB = 2**20 B), ``bandwidth_gbps`` (GB/s =
+1e9 B/s) becomes B/s.
 Optional keys: ``name`` (default: the file stem), ``description``, ``units.*.rpc_key``,
 ``units.*.class`` (a label shared by units of one kind, which a profiled graph's measured
 latencies may name), ``units.*.execution`` (``stream``, ``parallel`` or ``block``: how the
 unit runs its ops, docs/simulator.md), ``units.*.cores`` (a parallel unit's cores, for its
 period; default unbounded),
-``launch_overhead_us`` and ``power_w`` (default 0), ``copies`` (default none),
+``launch_overhead_us``, ``handover_us`` (the wait for work on another resource, as the
+runtime's events cost it: docs/simulator.md, "Schedule") and ``power_w`` (default 0),
+``copies`` (default none),
 ``copies[i].latency_us`` (default 0), ``modes`` (default ``["sync"]``), ``dma`` and
 ``bidirectional``. Every other key is required and unknown keys are errors.
 
@@ -124,6 +127,9 @@ def _check_execution(doc: Table, parts: ProfileParts) -> None:
     if not any(u.execution == "block" for u in parts.units.values()):
         return
     for name, unit in parts.units.items():
+        if unit.handover_s:
+            raise doc.error(f"{parts.origin[name]}.handover_us", "the block model has no "
+                            "hand-over (nothing waits for a resource); leave it out")
         if unit.execution == "stream":
             raise doc.error(f"{parts.origin[name]}.execution", "must be 'parallel' or 'block' "
                             "in a profile with block units (got 'stream', the default)")

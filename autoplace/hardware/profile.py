@@ -13,6 +13,7 @@ frozen dataclasses below. The TOML schema, in units a datasheet uses::
     rpc_key = "soc-cpu1"       # optional: the RPC tracker key of a real board
     accepts = ["*"]            # op kinds it runs (see autoplace.graph.OP_KINDS), "*" = all
     launch_overhead_us = 2.0   # fixed cost per kernel launch
+    handover_us = 17.0         # optional: its wait for work on another unit (default 0)
     power_w = 1.5              # optional: active power, for energy (default 0)
     weights = ["resident", "streamed"]  # optional: where its ops' weights may live (default both)
     cpus = [0]                 # optional: the CPUs the runtime runs its kernels on (pinned)
@@ -71,6 +72,9 @@ class Unit:
     accepts: frozenset[str]
     gflops: Mapping[str, float]
     launch_overhead_s: float = 0.0
+    #: the time from the end of work on another resource to the start of this unit's work
+    #: that waits for it (the runtime: an event set, a worker woken); not busy time
+    handover_s: float = 0.0
     power_w: float = 0.0
     rpc_key: str | None = None
     #: measured seconds per call of known kernels (``Op.kernel_key`` -> s), from
@@ -253,6 +257,8 @@ class Profile:
                     "accepts": sorted(u.accepts),
                     "gflops": dict(sorted(u.gflops.items())),
                     "launch_overhead_s": u.launch_overhead_s,
+                    # only when present, so that profiles without one keep their hash
+                    **({"handover_s": u.handover_s} if u.handover_s else {}),
                     "power_w": u.power_w,
                     "rpc_key": u.rpc_key,
                     # only when present, so that profiles without one keep their hash

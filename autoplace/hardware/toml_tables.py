@@ -147,6 +147,7 @@ def parse_unit(t: Table, name: str) -> Unit:
                           f"of {', '.join(OP_KINDS)})")
     unit = Unit(name=name, target=target, accepts=frozenset(accepts), gflops=_gflops(t, accepts),
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
+                handover_s=1e-6 * t.number("handover_us", 0.0),
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
                 kernel_s=_kernel_table(t), weights=_weight_modes(t),
                 class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t),

@@ -52,6 +52,7 @@ def _unit_lines(table: str, u: Unit) -> list[str]:
            f"accepts = {_value(sorted(u.accepts))}",
            f"launch_overhead_us = {_number(u.launch_overhead_s, 1e-6)}",
            f"power_w = {_value(u.power_w)}"]
+    out += [f"handover_us = {_number(u.handover_s, 1e-6)}"] if u.handover_s else []
     out += [f"rpc_key = {_value(u.rpc_key)}"] if u.rpc_key else []
     out += [f"weights = {_value(sorted(u.weights))}"] if u.weights != set(WEIGHT_MODES) else []
     out += [f"class = {_value(u.class_name)}"] if u.class_name else []

@@ -81,7 +81,7 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
                    space.n_resources, len(space.scopes), n,
                    finish, space.c_wscope, space.weight_bytes, space.default_scope,
                    SHIFTS_PER_ITEM, space.transfer_s, r.lat, r.inv, _limits(space, io),
-                   per_unit, space.slot_ptr, space.slot_idx, space.n_slots)
+                   per_unit, space.slot_ptr, space.slot_idx, space.n_slots, space.handover)
     latency, load, copy_bytes, peak, no_route, ends, weights, figures, not_contiguous = out
     period, over, stream_over = figures
     common = dict(latency=latency, copy_bytes=copy_bytes, io=io, no_route=no_route,
@@ -146,7 +146,7 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
          has_consumers, out_bytes, r_len, hop_res, hop_lat, hop_bw, hop_dst, n_res,
          n_scopes, n, want_finish, c_wscope, weight_bytes, default,
          shifts, transfer, r_lat, r_inv, limits, per_unit, slot_ptr, slot_idx,
-         n_slots):  # pragma: no cover
+         n_slots, handover):  # pragma: no cover
     """The schedule of docs/simulator.md, row by row. Every op and copy hop is a work item
     on one resource that writes one buffer; an item's buffer is freed by the end of another
     item (``freer``; -1: at the makespan). Each resource runs its items in program order,
@@ -155,7 +155,9 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
     (counted with the graph inputs), not an activation. Without ``per_unit``, a row's
     figures per resource and scope are made in one scratch row, cleared where it wrote.
     A unit pinned to CPUs (``slot_ptr``/``slot_idx``: its CPU slots) also waits until
-    those CPUs are free of other units' work, and loads them (for the period)."""
+    those CPUs are free of other units' work, and loads them (for the period). Work still
+    waiting for work on another resource when its own resource is free starts ``handover``
+    (its resource's) after that work ends (:func:`_start`)."""
     B = choice.shape[0]
     parallel = limits[3]
     m_items = n + len(src) * hop_res.shape[1]
@@ -174,18 +176,19 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
     b_scope, b_bytes = np.zeros(m_items, dtype=np.int64), np.zeros(m_items)
     staged = np.zeros(max(len(src), 1), dtype=np.int64)
     work = scratch(m_items, n_res, n_scopes)
-    slots = np.zeros(max(n_slots, 1)), np.full(max(n_slots, 1), -1), np.zeros(max(n_slots, 1))
+    width = max(n_slots, 1)
+    slots = np.zeros(width), np.full(width, -1), np.zeros(width), np.zeros(width, dtype=np.int64)
     for b in range(B):
         nb, rb = 0, b if per_unit else 0
         slots[2][:] = 0.0
         for i in range(n):
             j = choice[b, i]
-            s = c_scope[i, j]
-            ready, n_staged = 0.0, 0
+            s, u = c_scope[i, j], c_unit[i, j]
+            own, other, n_staged = 0.0, 0.0, 0
             for q in range(in_ptr[i], in_ptr[i + 1]):
                 k = in_idx[q]
                 p = src[k]
-                arrive = finish[p]
+                arrive, at = finish[p], c_unit[p, choice[b, p]]
                 if cross[b, k]:
                     r, m = rid[b, k], used[b, k]
                     no_route[b] |= r == 0
@@ -196,11 +199,11 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                         res = hop_res[r, h]
                         secs = _hop_seconds(hop_lat[r, h], nbytes[k] / hop_bw[r, h], scale,
                                             transfer[k], r_len[r])
-                        start = max(arrive, free_t[res] if stamp[res] == b else 0.0)
-                        if n_slots:
-                            start = _after_slots(start, res, slot_ptr, slot_idx, slots, b,
-                                                 secs)
-                        arrive = start + secs
+                        mine = free_t[res] if stamp[res] == b else 0.0
+                        mine, theirs = (max(mine, arrive), 0.0) if at == res else (mine, arrive)
+                        start = _start(mine, theirs, res, handover[res], slot_ptr, slot_idx,
+                                       slots, b, secs)
+                        arrive, at = start + secs, res
                         free_t[res], stamp[res] = arrive, b
                         busy[rb, res] += secs  # the host unit for a sync copy
                         if h == 0 and arrive > last_use[p]:
@@ -213,11 +216,13 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
                     if prev >= 0:
                         staged[n_staged] = prev
                         n_staged += 1
-                ready = max(ready, arrive)
-            u = c_unit[i, j]
-            start = max(ready, free_t[u] if stamp[u] == b and not parallel[u] else 0.0)
-            if n_slots:
-                start = _after_slots(start, u, slot_ptr, slot_idx, slots, b, c_dur[i, j])
+                if at == u:
+                    own = max(own, arrive)
+                else:
+                    other = max(other, arrive)
+            own = max(own, free_t[u] if stamp[u] == b and not parallel[u] else 0.0)
+            start = _start(own, other, u, handover[u], slot_ptr, slot_idx, slots, b,
+                           c_dur[i, j])
             end = start + c_dur[i, j]
             free_t[u], stamp[u] = end, b
             busy[rb, u] += c_dur[i, j]
@@ -259,17 +264,23 @@ def _run(c_unit, c_scope, c_dur, choice, cross, used, rid, src, nbytes, in_ptr, 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _after_slots(start, res, slot_ptr, slot_idx, slots, b, secs):  # pragma: no cover
-    """When work of ``secs`` on resource ``res`` ready at ``start`` starts once the CPUs
-    it is pinned to are free; it then holds them (``slots``: free time, row stamp, load)."""
-    free, stamp, load = slots
+def _start(own, other, res, wait, slot_ptr, slot_idx, slots, b,
+           secs):  # pragma: no cover
+    """When work of ``secs`` on resource ``res`` starts: once its own resource's work
+    (``own``) and other resources' (``other``) has ended, and the CPUs it is pinned to are
+    free; ``wait`` after the last of other resources' work if the resource waited for it.
+    It then holds its CPUs (``slots``: free time, row stamp, load, holder)."""
+    free, stamp, load, holder = slots
     for q in range(slot_ptr[res], slot_ptr[res + 1]):
         x = slot_idx[q]
-        if stamp[x] == b:
-            start = max(start, free[x])
+        if stamp[x] == b and holder[x] == res:
+            own = max(own, free[x])
+        elif stamp[x] == b:
+            other = max(other, free[x])
+    start = own if other <= own else other + wait
     for q in range(slot_ptr[res], slot_ptr[res + 1]):
         x = slot_idx[q]
-        free[x], stamp[x] = start + secs, b
+        free[x], stamp[x], holder[x] = start + secs, b, res
         load[x] += secs
     return start
 

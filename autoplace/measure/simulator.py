@@ -58,11 +58,28 @@ class _Run:
         #: per unit pinned to CPUs, the CPU slots its work also loads (for the period)
         self.slots = {name: [f"cpu slot {s}" for s in idx[ptr[u]:ptr[u + 1]]]
                       for u, name in enumerate(space.units) if ptr[u + 1] > ptr[u]}
+        self.handover = {u.name: u.handover_s for u in space.profile.units if u.handover_s}
         self.copy_bytes = {"sync": 0, "async": 0}
         self.buffers: list[list] = []  # [scope, nbytes, alloc_t, free_t]
         self.events: list[Event] = []
         self.start: list[float] = []  # per piece of scheduled work
         self.schedule: Schedule | None = None
+
+    def ready(self, item: int, end: list[float]) -> float:
+        """When schedule work ``item`` starts: once its resource is free (a ``parallel``
+        unit always is) and the work it reads (``after``) and follows has ended; if it was
+        still waiting for work of another resource then, its resource's hand-over after
+        that work's end."""
+        work = self.schedule.work
+        resource = work[item].resource
+        own = 0.0 if resource in self.parallel else self.free.get(resource, 0.0)
+        other = 0.0
+        for a in (*work[item].after, *work[item].follows):
+            if work[a].resource == resource:
+                own = max(own, end[a])
+            else:
+                other = max(other, end[a])
+        return own if other <= own else other + self.handover.get(resource, 0.0)
 
     def occupy(self, resource: str, ready: float, secs: float) -> tuple[float, float]:
         """Run ``secs`` of work on ``resource`` once ``ready`` and the resource is free (a
@@ -94,17 +111,16 @@ class _Run:
         return max(self.longest, max(self.load.values(), default=0.0), max(pooled, default=0.0))
 
     def copy(self, k: int, hops: list[Work], end: list[float], items: list[int]
-             ) -> tuple[float, list, float]:
+             ) -> tuple[list, float]:
         """Run the hops of edge ``k``'s copy (schedule work ``items``) on their resources:
-        its arrival time, final buffer, first hop's end."""
+        its final buffer and its first hop's end."""
         space, name = self.space, self.space.edge_names[k]
         mode, nbytes = hops[0].mode, space.graph.edges[k].nbytes
         self.copy_bytes[mode] += nbytes
         route = tuple(space.profile.copy_index[h.src, h.dst] for h in hops)
         prev, first_end = None, None
         for item, hop, secs in zip(items, hops, hop_times(space, k, route)):
-            ready = max([end[hop.after[0]], *(end[f] for f in hop.follows)])
-            start, t = self.occupy(hop.resource, ready, secs)
+            start, t = self.occupy(hop.resource, self.ready(item, end), secs)
             self.start[item], end[item] = start, t
             first_end = t if first_end is None else first_end
             if prev is not None:
@@ -115,7 +131,7 @@ class _Run:
                 self.events.append(Event(kind="copy", name=name, resource=hop.resource,
                                          start=start, end=t, mode=mode, src=hop.src,
                                          dst=hop.dst))
-        return t, prev, first_end
+        return prev, first_end
 
 class Simulator(Measurer):
     """The default measurer: fast, deterministic, needs no TVM.
@@ -249,21 +265,16 @@ class Simulator(Measurer):
         for i, op in enumerate(g.ops):
             item = sched.op_work[i]
             unit, scope = sched.work[item].resource, sched.work[item].dst
-            ready, staged = 0.0, []
+            staged = []
             for k, source in zip(space.in_edges[i], sched.reads[i]):
-                if sched.work[source].kind == "op":
-                    arrive = end[source]
-                else:
+                if sched.work[source].kind != "op":
                     hops = routes[k]
-                    arrive, buf, read_done = run.copy(k, [sched.work[h] for h in hops], end,
-                                                      hops)
+                    buf, read_done = run.copy(k, [sched.work[h] for h in hops], end, hops)
                     staged.append(buf)
                     src = g.edges[k].src
                     last_use[src] = max(last_use[src], read_done)
-                ready = max(ready, arrive)
             weights = p.weights.get(op.name, "streamed")
-            ready = max([ready, *(end[f] for f in sched.work[item].follows)])
-            start, end[item] = run.occupy(unit, ready,
+            start, end[item] = run.occupy(unit, run.ready(item, end),
                                           self.space.seconds_of(i, unit, scope, weights))
             run.start[item] = start
             result = scope == self.profile.default_scope and not space.out_edges[i]

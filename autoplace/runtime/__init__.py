@@ -6,7 +6,8 @@ The simulator's schedule (:mod:`autoplace.space.schedule`) executed for real, on
   (:mod:`autoplace.runtime.libraries`); a candidate placement is assembled, never rebuilt;
 - a worker thread per unit, with its own TVM thread pool pinned to the unit's ``cpus``, and
   one per DMA engine (:mod:`autoplace.runtime.workers`); a ``sync`` copy runs on the host
-  unit's worker, an ``async`` one on its engine's, overlapping compute;
+  unit's worker, an ``async`` one on its engine's, overlapping compute; a worker runs its
+  share of a run in C, without Python between kernels (:mod:`autoplace.runtime.native`);
 - work waits only for the work whose results it reads (events), and for the work before it
   on its own resource (:mod:`autoplace.runtime.executor`);
 - buffers in one pool per scope, storage reused only where the schedule orders it
@@ -34,6 +35,7 @@ from autoplace.runtime.assemble import Assembled, assemble, copy_tensor, plan_bu
 from autoplace.runtime.executor import Executor, RunError, RunTimeout, RunTrace
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.memory import PoolError
+from autoplace.runtime.native import native_library
 from autoplace.runtime.program import Program, read_program
 from autoplace.space import Placement, SearchSpace
 
@@ -62,13 +64,15 @@ class Runtime:
     its :class:`Program`; ``cache_dir`` holds the compiled kernel libraries (``files``:
     unit -> library, an artefact's, instead; ``cross_compiler`` links those of units of
     another architecture; ``kernels``, a kernel database, schedules them).
-    ``copy(src, dst)`` is how a DMA engine moves bytes (TVM's copy here).
+    ``copy(src, dst)`` is how a DMA engine moves bytes (TVM's copy here). ``native``:
+    workers run their share of a run in C (where the loop compiles; else in Python).
     """
 
     def __init__(self, mod: tvm.IRModule | Program, graph: OpGraph, profile: Profile, *,
                  cache_dir: str | Path, space: SearchSpace | None = None,
                  copy=copy_tensor, files: dict[str, Path] | None = None,
-                 cross_compiler: str | None = None, kernels: KernelDatabase | None = None):
+                 cross_compiler: str | None = None, kernels: KernelDatabase | None = None,
+                 native: bool = True):
         self.program = mod if isinstance(mod, Program) else read_program(mod)
         check_program(self.program, graph)
         self.graph, self.profile = graph, profile
@@ -77,7 +81,8 @@ class Runtime:
                                          files=files, cross_compiler=cross_compiler,
                                          kernels=kernels)
         threads = {u.name: declared_cores(u.target) for u in profile.units}
-        self.executor = Executor(profile, threads)
+        self.executor = Executor(profile, threads,
+                                 native_library(Path(cache_dir)) if native else None)
         self.copy = copy
         #: when each piece of work ran in the last timed run
         self.last_trace: RunTrace | None = None

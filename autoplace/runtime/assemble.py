@@ -1,4 +1,4 @@
-"""A placement assembled from compiled kernels: a call per piece of scheduled work.
+"""A placement assembled from compiled kernels: the calls of every piece of scheduled work.
 
 :func:`assemble` binds every piece of a :class:`~autoplace.space.schedule.Schedule` to what
 runs it: an op to its unit's compiled kernel with its argument and output tensors, a copy
@@ -22,6 +22,7 @@ import tvm_ffi
 from autoplace.measure.simulator import Simulator
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.memory import ALIGN, PoolPlan, Request
+from autoplace.runtime.native import NativePlan
 from autoplace.runtime.program import Program, TensorSpec
 from autoplace.space import Placement, SearchSpace
 from autoplace.space.schedule import Schedule, Timing
@@ -34,12 +35,17 @@ def copy_tensor(src, dst) -> None:
     _COPY(src, dst)
 
 
+#: one call of a piece of work: a TVM FFI function and the tensors it is called with
+Call = tuple[tvm_ffi.Function, tuple]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Assembled:
-    """A placement ready to run: per piece of work, its call and what it waits for."""
+    """A placement ready to run: per piece of work, its calls and what it waits for."""
 
     schedule: Schedule
-    calls: tuple[Callable[[], object], ...]
+    #: per work item, its calls in order (a kernel; a copy hop's copies)
+    calls: tuple[tuple[Call, ...], ...]
     #: per work item: the work on *other* resources it waits for
     waits: tuple[tuple[int, ...], ...]
     #: per work item: whether work on another resource waits for it
@@ -53,6 +59,11 @@ class Assembled:
     #: bytes of each scope's pool
     pool_bytes: dict
 
+    @functools.cached_property
+    def native(self) -> NativePlan:
+        """The calls and waits as the C worker loop reads them (made on first use)."""
+        return NativePlan.of(self.calls, self.waits, self.schedule.order)
+
 
 class _Binder:
     """Plans every buffer of a schedule, then makes its tensors."""
@@ -61,7 +72,7 @@ class _Binder:
                  timing: Timing):
         schedule = timing.schedule
         self.program, self.space, self.p, self.s = program, space, placement, schedule
-        self.plan = PoolPlan(timing)
+        self.plan = PoolPlan(timing, {c.name: c.capacity_bytes for c in space.profile.scopes})
         self.start = timing.start
         self.default = space.profile.default_scope
         self.slots: dict[tuple, tuple[tuple[str, int], TensorSpec]] = {}
@@ -162,24 +173,22 @@ def _arg(b: _Binder, t: dict, ref: tuple, k: int):
     return t[("hop", last, ref[2])]
 
 
-def _call(b: _Binder, t: dict, item: int, libraries: KernelLibraries, copy) -> Callable:
+def _calls(b: _Binder, t: dict, item: int, libraries: KernelLibraries,
+           copy: tvm_ffi.Function) -> tuple[Call, ...]:
+    """Work item ``item``'s calls: its kernel with its inputs and outputs, or a copy per
+    field of the edge its hop copies."""
     w = b.s.work[item]
     if w.kind == "op":
         kernel = b.program.kernels[w.op]
         args = [_arg(b, t, a, w.op) for a in kernel.args]
         outs = [t[("op", w.op, f)] for f in range(len(kernel.outputs))]
-        return functools.partial(libraries.function(w.resource, kernel.func), *args, *outs)
+        return ((libraries.function(w.resource, kernel.func), (*args, *outs)),)
     src = b.space.graph.edges[w.edge].src
     pairs = []
     for f in b.program.edge_fields(src, w.op):
         before = t[("op", src, f)] if w.hop == 0 else t[("hop", w.after[0], f)]
-        pairs.append((before, t[("hop", item, f)]))
-    return functools.partial(_copies, copy, tuple(pairs))
-
-
-def _copies(copy, pairs) -> None:
-    for src, dst in pairs:
-        copy(src, dst)
+        pairs.append((copy, (before, t[("hop", item, f)])))
+    return tuple(pairs)
 
 
 def _label(space: SearchSpace, w) -> str:
@@ -229,7 +238,8 @@ def assemble(program: Program, space: SearchSpace, placement: Placement,
     binder = plan_buffers(program, space, placement, capacity_check=capacity_check)
     schedule = binder.s
     t = binder.tensors(inputs or {}, program.weight_values)
-    calls = tuple(_call(binder, t, i, libraries, copy) for i in range(len(schedule.work)))
+    engine = _COPY if copy is copy_tensor else tvm_ffi.convert(copy)
+    calls = tuple(_calls(binder, t, i, libraries, engine) for i in range(len(schedule.work)))
     waits, signals = _cross(schedule, binder.plan.waits)
     results = tuple(t[r] if r[0] != "op" else t[("op", r[1], r[2])] for r in program.results)
     return Assembled(schedule=schedule, calls=calls, waits=waits, signals=signals,

@@ -4,18 +4,24 @@ A run hands every resource (unit or DMA engine) its work, in the schedule's orde
 of work that reads the result of work on another resource waits for that work's event, not
 for a global order. Workers live as long as the executor (a unit's thread pool is set up
 once). Each run records when every piece of work started and ended (:class:`RunTrace`).
+A worker runs its share in C (:mod:`autoplace.runtime.native`) where the loop compiled, else
+in Python (:func:`_execute`); both run the same calls in the same order and wait for the
+same work.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.assemble import Assembled
+from autoplace.runtime.native import NativeRun
 from autoplace.runtime.workers import Worker, pool_setup
 
 
@@ -51,6 +57,13 @@ class _State:
             if self.error is None:
                 self.error = (item, exc)
 
+    def stop(self, events: list, timeout: float) -> None:
+        """End the run early: failed, and every event set (nobody waits any more)."""
+        self.fail(-1, TimeoutError(f"the run exceeded {timeout:g} s"))
+        for ev in events:
+            if ev is not None:
+                ev.set()
+
 
 def _execute(a: Assembled, items: tuple[int, ...], events: list, state: _State,
              done: queue.SimpleQueue, worker: Worker) -> None:
@@ -66,7 +79,8 @@ def _execute(a: Assembled, items: tuple[int, ...], events: list, state: _State,
             if state.error is not None:
                 return
             state.start[item] = clock()
-            calls[item]()
+            for func, args in calls[item]:
+                func(*args)
             state.end[item] = clock()
             if signals[item]:
                 events[item].set()
@@ -79,12 +93,28 @@ def _execute(a: Assembled, items: tuple[int, ...], events: list, state: _State,
         done.put(None)
 
 
-class Executor:
-    """Worker threads for a profile's units and DMA engines, made on first use."""
+def _execute_native(run: NativeRun, a: Assembled, resource: str, done: queue.SimpleQueue,
+                    worker: Worker) -> None:
+    try:
+        if worker.setup_error is not None:
+            raise RuntimeError(f"worker {worker.name!r} could not start: "
+                               f"{worker.setup_error}")
+        run.execute(a.native, resource)
+    except BaseException as exc:  # noqa: BLE001 - reported by run()
+        run.fail_from_python(exc)
+    finally:
+        done.put(None)
 
-    def __init__(self, profile: Profile, threads_of: dict[str, int]):
+
+class Executor:
+    """Worker threads for a profile's units and DMA engines, made on first use; their loop
+    in C when ``native`` (the compiled library) is given."""
+
+    def __init__(self, profile: Profile, threads_of: dict[str, int],
+                 native: ctypes.CDLL | None = None):
         self.profile = profile
         self.threads_of = threads_of  # unit -> threads of its pool
+        self.native = native
         self.workers: dict[str, Worker] = {}
         self.broken = ""
 
@@ -101,6 +131,8 @@ class Executor:
         """One run of ``a`` (its input tensors already filled); raises :class:`RunError`."""
         if self.broken:
             raise RunTimeout(self.broken)
+        if self.native is not None:
+            return self._run_native(a, timeout)
         events = a.events
         for ev in events:
             if ev is not None:
@@ -110,25 +142,40 @@ class Executor:
         for resource, items in a.schedule.order.items():
             worker = self.worker(resource)
             worker.submit(functools.partial(_execute, a, items, events, state, done, worker))
-        self._wait(done, len(a.schedule.order), timeout, state, events)
+        self._wait(done, len(a.schedule.order), timeout,
+                   functools.partial(state.stop, events, timeout))
         wall = time.perf_counter_ns() - t0
         if state.error is not None:
             raise RunError(self._describe(a, *state.error))
         return RunTrace(start=tuple(s - t0 for s in state.start),
                         end=tuple(e - t0 for e in state.end), wall_ns=wall)
 
+    def _run_native(self, a: Assembled, timeout: float | None) -> RunTrace:
+        run, done = NativeRun(self.native, len(a.calls)), queue.SimpleQueue()
+        t0 = time.perf_counter_ns()
+        for resource in a.schedule.order:
+            worker = self.worker(resource)
+            worker.submit(functools.partial(_execute_native, run, a, resource, done, worker))
+        self._wait(done, len(a.schedule.order), timeout, run.stop)
+        wall = time.perf_counter_ns() - t0
+        if run.failure is not None:
+            item, why = run.failure
+            raise RunError(f"{a.labels[item]}: {why}"[:400] if item >= 0 else why[:400])
+        n = len(a.calls)
+        return RunTrace(start=tuple((run.start[:n] - t0).tolist()),
+                        end=tuple((run.end[:n] - t0).tolist()), wall_ns=wall)
+
     def _wait(self, done: queue.SimpleQueue, n: int, timeout: float | None,
-              state: _State, events: list) -> None:
+              stop: Callable[[], None]) -> None:
+        """Wait for ``n`` workers to end the run; past ``timeout``, ``stop`` it (each
+        worker ends at its next item) and refuse further runs."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for _ in range(n):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 done.get(timeout=left)
             except queue.Empty:
-                state.fail(-1, TimeoutError(f"the run exceeded {timeout:g} s"))
-                for ev in events:
-                    if ev is not None:
-                        ev.set()
+                stop()
                 self.broken = f"a run exceeded its {timeout:g} s timeout"
                 raise RunTimeout(self.broken) from None
 

@@ -4,16 +4,18 @@ Every tensor a schedule writes (an op's outputs, a copy hop's destination) gets 
 the scope the placement names, carved from that scope's pool. A buffer takes over the
 storage of one whose writer and readers all ended, in the simulated timing
 (:class:`~autoplace.space.schedule.Timing`), before its own writer starts: the simulator's
-rule for peak memory, so a scope's pool is about the simulated peak. Where the schedule
-itself does not order the two (the writer waits for that work, or follows it on the same
-resource), the reuse adds that wait (:attr:`PoolPlan.waits`): a buffer is overwritten only
-after its last reader and its copies are done, in every run, whatever the real timing. A
-scope whose buffers need more than its capacity is refused (:class:`PoolError`) before
-anything runs.
+rule for peak memory. Storage the schedule itself frees before the writer (its last users
+are work the writer waits for, or follows on the same resource) is taken first; then new
+storage, while the scope's pool stays within its capacity; only then storage freed by work
+the schedule does not order before the writer, and the reuse adds that wait
+(:attr:`PoolPlan.waits`): a buffer is overwritten only after its last reader and its copies
+are done, in every run, whatever the real timing. A scope whose buffers need more than its
+capacity is refused (:class:`PoolError`) before anything runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoplace.space.schedule import Schedule, Timing
@@ -100,16 +102,27 @@ class Arena:
                 merged.append(seg)
         self.segments = merged
 
-    def allocate(self, nbytes: int, users: frozenset[int] | None
-                 ) -> tuple[int, frozenset[int]]:
-        """(offset, the earlier tenants' users to wait for) of a new live segment."""
+    def allocate(self, nbytes: int, users: frozenset[int] | None, *,
+                 unordered: Callable[[frozenset[int]], bool] | None = None,
+                 may_grow: Callable[[int], bool] | None = None) -> tuple[int, frozenset[int]]:
+        """(offset, the earlier tenants' users to wait for) of a new live segment: the
+        best-fitting free space, else the free tail grown, else new space at the end.
+        Given ``unordered`` (whether the writer would have to wait for some of a space's
+        users), free space it need not wait for comes first, then new space where
+        ``may_grow(bytes)`` allows it, and only then space it must wait for."""
         need = _aligned(nbytes)
         fits = [n for n, s in enumerate(self.segments) if not s.live and s.nbytes >= need]
-        if fits:
+        calm = [n for n in fits if unordered is None or not unordered(self.segments[n].users)]
+        spare = may_grow is not None and may_grow(need)
+        tail = self.segments[-1] if self.segments and not self.segments[-1].live else None
+        if calm:
+            n = min(calm, key=lambda k: self.segments[k].nbytes)
+        elif fits and not spare:
             n = min(fits, key=lambda k: self.segments[k].nbytes)
-        elif self.segments and not self.segments[-1].live:
+        elif tail is not None and not fits and (
+                not spare or unordered is None or not unordered(tail.users)):
             n = len(self.segments) - 1
-            self.segments[n].nbytes = need  # grow the free tail
+            tail.nbytes = need  # grow the free tail
         else:
             self.segments.append(Segment(offset=self.nbytes, nbytes=need, live=False))
             n = len(self.segments) - 1
@@ -124,9 +137,13 @@ class Arena:
 class PoolPlan:
     """Places each request at an offset of its scope's arena; ``bytes_by_scope`` is each
     arena's size. Requests come in the order their writers start (pinned ones first,
-    writer -1)."""
+    writer -1). Given the scopes' ``capacity``, a writer takes new space rather than space
+    whose last users it would have to wait for, while its scope's pool stays within its
+    capacity (a wait between units' workers costs a wake-up; two branches' buffers would
+    otherwise make each wait for the other at every kernel)."""
 
-    def __init__(self, timing: Timing):
+    def __init__(self, timing: Timing, capacity: dict[str, int] | None = None):
+        self.capacity = capacity
         self.ancestors = ancestors(timing.schedule)
         self.start, self.end = timing.start, timing.end
         self.arenas: dict[str, Arena] = {}
@@ -148,11 +165,21 @@ class PoolPlan:
         if req.writer >= 0:
             arena.release(self._done_before(req.writer))
         users = None if req.pinned else frozenset({req.writer, *req.readers})
-        offset, earlier = arena.allocate(req.nbytes, users)
+        offset, earlier = arena.allocate(req.nbytes, users, **self._preferences(req, arena))
         if req.writer >= 0:
             before = self.ancestors[req.writer]
             self.waits.update((u, req.writer) for u in earlier if not before >> u & 1)
         return req.scope, offset
+
+    def _preferences(self, req: Request, arena: Arena) -> dict:
+        """How ``req``'s writer picks its space (:meth:`Arena.allocate`): none without
+        capacities or a writer."""
+        if self.capacity is None or req.writer < 0:
+            return {}
+        before, room = self.ancestors[req.writer], self.capacity[req.scope]
+        held = self.held.get(req.scope, 0)
+        return {"unordered": lambda users: any(not before >> u & 1 for u in users),
+                "may_grow": lambda need: held + arena.nbytes + need <= room}
 
     def hold(self, scope: str, nbytes: int) -> None:
         """Count ``nbytes`` in ``scope`` for the whole run, outside its arena."""

@@ -36,7 +36,7 @@ def class_key(profile: Profile, unit: Unit) -> tuple:
     where = (home.capacity_bytes, home.bandwidth_bps, links) if private and links else home.name
     return (unit.name == profile.host, json.dumps(dict(unit.target), sort_keys=True, default=str),
             tuple(sorted(unit.accepts)), tuple(sorted(unit.gflops.items())),
-            unit.launch_overhead_s, unit.power_w, unit.rpc_key,
+            unit.launch_overhead_s, unit.handover_s, unit.power_w, unit.rpc_key,
             tuple(sorted(unit.kernel_s.items())), unit.class_name, unit.execution, unit.cpus,
             where)
 

@@ -53,7 +53,8 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
     Arrays: ``n_choices[ops]``; ``c_unit``, ``c_scope``, ``c_dur`` ``[ops, width]`` (unit
     index, scope index and op time of each choice; padding repeats choice 0); ``src``,
     ``dst``, ``nbytes`` per edge; ``out_bytes`` per op; ``capacity`` per scope; ``power``,
-    ``launch`` per unit. Resources are the units, then the DMA engines (``engines``).
+    ``launch`` per unit; ``handover`` per resource. Resources are the units, then the DMA
+    engines (``engines``).
     """
 
     def __init__(self, graph: OpGraph, profile: Profile):
@@ -80,6 +81,10 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         self.parallel = np.array([u.execution == "parallel" for u in profile.units]
                                  + [False] * len(self.engines))
         self.slot_ptr, self.slot_idx = _cpu_slots(profile, self.n_resources)
+        #: per resource, its wait for work on another resource (a unit's ``handover_s``;
+        #: a DMA engine's is in its copy paths' latency)
+        self.handover = np.array([u.handover_s for u in profile.units] + [0.0] * len(self.engines),
+                                 dtype=np.float64)
 
     def activation_bytes(self, op: int, scope: int) -> float:
         """Bytes op ``op``'s output takes in ``scope`` while live: none for a graph output

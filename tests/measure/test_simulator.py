@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from factories import chain_graph, fork_graph, tiny_profile
 
@@ -56,6 +58,45 @@ def test_fork_join_sync_copies_hold_the_host(mode, expected_ms):
     assert r.unit_busy_s["cpu"] == pytest.approx(host_busy)
     copy_lanes = {e.resource for e in r.timeline if e.kind == "copy"}
     assert copy_lanes == ({"cpu"} if mode == "sync" else {"dma0"})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_handover_delays_work_after_another_resource_only(mode):
+    # handover: cpu 10 us, acc 20 us, the DMA engine none. X 0-1000 us on cpu. sync: X->Y
+    # on cpu right after X (1000-1002), Y waits for cpu: 1022-1223; Y->Z on cpu waits for
+    # acc: 1233-1235, Z right after it: 1235-2235. async: X->Y on dma0 1000-1002, Y 1022-1223,
+    # Y->Z on dma0 1223-1225, Z waits for dma0: 1235-2235.
+    profile = tiny_profile()
+    units = tuple(dataclasses.replace(u, handover_s={"cpu": 10e-6, "acc": 20e-6}[u.name])
+                  for u in profile.units)
+    profile = dataclasses.replace(profile, units=units)
+    spec = {"ops": {"X": "cpu", "Y": {"unit": "acc", "scope": "sram"}, "Z": "cpu"},
+            "copies": {"X->Y": mode, "Y->Z": mode}}
+    r = run(chain_graph(), profile, spec)
+    starts = [(e.name, round(e.start * 1e6, 6)) for e in r.timeline]
+    assert starts == [("X", 0), ("X->Y", 1000), ("Y", 1022),
+                      ("Y->Z", 1233 if mode == "sync" else 1223), ("Z", 1235)]
+    assert r.latency_s == pytest.approx(2235e-6)
+    space = SearchSpace(chain_graph(), profile)
+    assert Simulator(space).measure([space.from_user(spec)])[0].latency_s == \
+        pytest.approx(2235e-6)
+
+
+def test_no_handover_for_work_whose_inputs_came_while_its_unit_was_busy():
+    # S on cpu 0-1 ms; L on acc waits for S: 1.02-1.421 ms; R on cpu 1-5 ms. J on cpu reads
+    # L, which ended while cpu ran R: J starts when R ends, though cpu's hand-over (4 ms)
+    # is longer than the gap; the hand-over is for a resource that waited
+    profile = tiny_profile()
+    units = tuple(dataclasses.replace(u, handover_s={"cpu": 4e-3, "acc": 20e-6}[u.name])
+                  for u in profile.units)
+    profile = dataclasses.replace(profile, units=units)
+    spec = {"S": "cpu", "L": "acc", "R": "cpu", "J": "cpu"}
+    r = run(fork_graph(), profile, spec)
+    assert {e.name: round(e.start * 1e6, 6) for e in r.timeline} == \
+        {"S": 0, "L": 1020, "R": 1000, "J": 5000}
+    space = SearchSpace(fork_graph(), profile)
+    assert Simulator(space).measure([space.from_user(spec)])[0].latency_s == \
+        pytest.approx(6e-3)
 
 
 def test_parallel_branches_overlap_on_two_units():

@@ -24,11 +24,13 @@ def branches():
     return meeting_module([("meet", None), ("meet", None), ("add", (0, 1))])
 
 
-def test_independent_kernels_of_two_units_are_in_flight_at_once(branches, kernel_cache):
+def test_independent_kernels_of_two_units_are_in_flight_at_once(branches, kernel_cache, loop):
     mod, graph = branches
     profile = two_unit_profile()
     space = SearchSpace(graph, profile)
-    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
+    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space,
+                 native=loop) as rt:
+        assert (rt.executor.native is not None) == loop  # the loop asked for
         x = inputs_of(rt.program)
         apart = rt.assemble(space.from_user({"meet": "u0", "meet#1": "u1"}))
         arm()
@@ -48,7 +50,8 @@ def copy_beside_kernel():
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
-def test_an_async_copy_runs_beside_its_units_kernels(copy_beside_kernel, kernel_cache, mode):
+def test_an_async_copy_runs_beside_its_units_kernels(copy_beside_kernel, kernel_cache, mode,
+                                                     loop):
     mod, graph = copy_beside_kernel
     profile = two_unit_profile(sram=True)
     space = SearchSpace(graph, profile)
@@ -57,7 +60,7 @@ def test_an_async_copy_runs_beside_its_units_kernels(copy_beside_kernel, kernel_
             "copies": {"plus_one->plus_one#1": mode}}
     placement = space.from_user(spec)
     with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space,
-                 copy=meeting_copy) as rt:
+                 copy=meeting_copy, native=loop) as rt:
         a = rt.assemble(placement)
         assert [w.resource for w in a.schedule.work if w.kind == "copy"] == \
             ["dma0" if mode == "async" else "u0"]
@@ -74,14 +77,15 @@ def test_an_async_copy_runs_beside_its_units_kernels(copy_beside_kernel, kernel_
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pins units to two CPUs")
-def test_units_pinned_to_a_common_cpu_take_turns(branches, kernel_cache):
+def test_units_pinned_to_a_common_cpu_take_turns(branches, kernel_cache, loop):
     """On the host profile, core0 and core1 run at once; core0 and cpu (CPUs 0 and 1)
     share CPU 0, so the runtime runs their work one after the other, as the simulator
     does (the meeting kernels then cannot meet)."""
     mod, graph = branches
     profile = load_profile("host")
     space = SearchSpace(graph, profile)
-    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
+    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space,
+                 native=loop) as rt:
         x = inputs_of(rt.program)
         arm()
         (out,) = rt.run(rt.assemble(space.from_user({"meet": "core0", "meet#1": "core1"})),

@@ -12,12 +12,12 @@ from autoplace.space import SearchSpace
 from autoplace.space.schedule import Timing, schedule_of
 
 
-def plan_of(graph, profile, spec) -> tuple[PoolPlan, Timing]:
+def plan_of(graph, profile, spec, capacity=None) -> tuple[PoolPlan, Timing]:
     """The pool plan of every op output of ``spec``'s placement (1000 bytes each)."""
     space = SearchSpace(graph, profile)
     placement = space.from_user(spec)
     timing = Simulator(space).timing(placement)
-    plan = PoolPlan(timing)
+    plan = PoolPlan(timing, capacity)
     order = sorted(range(len(timing.schedule.work)), key=lambda i: (timing.start[i], i))
     readers = {}
     for dst, sources in enumerate(timing.schedule.reads):
@@ -49,6 +49,29 @@ def test_a_buffer_freed_on_one_unit_is_taken_on_another_with_a_wait():
     at = {graph.ops[w.op].name: i for i, w in enumerate(timing.schedule.work)}
     assert plan.waits == {(at["A"], at["C"]), (at["B"], at["C"])}
     assert plan.bytes_by_scope == {"dram": 3 * 1024}  # four outputs, three buffers
+
+
+def late_graph() -> OpGraph:
+    return OpGraph(name="late", ops=(op("A", 1e6, 1000, 1000, ext=1000),
+                                     op("B", 1e6, 1000, 1000),
+                                     op("D", 1e8, 1000, 1000, ext=1000),
+                                     op("C", 1e6, 1000, 1000)),
+                   edges=(Edge(src=0, dst=1, nbytes=1000), Edge(src=2, dst=3, nbytes=1000)))
+
+
+@pytest.mark.parametrize(("capacity", "waits", "buffers"), [
+    (4 * 1024, False, 4),  # room for C's own buffer: no wait for the other unit's work
+    (3 * 1024, True, 3),  # no room: C takes A's buffer, and waits for A and B
+])
+def test_a_writer_takes_new_space_rather_than_wait_while_its_scope_has_room(
+        capacity, waits, buffers):
+    graph = late_graph()
+    plan, timing = plan_of(graph, tiny_profile(), {"D": "acc", "C": "acc"},
+                           capacity={"dram": capacity, "sram": 1 << 20})
+    at = {graph.ops[w.op].name: i for i, w in enumerate(timing.schedule.work)}
+    assert plan.waits == ({(at["A"], at["C"]), (at["B"], at["C"])} if waits else set())
+    assert plan.bytes_by_scope == {"dram": buffers * 1024}
+    plan.check({"dram": capacity, "sram": 1 << 20})  # within the capacity either way
 
 
 def test_ancestors_follow_reads_and_each_resources_order():

@@ -17,12 +17,15 @@ from autoplace.space import SearchSpace
 from autoplace.space.schedule import schedule_of
 
 
-def pinned_profile() -> Profile:
-    def unit(name: str, cpus: tuple[int, ...]) -> Unit:
+def pinned_profile(handover_ms: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Profile:
+    """``handover_ms``: of ``both``, ``left`` and ``right``."""
+    def unit(name: str, cpus: tuple[int, ...], handover: float) -> Unit:
         return Unit(name=name, target={"kind": "llvm", "num-cores": len(cpus)},
-                    accepts=frozenset({"*"}), gflops={"default": 1.0}, cpus=cpus)
+                    accepts=frozenset({"*"}), gflops={"default": 1.0}, cpus=cpus,
+                    handover_s=handover * 1e-3)
 
-    units = (unit("both", (0, 1)), unit("left", (0,)), unit("right", (1,)))
+    units = tuple(unit(name, cpus, h) for (name, cpus), h in
+                  zip((("both", (0, 1)), ("left", (0,)), ("right", (1,))), handover_ms))
     dram = Scope(name="dram", capacity_bytes=1 << 30, bandwidth_bps=1e12,
                  access=frozenset({"*"}))
     return Profile(name="pinned", host="both", default_scope="dram", units=units,
@@ -60,3 +63,22 @@ def test_a_shared_cpu_is_busy_with_every_unit_pinned_to_it():
     assert result.period_s == pytest.approx(6e-3)
     batch = simulate_batch(space, *space.encode([placement]))
     assert np.isclose(batch.period[0], 6e-3)
+
+
+@pytest.mark.parametrize(("spec", "latency_ms"), [
+    # L waits for S on another unit (left's 0.2 ms), R likewise (right's 0.3 ms): L 1.2-5.2,
+    # R 1.3-5.3; J (both's 0.1 ms) after the later of them: 5.4-6.4
+    ({"L": "left", "R": "right"}, 6.4),
+    # L 1.2-5.2; R reads S on its own unit but follows L on CPU 0: 5.3-9.3; J reads R on its
+    # own unit, and L, which ended long before: 9.3-10.3
+    ({"L": "left", "R": "both"}, 10.3),
+    ({"L": "both", "R": "both"}, 10.0),  # one unit: nothing is handed over
+])
+def test_work_that_waits_for_another_unit_starts_a_handover_after_it(spec, latency_ms):
+    space = SearchSpace(fork_graph(), pinned_profile(handover_ms=(0.1, 0.2, 0.3)))
+    placement = space.from_user({"S": "both", "J": "both", **spec})
+    reference = Simulator(space).simulate(placement)
+    assert reference.latency_s == pytest.approx(latency_ms * 1e-3)
+    assert sum(reference.unit_busy_s.values()) == pytest.approx(10e-3)  # a wait, not work
+    batch = simulate_batch(space, *space.encode([placement]))
+    assert batch.latency[0] == pytest.approx(reference.latency_s)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from autoplace.calibrate import KernelTime, Measurements, calibrated, fit, simulated
+from autoplace.calibrate.kernels import KernelTime, Measurements, calibrated, fit, simulated
 from autoplace.graph import Op, OpGraph
 from autoplace.hardware.load import load_profile
 from autoplace.hardware.write import to_toml

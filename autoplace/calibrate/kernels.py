@@ -23,7 +23,6 @@ For one unit (the host by default) and the models given:
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,12 +32,10 @@ import numpy as np
 
 from autoplace.deploy import build
 from autoplace.deploy.kernel_db import KernelDatabase, scheduled
-from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
 from autoplace.hardware.profile import Profile
-from autoplace.hardware.write import to_toml
 from autoplace.space import SearchSpace
 
 #: Kernel timing: each repeat runs at least this long (small kernels are repeated).
@@ -280,7 +277,7 @@ def _fit_overhead(m: Measurements) -> float:
     return max(0.0, num / den) if den > 0 else 0.0
 
 
-def _as_written(value: float, scale: float) -> float:
+def as_written(value: float, scale: float) -> float:
     """``value`` as it reads back from the TOML :func:`to_toml` writes (``scale`` = unit)."""
     return scale * float(f"{value / scale:.12g}")
 
@@ -293,12 +290,12 @@ def calibrated(profile: Profile, f: Fit, *, name: str | None = None) -> Profile:
     the same hash as this one.
     """
     gflops = {k: float(f"{v:.12g}") for k, v in f.gflops.items()}
-    table = {k: _as_written(v, 1e-6) for k, v in f.kernel_s.items()}
+    table = {k: as_written(v, 1e-6) for k, v in f.kernel_s.items()}
     fitted_units, fitted_scopes = _alike(profile, f.unit), _alike(profile, f.scope)
     units = tuple(dataclasses.replace(u, gflops=gflops, kernel_s=table,
-                                      launch_overhead_s=_as_written(f.launch_overhead_s, 1e-6))
+                                      launch_overhead_s=as_written(f.launch_overhead_s, 1e-6))
                   if u.name in fitted_units else u for u in profile.units)
-    bw = _as_written(f.bandwidth_bps, 1e9)
+    bw = as_written(f.bandwidth_bps, 1e9)
     scopes = tuple(dataclasses.replace(s, bandwidth_bps=bw) if s.name in fitted_scopes else s
                    for s in profile.scopes)
     return dataclasses.replace(profile, name=name or f"{profile.name}-calibrated", units=units,
@@ -341,45 +338,3 @@ def report(m: Measurements, before: Profile, after: Profile, f: Fit) -> list[str
         lines.append(f"{name:<14}{t * 1e3:>12.2f}{a * 1e3:>12.2f}{b * 1e3:>12.2f}"
                      f"{abs(b - t) / t:>8.1%}")
     return lines
-
-
-def _session(args) -> Session:
-    if not args.rpc_tracker:
-        return Session()
-    from tvm import rpc
-
-    from autoplace.measure.server import parse_addr
-
-    host, port = parse_addr(args.rpc_tracker, "--rpc-tracker")
-    try:
-        return Session(rpc.connect_tracker(host, port).request(args.rpc_key, priority=1))
-    except (OSError, RuntimeError) as exc:
-        raise ValueError(f"--rpc-tracker {args.rpc_tracker}: {first_line(exc)}") from None
-
-
-def calibrate_cli(args, out) -> int:
-    """``autoplace calibrate``: measure, fit, write the profile and the kernel table."""
-    from autoplace.hardware.load import load_profile
-
-    profile = load_profile(args.hw)
-    unit = args.unit or profile.host
-    profile.unit(unit)  # KeyError -> a user error below
-    models = args.model or ["squeezenet"]
-    settings = TimeSettings(number=args.number, repeat=args.repeat, warmup=args.warmup)
-    where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
-    print(f"calibrating unit {unit} of {profile.name} on {where} with {', '.join(models)}",
-          file=out)
-    m = measure(models, profile, unit, session=_session(args), settings=settings,
-                progress=lambda s: print(s, file=out, flush=True), cache_dir=args.cache_dir,
-                kernels=KernelDatabase(args.kernel_db) if args.kernel_db else None)
-    f = fit(m, profile)
-    after = calibrated(profile, f)
-    path = Path(args.output or f"{profile.name}-calibrated.toml")
-    path.write_text(to_toml(after, f"calibrated from {profile.source} on {where}\n"
-                                   f"models: {', '.join(models)}"))
-    table = path.with_suffix(".kernels.json")
-    table.write_text(json.dumps(m.to_dict(), indent=1) + "\n")
-    print("\n".join(report(m, profile, after, f)), file=out)
-    print(f"wrote {path} (with a latency table of {len(f.kernel_s)} kernels; every "
-          f"measurement in {table})", file=out)
-    return 0

@@ -1,0 +1,167 @@
+"""The workers' loop in C (``native_worker.c``): a run without Python between kernels.
+
+A worker thread running its items in Python holds the GIL between kernels; two units'
+workers then hand the GIL to each other at every kernel, and each hand-over wakes a thread
+(about 12 us per op on this host: two branches of 26 us kernels ran 1.3x faster on two
+units instead of 2x). In C, a worker calls into the library once per run (ctypes releases
+the GIL), runs its items back to back, and waits only where the schedule says: for an
+item of another resource, briefly spinning (:data:`SPINS`), then on a futex.
+
+The library is compiled from the source beside this module the first time a machine needs
+it, with the C compiler (``$CC``, else ``cc``) against TVM FFI's C API, into the kernel
+cache; a machine without a compiler runs the loop in Python (:func:`native_library` says
+why, once).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tvm_ffi
+import tvm_ffi.libinfo
+
+SOURCE = Path(__file__).with_name("native_worker.c")
+#: the most tensors one call passes (the C side's stack array)
+MAX_ARGS = 64
+#: bytes of the first failure's message
+MESSAGE_BYTES = 2048
+#: checks of a flag before a waiting worker sleeps on it: a short spin catches work that
+#: ends at once; a long one takes the CPU from the work it waits for where units share
+#: CPUs (2,000: random placements of shufflenet on ``host`` 1.15x slower than the Python
+#: loop; 64: 0.94x)
+SPINS = 64
+
+_LOADED: dict[Path, ctypes.CDLL | None] = {}
+
+
+def native_library(cache_dir: Path) -> ctypes.CDLL | None:
+    """The compiled worker loop (compiled into ``cache_dir`` once per source, TVM FFI
+    version and compiler); None, with a warning, where it cannot be compiled."""
+    cc = os.environ.get("CC", "cc")
+    text = SOURCE.read_bytes() + tvm_ffi.__version__.encode() + cc.encode()
+    path = Path(cache_dir) / f"native-worker-{hashlib.sha256(text).hexdigest()[:16]}.so"
+    if path not in _LOADED:
+        _LOADED[path] = _load(path, cc)
+    return _LOADED[path]
+
+
+def _load(path: Path, cc: str) -> ctypes.CDLL | None:
+    if not path.exists():
+        try:
+            _compile(path, cc)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            warnings.warn(f"the runtime's C worker loop did not compile ({cc}: "
+                          f"{detail.strip().splitlines()[-1] if detail.strip() else exc}); "
+                          "workers run their kernels from Python", stacklevel=3)
+            return None
+    lib = ctypes.CDLL(str(path))
+    lib.autoplace_run_items.restype = ctypes.c_int32
+    lib.autoplace_run_items.argtypes = [ctypes.c_int32, *[ctypes.c_void_p] * 7,
+                                        ctypes.c_int32, *[ctypes.c_void_p] * 5,
+                                        ctypes.c_int32, ctypes.c_int32]
+    lib.autoplace_stop_run.restype = None
+    lib.autoplace_stop_run.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
+    return lib
+
+
+def _compile(path: Path, cc: str) -> None:
+    """Compile the source into ``path`` (atomically: another process may do it too)."""
+    lib_dir = str(Path(tvm_ffi.libinfo.find_libtvm_ffi()).parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        subprocess.run([cc, "-O2", "-std=c11", "-shared", "-fPIC",
+                        f"-I{tvm_ffi.libinfo.find_include_path()}", "-o", tmp, str(SOURCE),
+                        f"-L{lib_dir}", "-ltvm_ffi", f"-Wl,-rpath,{lib_dir}"],
+                       check=True, capture_output=True, text=True, timeout=120)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@dataclass(frozen=True)
+class NativePlan:
+    """An assembled placement as the C loop reads it: per item its calls (CSR arrays of
+    function and tensor handles) and the items of other resources it waits for; per
+    resource, its items in order. The Python objects behind the handles are kept alive by
+    the assembled placement this plan was made from."""
+
+    call_ptr: np.ndarray
+    funcs: np.ndarray
+    arg_ptr: np.ndarray
+    args: np.ndarray
+    wait_ptr: np.ndarray
+    waits: np.ndarray
+    order: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, calls, waits, order) -> NativePlan:
+        """From an assembled placement's ``calls`` (per item: (function, tensors) pairs),
+        ``waits`` and its schedule's ``order``."""
+        call_ptr, funcs, arg_ptr, args = [0], [], [0], []
+        for item in calls:
+            for func, tensors in item:
+                if len(tensors) > MAX_ARGS:
+                    raise ValueError(f"a call of {len(tensors)} tensors (at most {MAX_ARGS})")
+                funcs.append(func.__chandle__())
+                args += [t.__chandle__() for t in tensors]
+                arg_ptr.append(len(args))
+            call_ptr.append(len(funcs))
+        wait_ptr = np.cumsum([0, *(len(w) for w in waits)])
+        flat = [d for w in waits for d in w]
+
+        def ints(values, dtype=np.int32):
+            return np.ascontiguousarray(values, dtype=dtype)
+
+        return cls(call_ptr=ints(call_ptr), funcs=ints(funcs, np.uintp),
+                   arg_ptr=ints(arg_ptr), args=ints(args, np.uintp), wait_ptr=ints(wait_ptr),
+                   waits=ints(flat), order={r: ints(items) for r, items in order.items()})
+
+
+class NativeRun:
+    """One run's shared state: each item's done flag, the first failure, the times."""
+
+    def __init__(self, lib: ctypes.CDLL, n: int):
+        self.lib = lib
+        self.done = np.zeros(max(n, 1), dtype=np.int32)
+        self.failed = np.full(1, -1, dtype=np.int32)
+        self.start = np.zeros(max(n, 1), dtype=np.int64)
+        self.end = np.zeros(max(n, 1), dtype=np.int64)
+        self.message = ctypes.create_string_buffer(MESSAGE_BYTES)
+        self.n = n
+
+    def execute(self, plan: NativePlan, resource: str) -> None:
+        """Run ``resource``'s items (in the calling thread, the GIL released)."""
+        items = plan.order[resource]
+        self.lib.autoplace_run_items(
+            len(items), items.ctypes.data, plan.call_ptr.ctypes.data, plan.funcs.ctypes.data,
+            plan.arg_ptr.ctypes.data, plan.args.ctypes.data, plan.wait_ptr.ctypes.data,
+            plan.waits.ctypes.data, self.n, self.done.ctypes.data, self.failed.ctypes.data,
+            self.start.ctypes.data, self.end.ctypes.data, self.message, MESSAGE_BYTES, SPINS)
+
+    def fail_from_python(self, exc: BaseException) -> None:
+        """End the run for a failure outside the C loop (a worker that could not start)."""
+        if self.failed[0] == -1:
+            self.message.value = str(exc).encode()[:MESSAGE_BYTES - 1]
+        self.stop()
+
+    def stop(self) -> None:
+        """End the run early (a timeout): every worker stops at its next item."""
+        self.lib.autoplace_stop_run(self.n, self.done.ctypes.data, self.failed.ctypes.data)
+
+    @property
+    def failure(self) -> tuple[int, str] | None:
+        """The failed item and its message (item -2: stopped), if any."""
+        item = int(self.failed[0])
+        return None if item == -1 else (item, self.message.value.decode(errors="replace"))
