@@ -85,7 +85,9 @@ def _unit(args, profile, settings, kernels, path: Path, session) -> int:
     from autoplace.hardware.write import to_toml
 
     unit = args.unit or profile.host
-    profile.unit(unit)  # KeyError -> a user error
+    if unit not in profile.unit_index:
+        raise ValueError(f"--unit {unit!r}: profile {profile.name!r} has no such unit (it has "
+                         f"{', '.join(u.name for u in profile.units)})")
     models = args.model or ["squeezenet"]
     where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
     print(f"calibrating unit {unit} of {profile.name} on {where} with {', '.join(models)}")

@@ -6,7 +6,8 @@ Their format: ``nodes`` with ``id``, ``cpuLatency``, ``fpgaLatency``, ``supporte
 ``size`` (bytes on an accelerator) and an optional ``colorClass`` (nodes of one class share a
 device); ``edges`` with ``sourceId``, ``destId`` and ``cost`` (the time to move the source's
 output between an accelerator and CPU memory, equal on every edge out of a node);
-``maxSizePerFPGA``, ``maxFPGAs``, ``maxCPUs``. Their times are read as milliseconds.
+``maxSizePerFPGA``, ``maxFPGAs``, ``maxCPUs``. Their times are read as milliseconds. More
+FPGAs than nodes are taken as one per node (a further one could only stay empty).
 
 Their latency model is the block model of docs/simulator.md: the accelerators (``fpga0`` ..,
 class ``fpga``) are ``block`` units, each with its own memory of ``maxSizePerFPGA`` bytes
@@ -112,6 +113,7 @@ class _Reader:
             if nid in nodes:
                 raise self.error(f"nodes[{n}].id", f"duplicate node id {nid}")
             nodes[nid] = node
+        self.fpgas = min(self.fpgas, len(nodes))  # one more could only stay empty
         return nodes, [self._edge(e, f"edges[{k}]", nodes) for k, e in enumerate(data["edges"])]
 
     def _node(self, node: object, where: str) -> int:

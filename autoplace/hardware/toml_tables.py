@@ -232,7 +232,11 @@ def _numbers(texts: list[str]) -> bool:
 
 def parse_scope(t: Table, name: str) -> Scope:
     """Read one ``[scopes.<name>]`` table (or a mesh scope template) into a :class:`Scope`."""
-    scope = Scope(name=name, capacity_bytes=round(MIB * t.number("capacity_mib", positive=True)),
+    capacity = round(MIB * t.number("capacity_mib", positive=True))
+    if capacity < 1:
+        raise t.error(t.key("capacity_mib"), f"must be at least one byte (1/{MIB} MiB), got "
+                      f"{t.data['capacity_mib']!r}")
+    scope = Scope(name=name, capacity_bytes=capacity,
                   bandwidth_bps=1e9 * t.number("bandwidth_gbps", positive=True),
                   access=frozenset(t.strings("access")))
     t.finish()

@@ -75,6 +75,7 @@ def profile_cases() -> list[Case]:
         ("[units.cpu1]", "[units.cpu1]\nbogus_key = 1", "bogus_key"),
         ("[scopes.dram]", "[scopes.dram]\nbogus_key = 1", "bogus_key"),
         ("capacity_mib = 2048", "", "capacity_mib"),
+        ("capacity_mib = 4", "capacity_mib = 1e-9", "capacity_mib"),  # (0 bytes: issue 31)
         ('target = { kind = "llvm", num-cores = 1 }', 'target = "llvm', "hw.toml"),
     ]:
         cases.append(Case(f"profile {old} -> {new}", tune("--hw", "{dir}/hw.toml"),
@@ -227,6 +228,9 @@ def option_cases() -> list[Case]:
         Case("option --measurer rpc without tracker", tune("--measurer", "rpc"),
              ("rpc-tracker",)),
         Case("option --hw empty", tune("--hw", ""), ("no such profile",)),
+        Case("option calibrate --unit of no unit", ("calibrate", "--hw", "host", "--unit",
+                                                    "gpu9", "-o", "{dir}/c.toml"),
+             ("--unit 'gpu9'", "has no such unit")),
     ]
     return cases
 

@@ -146,6 +146,17 @@ def test_an_instance_becomes_ops_with_measured_times_and_groups():
     assert result.peak_bytes["mem1"] == 110
 
 
+def test_more_fpgas_than_nodes_are_one_per_node():
+    """maxFPGAs of 10**9 once took 165 s and 12 GB; a further FPGA could only stay empty."""
+    data = {"maxSizePerFPGA": 10.0, "maxFPGAs": 10**9, "maxCPUs": 1,
+            "nodes": [{"id": i, "cpuLatency": 1.0, "fpgaLatency": 1.0, "supportedOnFpga": 1}
+                      for i in range(3)],
+            "edges": [{"sourceId": 0, "destId": 1, "cost": 1.0}]}
+    _, profile = convert(data, name="many", source="many.json")
+    assert sorted(u.name for u in profile.units if u.execution == "block") == \
+        ["fpga0", "fpga1", "fpga2"]
+
+
 @pytest.mark.parametrize("edit,where", [
     (lambda d: d.pop("maxFPGAs"), "(top).maxFPGAs: missing required key"),
     (lambda d: d["nodes"][0].update(cpuLatency=float("nan")), "nodes[0].cpuLatency"),
