@@ -59,11 +59,23 @@ class CliError(Exception):
     """A user error to report in one line."""
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """An option's help ends with its default where it has one to show (not None or
+    False) and the help does not say it already."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text \
+                or "(None:" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
-    """One-line errors; every option's help ends with its default."""
+    """One-line errors; an option's help ends with its default (:class:`_Help`)."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", _Help)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # one line, not usage + error
@@ -379,13 +391,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args)
 
 
+#: the longest error line printed (a value echoed back from a bad input may be megabytes)
+MAX_ERROR_CHARS = 400
+
+
+def _shortened(message: str) -> str:
+    """``message`` on one line, cut to :data:`MAX_ERROR_CHARS` with the length said."""
+    line = " ".join(message.split())
+    if len(line) <= MAX_ERROR_CHARS:
+        return line
+    return f"{line[:MAX_ERROR_CHARS]}... ({len(line):,} characters in all)"
+
+
 def _run(args) -> int:
     try:
         return args.run(args)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except (CliError, *USER_ERRORS) as exc:
-        print(f"autoplace: error: {exc}", file=sys.stderr)
+        print(f"autoplace: error: {_shortened(str(exc))}", file=sys.stderr)
         return 2
     except MemoryError as exc:  # (numpy's says what it could not allocate)
         print(f"autoplace: error: out of memory: {exc or 'an allocation failed'}",

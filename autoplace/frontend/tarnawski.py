@@ -113,7 +113,7 @@ class _Reader:
             if nid in nodes:
                 raise self.error(f"nodes[{n}].id", f"duplicate node id {nid}")
             nodes[nid] = node
-        self.fpgas = min(self.fpgas, len(nodes))  # one more could only stay empty
+        self.fpgas = min(self.fpgas, max(1, len(nodes)))  # one more could only stay empty
         return nodes, [self._edge(e, f"edges[{k}]", nodes) for k, e in enumerate(data["edges"])]
 
     def _node(self, node: object, where: str) -> int:

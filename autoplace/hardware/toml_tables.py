@@ -6,6 +6,7 @@ Shared by :mod:`autoplace.hardware.load` (the document) and :mod:`autoplace.hard
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ class Table:
         self.used.add(name)
         if name not in self.data:
             if default is REQUIRED:
-                raise self.error(self.key(name), "missing required key")
+                raise self.error(self.key(name), "missing required key" + self._misspelt(name))
             return default
         value = self.data[name]
         # bool is an int subclass in Python, but `true` is never a valid TOML number here
@@ -102,6 +103,12 @@ class Table:
         """Every entry of this table, each of which must itself be a table."""
         for name in self.data:
             yield name, self.table(name)
+
+    def _misspelt(self, name: str) -> str:
+        """Where the table has a key like ``name`` that no getter asked for: saying so."""
+        near = difflib.get_close_matches(name, [k for k in self.data if k not in self.used],
+                                         n=1, cutoff=0.6)
+        return f" (the table has {near[0]!r}: misspelt?)" if near else ""
 
     def finish(self) -> None:
         """Fail on the first key no getter asked for."""

@@ -68,6 +68,11 @@ class StageCosts:
     bytes and ``stream[k - 1, o]`` a PE's time to stream its slice split ``k`` ways."""
 
     def __init__(self, graph: OpGraph, machine: MeshMachine, *, max_pes: int | None = None):
+        if graph.profiled:
+            raise ValueError(f"graph {graph.name}: its measured times (latency_us, "
+                             "transfer_us) are for placing ops on units; a mesh pipeline "
+                             "costs its stages by the mesh's model (docs/pipeline.md) and "
+                             "would ignore them")
         self.graph, self.machine = graph, machine
         self.K = max(1, min(machine.max_split, machine.size if max_pes is None else max_pes))
         k = np.arange(1, self.K + 1, dtype=np.float64)[:, None]  # [K, 1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import glob
 import json
 import os
 import uuid
@@ -301,7 +302,9 @@ def _columns(logs: list[tuple[str, list[dict]]]) -> dict[str, list]:
     cols.update({k: [d[k] for d in recs] for k in _HEADER})
     cols["error"] = [r.get("error") for r in res]
     cols["ok"] = [e is None for e in cols["error"]]
-    cols["latency_s"] = [r.get("latency_s") for r in res]
+    # a failed candidate's figure (a simulated latency of a placement that does not fit)
+    # is no latency to rank by: NaN, so that idxmin() never picks it
+    cols["latency_s"] = [r.get("latency_s") if r.get("error") is None else None for r in res]
     cols["energy_j"] = [r.get("energy_j") for r in res]
     cols["period_s"] = [r.get("period_s") for r in res]
     for prefix, key in _METRICS:
@@ -316,11 +319,33 @@ def _columns(logs: list[tuple[str, list[dict]]]) -> dict[str, list]:
     return cols
 
 
+def log_paths(*paths: str | Path) -> list[str]:
+    """The logs ``paths`` name: files as given, a directory's ``*.jsonl`` files, a glob's
+    matches (sorted), less the side files of the logs among them; a pattern or directory
+    that names none is an error."""
+    out = []
+    for p in map(str, paths):
+        if Path(p).is_dir():
+            found = sorted(str(x) for x in Path(p).glob("*.jsonl"))
+        elif glob.has_magic(p):
+            found = sorted(glob.glob(p))
+        else:
+            out.append(p)
+            continue
+        if not found:
+            raise ValueError(f"{p}: no tuning logs (*.jsonl) there")
+        out += found
+    return without_side_files(out)
+
+
 def load(*paths: str | Path, fast: bool = True):
     """Records of one or more logs as a ``pandas.DataFrame``, one row per measured candidate.
+    A path may be a directory (its ``*.jsonl`` logs) or a glob (``runs/*.jsonl``); the side
+    files beside a log are left out (:func:`log_paths`).
 
     Columns: ``log`` (the file), ``seq`` (position in it), graph, profile, strategy, trial,
-    seed, measurer, ``ok``, ``error`` (an :class:`ErrorKind` value or NaN), ``latency_s``,
+    seed, measurer, ``ok``, ``error`` (an :class:`ErrorKind` value or NaN), ``latency_s``
+    (NaN for a failure),
     ``energy_j``, ``period_s`` (NaN where the measurer models no stream, or the stream does
     not fit), ``busy_s.<unit>``, ``copy_bytes.<mode>``, ``peak_bytes.<scope>``
     (missing for failures without metrics), ``detail``, ``time`` (UTC) and ``placement``
@@ -331,6 +356,7 @@ def load(*paths: str | Path, fast: bool = True):
 
     if not paths:
         raise ValueError("load() needs at least one log path")
+    paths = log_paths(*paths)
     cols = _columns([(str(p), _flat(Path(p), fast=fast)) for p in paths])
     df = pd.DataFrame(cols)
     for col in _CATEGORIES:

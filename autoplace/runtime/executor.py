@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.assemble import Assembled
-from autoplace.runtime.native import NativeRun
+from autoplace.runtime.native import NativePlan, NativeRun
 from autoplace.runtime.workers import Worker, pool_setup
 
 
@@ -93,13 +93,13 @@ def _execute(a: Assembled, items: tuple[int, ...], events: list, state: _State,
         done.put(None)
 
 
-def _execute_native(run: NativeRun, a: Assembled, resource: str, done: queue.SimpleQueue,
-                    worker: Worker) -> None:
+def _execute_native(run: NativeRun, plan: NativePlan, resource: str,
+                    done: queue.SimpleQueue, worker: Worker) -> None:
     try:
         if worker.setup_error is not None:
             raise RuntimeError(f"worker {worker.name!r} could not start: "
                                f"{worker.setup_error}")
-        run.execute(a.native, resource)
+        run.execute(plan, resource)
     except BaseException as exc:  # noqa: BLE001 - reported by run()
         run.fail_from_python(exc)
     finally:
@@ -151,11 +151,11 @@ class Executor:
                         end=tuple(e - t0 for e in state.end), wall_ns=wall)
 
     def _run_native(self, a: Assembled, timeout: float | None) -> RunTrace:
-        run, done = NativeRun(self.native, len(a.calls)), queue.SimpleQueue()
+        run, done, plan = NativeRun(self.native, len(a.calls)), queue.SimpleQueue(), a.native
         t0 = time.perf_counter_ns()
         for resource in a.schedule.order:
             worker = self.worker(resource)
-            worker.submit(functools.partial(_execute_native, run, a, resource, done, worker))
+            worker.submit(functools.partial(_execute_native, run, plan, resource, done, worker))
         self._wait(done, len(a.schedule.order), timeout, run.stop)
         wall = time.perf_counter_ns() - t0
         if run.failure is not None:

@@ -77,6 +77,7 @@ def profile_cases() -> list[Case]:
         ("capacity_mib = 2048", "", "capacity_mib"),
         ("capacity_mib = 4", "capacity_mib = 1e-9", "capacity_mib"),  # (0 bytes: issue 31)
         ('target = { kind = "llvm", num-cores = 1 }', 'target = "llvm', "hw.toml"),
+        ('host = "cpu1"', f'host = "{"x" * 5_000_000}"', "characters in all"),  # issue 31
     ]:
         cases.append(Case(f"profile {old} -> {new}", tune("--hw", "{dir}/hw.toml"),
                           ("hw.toml", says), (("hw.toml", SOC.replace(old, new, 1)),)))
@@ -167,6 +168,12 @@ def profiled_cases() -> list[Case]:
         text = json.dumps(graph)  # (Python writes a NaN as the bare token NaN)
         cases.append(Case(f"profiled graph {n}: {first}", ("tune", "{dir}/g.json", *tune()[2:]),
                           says, (("g.json", text),)))
+    graph = json.loads(graph_text())
+    graph["ops"][0]["latency_us"] = {"cpu1": 5.0}
+    cases.append(Case("profiled graph on a mesh pipeline (its times would be ignored)",
+                      ("pipeline", "{dir}/g.json", "--hw", "mesh", "--trials", "2", "--log",
+                       "{dir}/pipe.jsonl"), ("graph g", "latency_us", "would ignore them"),
+                      (("g.json", json.dumps(graph)),)))
     for cost in ('"x"', "-2", "NaN", "true"):
         text = graph_text().replace("[0, 1, 4096]", f"[0, 1, 4096, {cost}]")
         cases.append(Case(f"graph transfer_us = {cost}", ("tune", "{dir}/g.json", *tune()[2:]),

@@ -186,6 +186,26 @@ def test_help(argv):
     assert p.returncode == 0 and "usage: autoplace" in p.stdout
 
 
+def test_every_options_help_says_its_default_once_and_never_none():
+    """--help of every subcommand: a default shown once, none shown as None (issue 31: 15
+    defaults twice, some contradicting each other, "(default 64) (default: None)")."""
+    import argparse
+
+    from autoplace.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    checked = 0
+    for name, command in sub.choices.items():
+        formatter = command._get_formatter()
+        for action in command._actions:
+            text = formatter._expand_help(action) if action.help else ""
+            assert text.count("default") <= 1, (name, action.dest, text)
+            assert "(default: None)" not in text and "(default: False)" not in text, name
+            checked += bool(text)
+    assert checked > 100
+
+
 def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, monkeypatch):
     import time
 

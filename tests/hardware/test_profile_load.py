@@ -197,6 +197,8 @@ ERRORS = [
     ("negative-overhead", _edit(BASE, 'accepts = ["*"]',
                                 'accepts = ["*"]\nlaunch_overhead_us = -2'),
      "units.cpu.launch_overhead_us", "must be >= 0"),
+    ("misspelt-key", _edit(BASE, "capacity_mib = 1", "capacity_mb = 1"),
+     "scopes.sram.capacity_mib", "missing required key (the table has 'capacity_mb': misspelt?)"),
     ("negative-handover", _edit(BASE, 'accepts = ["*"]', 'accepts = ["*"]\nhandover_us = -1'),
      "units.cpu.handover_us", "must be >= 0"),
     ("nan-handover", _edit(BASE, 'accepts = ["*"]', 'accepts = ["*"]\nhandover_us = nan'),

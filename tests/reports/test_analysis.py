@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -99,6 +100,35 @@ def test_frame_values_match_the_hand_worked_fork(df):
     assert pd.isna(df["peak_bytes.dram"][6]) and pd.isna(df["latency_s"][6])
     assert df["placement"][3] == fork_records()[3].placement.to_json()
     assert df["time"][2] == pd.Timestamp("2026-01-01T00:00:02Z")
+
+
+def test_a_failure_has_no_latency_to_rank_by(tmp_path):
+    """An OOM record holds the simulated latency of a placement that does not fit; in the
+    frame it is NaN, so a plain idxmin() picks a placement that ran (issue 31)."""
+    records = fork_records()
+    oom = records[4]
+    assert oom.result.error is ErrorKind.OUT_OF_MEMORY
+    fastest = dataclasses.replace(oom.result, latency_s=1e-9)  # below every feasible one
+    records[4] = dataclasses.replace(oom, result=fastest)
+    with TuningLog(tmp_path / "t.jsonl") as log:
+        for r in records:
+            log.append(r)
+    df = load(tmp_path / "t.jsonl")
+    assert pd.isna(df["latency_s"][4])
+    assert df["latency_s"].idxmin() == 1 and df["ok"][1]
+
+
+def test_a_directory_or_a_glob_loads_its_logs_but_not_their_side_files(tmp_path):
+    for name in ("a.jsonl", "b.jsonl"):
+        shutil.copy(GOLDEN, tmp_path / name)
+    (tmp_path / "a.model.jsonl").write_text('{"not": "a record"}\n')
+    for given in (tmp_path, str(tmp_path / "*.jsonl")):
+        df = load(given)
+        assert list(df["log"].cat.categories) == [str(tmp_path / "a.jsonl"),
+                                                  str(tmp_path / "b.jsonl")]
+        assert len(df) == 16
+    with pytest.raises(ValueError, match="no tuning logs"):
+        load(str(tmp_path / "none-*.jsonl"))
 
 
 def test_fast_and_standard_readers_give_the_same_frame():
