@@ -297,6 +297,8 @@ def cmd_best(args) -> int:
         if rec is None:
             continue
         found = True
+        if rec.pipeline is None:
+            _check_units(rec, args.log)
         runs = len({r.run for r in job})
         print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
               f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
@@ -314,6 +316,24 @@ def _format_plan(pipeline) -> str:
                        for a, b, k, *_ in pipeline["stages"])
     copies = pipeline["replicas"]
     return f"  stages: {stages}; {copies} cop{'ies' if copies > 1 else 'y'} of the pipeline"
+
+
+def _check_units(rec, logs) -> None:
+    """Refuse a best record whose placement names a unit or scope its profile lacks,
+    where the profile is a bundled one of the record's version (else nothing to check)."""
+    from autoplace.hardware.load import bundled_profiles, load_profile
+
+    if rec.profile not in bundled_profiles():
+        return
+    profile = load_profile(rec.profile)
+    if profile.hash != rec.profile_hash:
+        return
+    for op, (unit, scope) in sorted(rec.placement.ops.items()):
+        if unit not in profile.unit_index or scope not in profile.scope_index:
+            what = "unit" if unit not in profile.unit_index else "scope"
+            raise CliError(f"{', '.join(logs)}: the best record (trial {rec.trial}) places op "
+                           f"{op!r} on unit {unit!r}, scope {scope!r}: profile "
+                           f"{profile.name} has no such {what}")
 
 
 def _graph_or_none(spec: str) -> OpGraph | None:

@@ -141,6 +141,8 @@ class _Reader:
         for key in ("sourceId", "destId"):
             if e.get(key) not in nodes:
                 raise self.error(f"{where}.{key}", f"no node with id {e.get(key)!r}")
+        if e["sourceId"] == e["destId"]:
+            raise self.error(where, f"an edge from node {e['sourceId']} to itself")
         self.number(e, "cost", where)
         return e
 

@@ -66,7 +66,13 @@ def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> 
     row = ok.loc[ok["latency_s"].idxmin()]
     graph, profile = logged_inputs(row, log, model, hw)
     placement = Placement.from_json(row["placement"])
-    sim = Simulator(SearchSpace(graph, profile), timeline=True)
+    space = SearchSpace(graph, profile)
+    problem = space.check(placement)
+    if problem:  # a record this profile cannot have made (units it lacks, say)
+        raise ReportError(f"{log}:{int(row['seq']) + 1}: its best record ({row['strategy']}, "
+                          f"trial {row['trial']}) is no placement on profile "
+                          f"{profile.name}: {problem.detail}")
+    sim = Simulator(space, timeline=True)
     return Subject(graph=graph, profile=profile, row=row, placement=placement,
                    result=sim.simulate(placement), held=sim.held(placement))
 

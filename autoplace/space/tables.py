@@ -11,7 +11,7 @@ import functools
 import numba
 import numpy as np
 
-from autoplace.graph import OP_KINDS, OpGraph
+from autoplace.graph import OP_KINDS, GraphError, OpGraph
 from autoplace.hardware.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 
 
@@ -103,6 +103,11 @@ class Measured:
                 raise ProfileError(f"graph {graph.name}: co-location group {name!r}: no unit "
                                    f"of profile {profile.name} may run all of its ops")
             able[ops] = common
+        for i in np.flatnonzero(accepts.any(axis=1) & ~able.any(axis=1)):
+            op = graph.ops[i]
+            raise GraphError(f"graph {graph.name}: op {op.name!r}: its measured times "
+                             f"(latency_us) are null on every unit of {profile.name} that "
+                             f"runs {op.kind} ops: none is left to run it")
         return [tuple(np.flatnonzero(accepts[i] & ~able[i]).tolist())
                 for i in range(len(graph.ops))]
 

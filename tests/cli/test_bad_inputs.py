@@ -157,6 +157,8 @@ def profiled_cases() -> list[Case]:
         ({"latency_us": [5]}, None, ("g.json", "latency_us must map")),
         ({"latency_us": {"gpu": 5}}, None, ("latency_us names 'gpu'", "soc")),
         ({"group": 3}, None, ("g.json", "group must be a string")),
+        ({"latency_us": dict.fromkeys(["cpu1", "cpu2", "accelerator1", "accelerator2"])}, None,
+         ("graph g", "op 'a'", "null on every unit of soc")),  # (was blamed on the profile)
         ({"group": "g", "latency_us": barred}, {"group": "g", "latency_us": {"cpu1": None}},
          ("co-location group 'g'", "soc")),
     ]
@@ -207,6 +209,16 @@ def log_cases(record: str) -> list[Case]:
         cases.append(Case(f"log line: {name} (report)",
                           ("report", "{dir}/bad.jsonl", "--out", "{dir}/rep"),
                           ("bad.jsonl:2",), files))
+    ops = {op: {**where, "unit": "gpu9"} if isinstance(where, dict) else ["gpu9", where[1]]
+           for op, where in rec["placement"]["ops"].items()}
+    faster = {**rec["result"], "latency_s": rec["result"]["latency_s"] / 2}
+    alien = json.dumps({**rec, "placement": {**rec["placement"], "ops": ops}, "result": faster})
+    files = (("bad.jsonl", record + "\n" + alien + "\n"),)  # the best record is the alien one
+    cases.append(Case("log line: a unit the profile lacks (best)", ("best", "{dir}/bad.jsonl"),
+                      ("bad.jsonl", "unit 'gpu9'", "no such unit"), files))
+    cases.append(Case("log line: a unit the profile lacks (report)",
+                      ("report", "{dir}/bad.jsonl", "--out", "{dir}/rep"),
+                      ("bad.jsonl:2", "unknown unit 'gpu9'"), files))
     cases.append(Case("log: no such file (best)", ("best", "{dir}/none.jsonl"), ("none.jsonl",)))
     cases.append(Case("log: empty (best)", ("best", "{dir}/empty.jsonl"), ("empty.jsonl",),
                       (("empty.jsonl", ""),)))

@@ -165,6 +165,7 @@ def test_more_fpgas_than_nodes_are_one_per_node():
     (lambda d: d["edges"].append({"sourceId": 1, "destId": 0, "cost": 1.0}), "has a cycle"),
     (lambda d: d["nodes"][0].update(isBackwardNode=True), "nodes[0].isBackwardNode"),
     (lambda d: d["edges"][0].update(cost=-1), "edges[0].cost: must be a finite number >= 0"),
+    (lambda d: d["edges"][0].update(destId=0), "edges[0]: an edge from node 0 to itself"),
 ])
 def test_a_malformed_instance_is_one_line_naming_the_key(edit, where):
     data = {"maxSizePerFPGA": 10.0, "maxFPGAs": 1, "maxCPUs": 1,
