@@ -35,7 +35,7 @@ from autoplace.hardware.profile import Profile
 from autoplace.runtime.program import Program
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used
-LIBRARY_VERSION = 3
+LIBRARY_VERSION = 4
 
 
 def _digest(*parts: str) -> str:
