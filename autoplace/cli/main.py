@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(run=cmd_best)
     b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")
     b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
+    input_shapes_arg(b)
     b.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
                    help="the best by latency, or by the period of a stream (throughput)")
     sub.add_parser("profiles", help="bundled hardware profiles and their units").set_defaults(
@@ -304,7 +305,8 @@ def cmd_best(args) -> int:
               f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
               f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''})")
         print(_format_plan(rec.pipeline) if rec.pipeline is not None else
-              format_placement(rec.placement, _graph_or_none(args.model or rec.graph)))
+              format_placement(rec.placement,
+                               _graph_or_none(args.model or rec.graph, args.input_shapes)))
     if not found:
         raise CliError(f"{', '.join(args.log)}: no valid record")
     return 0
@@ -336,11 +338,11 @@ def _check_units(rec, logs) -> None:
                            f"{profile.name} has no such {what}")
 
 
-def _graph_or_none(spec: str) -> OpGraph | None:
+def _graph_or_none(spec: str, shapes=None) -> OpGraph | None:
     from autoplace.models import load_graph
 
     try:
-        return load_graph(spec)
+        return load_graph(spec, shapes)
     except GraphError:
         return None
 

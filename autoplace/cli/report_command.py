@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoplace.cli.options import positive_int
+from autoplace.cli.options import input_shapes_arg, positive_int
 
 
 def register(sub) -> None:
@@ -16,6 +16,7 @@ def register(sub) -> None:
     r.add_argument("--model", default=None,
                    help="the log's model, if not a bundled name (.onnx or graph .json)")
     r.add_argument("--hw", default=None, help="the log's profile, if not bundled (.toml)")
+    input_shapes_arg(r)
     r.add_argument("--job", type=positive_int, default=None,
                    help="which job of a log holding several (graph, profile version, "
                         "measurer), numbered from 1 in order of appearance (default: the job "
@@ -34,7 +35,8 @@ def cmd_report(args) -> int:
         page = write_pipeline_report(log, out, model=args.model, hw=args.hw)
         print(f"report: {page} (pictures beside it)")
         return 0
-    page, note = write_report(log, out, model=args.model, hw=args.hw, job=args.job)
+    page, note = write_report(log, out, model=args.model, hw=args.hw, job=args.job,
+                              shapes=args.input_shapes)
     if note:
         print(f"note: {note}")
     print(f"report: {page} (pictures beside it)")

@@ -47,15 +47,28 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
               f"{len(rhos)} batches (per round in {side})")
 
 
+def _own_inputs(args) -> str:
+    """``--model M`` and ``--hw P`` where the tuned model or profile is a file of the
+    user's (a report or ``best`` finds bundled ones by the names the log holds)."""
+    from autoplace.hardware.load import bundled_profiles
+    from autoplace.models import BUNDLED
+
+    own = f" --model {args.model}" if str(args.model) not in BUNDLED else ""
+    return own + (f" --hw {args.hw}" if str(args.hw) not in bundled_profiles() else "")
+
+
 def next_steps(args, log_path: str) -> None:
     """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
     or an ONNX file, not an op graph JSON, which has no kernels)."""
     by = "" if args.objective == "latency" else f" --objective {args.objective}"
-    steps = [f"autoplace best {log_path}{by}", f"autoplace report {log_path} --out report/"]
     shapes = getattr(args, "input_shapes", None)
-    if shapes:
-        spelled = " ".join(f"{k}:[{','.join(map(str, v))}]" for k, v in shapes.items())
-        by += f' --input-shapes "{spelled}"'
+    spelled = " ".join(f"{k}:[{','.join(map(str, v))}]" for k, v in (shapes or {}).items())
+    given = f' --input-shapes "{spelled}"' if shapes else ""
+    own = _own_inputs(args)  # a log names its model and profile, not where they are
+    model = f" --model {args.model}{given}" if "--model" in own else ""
+    steps = [f"autoplace best {log_path}{by}{model}",
+             f"autoplace report {log_path} --out report/{own}{given if model else ''}"]
+    by += given
     if not str(args.model).lower().endswith(".json"):
         steps += [f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
                   "-o placed", "autoplace run placed"]

@@ -41,15 +41,16 @@ class Subject:
     held: dict[str, int]  # weights, graph inputs and outputs per scope, for the whole run
 
 
-def logged_inputs(row, log: Path, model: str | None, hw: str | None) -> tuple[OpGraph,
-                                                                               Profile]:
+def logged_inputs(row, log: Path, model: str | None, hw: str | None,
+                  shapes=None) -> tuple[OpGraph, Profile]:
     """The graph and profile a log's ``row`` (``graph``, ``profile``, ``graph_fp``,
     ``profile_hash``) was measured on, or ``model`` and ``hw`` in their place: ReportError
     naming the option to fix if they are not the ones the log names."""
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
 
-    graph, profile = load_graph(model or row["graph"]), load_profile(hw or row["profile"])
+    graph = load_graph(model or row["graph"], shapes)
+    profile = load_profile(hw or row["profile"])
     if graph.fingerprint != row["graph_fp"]:
         raise ReportError(f"{log}: graph {graph.name!r} (fingerprint {graph.fingerprint}) is "
                           f"not the log's {row['graph_fp']}; pass --model with the right one")
@@ -59,12 +60,13 @@ def logged_inputs(row, log: Path, model: str | None, hw: str | None) -> tuple[Op
     return graph, profile
 
 
-def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None) -> Subject:
+def _subject(df: pd.DataFrame, log: Path, model: str | None, hw: str | None,
+             shapes=None) -> Subject:
     ok = df[df["ok"]]
     if ok.empty:
         raise ReportError(f"{log}: no feasible record to report")
     row = ok.loc[ok["latency_s"].idxmin()]
-    graph, profile = logged_inputs(row, log, model, hw)
+    graph, profile = logged_inputs(row, log, model, hw, shapes)
     placement = Placement.from_json(row["placement"])
     space = SearchSpace(graph, profile)
     problem = space.check(placement)
@@ -170,7 +172,8 @@ def _jobs_note(log: Path, table: pd.DataFrame, job: int) -> str:
 
 
 def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
-                 hw: str | None = None, job: int | None = None) -> tuple[Path, str]:
+                 hw: str | None = None, job: int | None = None,
+                 shapes=None) -> tuple[Path, str]:
     """Write ``out/report.html`` and ``out/<picture>.png`` for one job of ``log`` (see
     :func:`chosen_job`); returns the HTML and, if the log holds several jobs, a note
     saying which one is reported (also on the page, with the table of jobs)."""
@@ -180,7 +183,7 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
     number = chosen_job(table, everything, job)
     note = _jobs_note(log, table, number)
     df = analysis.job(everything, number, table) if len(table) else everything
-    s = _subject(df, log, model, hw)
+    s = _subject(df, log, model, hw, shapes)
     out.mkdir(parents=True, exist_ok=True)
     pngs = {}
     for name, fig in pictures(s, df).items():

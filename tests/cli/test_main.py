@@ -256,6 +256,35 @@ def test_version_help_defaults_broken_pipe_and_next_steps(tmp_path):
     assert p.stderr.read() == b""
 
 
+def test_the_next_steps_after_tuning_ones_own_model_and_profile_work(tmp_path):
+    """A model and a profile of one's own: the log names them but not where they are, so
+    the printed steps carry --model and --hw (report could not find the model; best
+    printed kind '?' for every op)."""
+    import os
+    import shlex
+    import shutil
+
+    from factories import conv_onnx
+
+    from autoplace.hardware.load import bundled_profiles
+
+    model, hw, log = tmp_path / "mine.onnx", tmp_path / "board.toml", tmp_path / "t.jsonl"
+    conv_onnx(model)
+    shutil.copy(bundled_profiles()["soc"], hw)
+    t = cli("tune", model, "--hw", hw, "--input-shapes", "data:[1,3,8,8]", "--trials", 4,
+            "--log", log, "--no-progress")
+    assert t.returncode == 0, t.stderr
+    steps = t.stdout.split("next: ")[1].strip().split("  |  ")
+    assert f"--model {model}" in steps[0] and f"--model {model} --hw {hw}" in steps[1]
+    for step in steps:
+        r = subprocess.run([sys.executable, "-m", "autoplace", *shlex.split(step)[1:]],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                           env={**os.environ, "HOME": str(tmp_path)})
+        assert r.returncode == 0, (step, r.stderr)
+        if step.startswith("autoplace best"):
+            assert "?" not in r.stdout.split("\n", 2)[2]  # every op's kind is known
+
+
 def test_an_uncalibrated_profile_says_so_once_and_a_calibrated_one_does_not(tmp_path):
     from autoplace.hardware.load import bundled_profiles
 
