@@ -182,7 +182,8 @@ def _search(args, costs, profile, starts, pes: int, opened):
           "too big for their PEs"
           + (f"; {again} known from the log or study, not measured again" if again else ""))
     if worker is None and len(search.seen) < args.trials:
-        print(f"  stopped short of the {args.trials} trials asked: the moves from the best plan "
+        asked = getattr(args, "trials_asked", None) or args.trials  # (tune: + the DP's plan)
+        print(f"  stopped short of the {asked} trials asked: the moves from the best plan "
               "found no plan not measured yet (the mesh's plans near it are all known)")
     if dp.throughput is None or best.throughput is None:
         return starts[0]
@@ -338,7 +339,8 @@ def tune_pipeline(args) -> int:
     code = cmd_pipeline(argparse.Namespace(
         model=args.model, input_shapes=args.input_shapes, hw=args.hw, pes=None,
         max_split=None, plan=None,
-        trials=args.trials + 1, seed=args.seed, log=log, storage=args.storage,
+        trials=args.trials + 1, trials_asked=args.trials, seed=args.seed, log=log,
+        storage=args.storage,
         study=args.study, manifest=None, plot=None, cost_model=args.cost_model,
         worker=args.worker, grace=args.grace))
     print(f"next: autoplace compile {args.model} --hw {args.hw} --objective throughput "

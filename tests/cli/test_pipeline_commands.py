@@ -45,6 +45,11 @@ def test_a_search_that_runs_out_of_new_plans_says_so(tmp_path):
     assert 2 <= done < 1000
     assert "stopped short of the 1000 trials asked: the moves from the best plan found no " \
            "plan not measured yet" in t.stdout
+    # tune --objective throughput counts the DP's plan besides the trials asked
+    t = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--trials",
+            1000, "--log", tmp_path / "t.jsonl", "--no-progress")
+    assert t.returncode == 0, t.stderr
+    assert "stopped short of the 1000 trials asked" in t.stdout
 
 
 def test_what_does_not_fit_is_one_line():
