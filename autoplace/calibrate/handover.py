@@ -24,7 +24,7 @@ from autoplace.calibrate.kernels import as_written
 from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.run import TimeSettings
 from autoplace.hardware.profile import Profile
-from autoplace.space import SearchSpace
+from autoplace.space import Placement, SearchSpace
 
 #: where the hand-over is fitted (seconds)
 HANDOVER_BOUNDS = (0.0, 1e-4)
@@ -39,7 +39,7 @@ class MixedRun:
     seconds: float
 
 
-def random_placements(space: SearchSpace, n: int, seed: int) -> list:
+def random_placements(space: SearchSpace, n: int, seed: int) -> list[Placement]:
     """``n`` random placements the simulator accepts (one seed stream of calibration's own,
     apart from those the benchmarks draw with the same seed)."""
     from autoplace.measure.simulator import Simulator
@@ -94,7 +94,6 @@ def handover_errors(profile: Profile, runs: Sequence[MixedRun]) -> np.ndarray:
     """Per run, the simulated latency's error relative to the measured one."""
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_graph
-    from autoplace.space import Placement
 
     errors = []
     for name in dict.fromkeys(r.model for r in runs):
@@ -109,8 +108,6 @@ def fit_handover(profile: Profile, runs: Sequence[MixedRun]) -> tuple[float, tup
     """The hand-over (one for every unit the runs use: workers of one runtime) that
     minimises the squared relative errors of the simulated latencies; and those units."""
     from scipy.optimize import minimize_scalar
-
-    from autoplace.space import Placement
 
     units = tuple(u.name for u in profile.units
                   if any(u.name in Placement.from_json(r.placement).units_used() for r in runs))

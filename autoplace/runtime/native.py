@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import subprocess
 import tempfile
 import warnings
@@ -45,9 +46,10 @@ _LOADED: dict[Path, ctypes.CDLL | None] = {}
 
 def native_library(cache_dir: Path) -> ctypes.CDLL | None:
     """The compiled worker loop (compiled into ``cache_dir`` once per source, TVM FFI
-    version and compiler); None, with a warning, where it cannot be compiled."""
+    version, compiler and machine); None, with a warning, where it cannot be compiled or
+    loaded."""
     cc = os.environ.get("CC", "cc")
-    text = SOURCE.read_bytes() + tvm_ffi.__version__.encode() + cc.encode()
+    text = SOURCE.read_bytes() + f"{tvm_ffi.__version__} {cc} {platform.machine()}".encode()
     path = Path(cache_dir) / f"native-worker-{hashlib.sha256(text).hexdigest()[:16]}.so"
     if path not in _LOADED:
         _LOADED[path] = _load(path, cc)
@@ -55,16 +57,16 @@ def native_library(cache_dir: Path) -> ctypes.CDLL | None:
 
 
 def _load(path: Path, cc: str) -> ctypes.CDLL | None:
-    if not path.exists():
-        try:
+    try:
+        if not path.exists():
             _compile(path, cc)
-        except (OSError, subprocess.CalledProcessError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
-            warnings.warn(f"the runtime's C worker loop did not compile ({cc}: "
-                          f"{detail.strip().splitlines()[-1] if detail.strip() else exc}); "
-                          "workers run their kernels from Python", stacklevel=3)
-            return None
-    lib = ctypes.CDLL(str(path))
+        lib = ctypes.CDLL(str(path))
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = (getattr(exc, "stderr", "") or str(exc)).strip()
+        warnings.warn(f"the runtime's C worker loop did not compile or load ({cc}: "
+                      f"{detail.splitlines()[-1] if detail else type(exc).__name__}); "
+                      "workers run their kernels from Python", stacklevel=3)
+        return None
     lib.autoplace_run_items.restype = ctypes.c_int32
     lib.autoplace_run_items.argtypes = [ctypes.c_int32, *[ctypes.c_void_p] * 7,
                                         ctypes.c_int32, *[ctypes.c_void_p] * 5,

@@ -24,6 +24,16 @@ def test_the_loop_compiles_once_per_cache(tmp_path):
     assert len(list(tmp_path.glob("native-worker-*.so"))) == 1
 
 
+def test_a_library_that_does_not_load_is_a_warning_not_a_crash(tmp_path):
+    """A cached loop built for another machine (a cache shared over NFS), or truncated."""
+    from autoplace.runtime import native
+
+    broken = tmp_path / "native-worker-0000.so"
+    broken.write_bytes(b"\x7fELF not really")
+    with pytest.warns(UserWarning, match="did not compile or load"):
+        assert native._load(broken, "cc") is None
+
+
 def test_without_a_compiler_the_python_loop_runs_an_artefact(chain, kernel_cache, tmp_path,
                                                              monkeypatch):
     """A board with the kernel libraries of an artefact but no C compiler."""
