@@ -207,6 +207,7 @@ def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0,
     fastest kept, as calibration keeps it; simulated with the profile and with its units'
     hand-over set to 0 (the simulator before it had one)."""
     from autoplace.calibrate.handover import with_handover
+    from autoplace.measure.batch import random_feasible
     from autoplace.measure.local import LocalMeasurer
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_module
@@ -214,11 +215,7 @@ def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0,
 
     mod, graph = load_module(name)
     space = SearchSpace(graph, profile)
-    sim, rng, chosen = Simulator(space), np.random.default_rng(seed), []
-    while len(chosen) < n:
-        for p in space.decode_rows(*space.random_genomes(32, rng)):
-            if len(chosen) < n and sim.simulate(p).ok:
-                chosen.append(p)
+    sim, chosen = Simulator(space), random_feasible(space, n, np.random.default_rng(seed))
     m = LocalMeasurer(mod, graph, profile, space=space, settings=settings(3), cache_dir=cache,
                       timeout=600)
     try:
@@ -260,7 +257,7 @@ m.close()
 def rate_rows(profile_path: str | None, baseline: Path | None, n: int) -> list[dict]:
     """``profile_path`` None: :data:`RATE_HOST`, written to a file both trees read."""
     from autoplace.hardware.load import load_profile
-    from autoplace.measure.simulator import Simulator
+    from autoplace.measure.batch import random_feasible
     from autoplace.models import load_graph
     from autoplace.space import SearchSpace
 
@@ -268,11 +265,7 @@ def rate_rows(profile_path: str | None, baseline: Path | None, n: int) -> list[d
         profile_path = str(Path(tempfile.mkdtemp()) / "rate-host.toml")
         Path(profile_path).write_text(RATE_HOST)
     space = SearchSpace(load_graph("squeezenet"), load_profile(profile_path))
-    sim, rng, chosen = Simulator(space), np.random.default_rng(1), []
-    while len(chosen) < n:
-        for p in space.decode_rows(*space.random_genomes(32, rng)):
-            if len(chosen) < n and sim.simulate(p).ok:
-                chosen.append(p.to_json())
+    chosen = [p.to_json() for p in random_feasible(space, n, np.random.default_rng(1))]
     cold = {"cache_dir": tempfile.mkdtemp(prefix="rate-cold-")}
     trees = [("runtime, empty kernel cache", Path.cwd(), cold),
              ("runtime, kernels cached (a later job)", Path.cwd(), cold)]

@@ -42,17 +42,9 @@ class MixedRun:
 def random_placements(space: SearchSpace, n: int, seed: int) -> list[Placement]:
     """``n`` random placements the simulator accepts (one seed stream of calibration's own,
     apart from those the benchmarks draw with the same seed)."""
-    from autoplace.measure.simulator import Simulator
+    from autoplace.measure.batch import random_feasible
 
-    sim, rng, chosen = Simulator(space), np.random.default_rng((seed, 0xCA1)), []
-    for _ in range(1000):
-        for p in space.decode_rows(*space.random_genomes(32, rng)):
-            if len(chosen) < n and sim.simulate(p).ok:
-                chosen.append(p)
-        if len(chosen) == n:
-            return chosen
-    raise ValueError(f"{space.graph.name}: found {len(chosen)} of {n} random placements "
-                     f"that fit profile {space.profile.name!r}")
+    return random_feasible(space, n, np.random.default_rng((seed, 0xCA1)))
 
 
 def time_mixed(models: Sequence[str], profile: Profile, *, placements: int, rounds: int,
@@ -109,8 +101,8 @@ def fit_handover(profile: Profile, runs: Sequence[MixedRun]) -> tuple[float, tup
     minimises the squared relative errors of the simulated latencies; and those units."""
     from scipy.optimize import minimize_scalar
 
-    units = tuple(u.name for u in profile.units
-                  if any(u.name in Placement.from_json(r.placement).units_used() for r in runs))
+    used = set().union(*(Placement.from_json(r.placement).units_used() for r in runs))
+    units = tuple(u.name for u in profile.units if u.name in used)
     if len(units) < 2 or not runs:
         raise ValueError("the hand-over needs placements timed over two units or more")
 

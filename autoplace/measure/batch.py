@@ -17,7 +17,7 @@ import numpy as np
 
 from autoplace.measure.blocks import run_blocks
 from autoplace.measure.peaks import peaks, scratch
-from autoplace.space import SearchSpace
+from autoplace.space import Placement, SearchSpace
 
 SHIFTS_PER_ITEM = 8  # insertion sort's budget per item before the run merge takes over
 # (read at each call; -1 always merges)
@@ -121,6 +121,21 @@ def fits(space: SearchSpace, choice: np.ndarray, mode: np.ndarray) -> np.ndarray
     if not len(choice):
         return np.zeros(0, dtype=bool)
     return fitting(space, simulate_batch(space, choice, mode, per_unit=False))
+
+
+def random_feasible(space: SearchSpace, n: int, rng: np.random.Generator, *,
+                    batches: int = 1000) -> list[Placement]:
+    """``n`` uniformly random placements that fit (:func:`fits`), drawn 32 genomes at a
+    time from ``rng``; a ValueError when ``batches`` draws find fewer."""
+    chosen: list[Placement] = []
+    for _ in range(batches):
+        choice, mode = space.random_genomes(32, rng)
+        ok = fits(space, choice, mode)
+        chosen += space.decode_rows(choice[ok], mode[ok])[:n - len(chosen)]
+        if len(chosen) == n:
+            return chosen
+    raise ValueError(f"{space.graph.name}: found {len(chosen)} of {n} random placements "
+                     f"that fit profile {space.profile.name!r}")
 
 
 def fitting(space: SearchSpace, out: BatchOutput) -> np.ndarray:
