@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,26 +125,54 @@ def one_case(model: str, rows: int, cols: int, trials: int) -> dict:
     return out
 
 
+def mesh_search(costs, starts, pes: int, trials: int, *, seed: int = 0,
+                ranking: str = "xgb", moves=None) -> list[tuple[int, str, object, float]]:
+    """The trials of the pipeline search (the tuning loop over the plan space, the plans
+    ``starts`` first, ``trials`` in all): (trial, move, plan, streamed throughput or 0)."""
+    from autoplace.hardware.load import load_profile
+    from autoplace.pipeline.moves import MOVES
+    from autoplace.pipeline.plan_space import PlanSpace
+    from autoplace.records.tuning_log import TuningLog, read
+    from autoplace.search.mesh import mesh_config, tune_mesh
+    from autoplace.search.pipeline_moves import PipelineMoves
+
+    starts = list(starts)[:trials]
+    space = PlanSpace(costs, load_profile("mesh"), pes, starts)  # (the profile names the log)
+    strategy = PipelineMoves(space, seed=seed, ranking=ranking, moves=moves or MOVES)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "trials.jsonl"
+        with TuningLog(path) as log, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a neighbourhood that runs dry: fewer trials
+            tune_mesh(space, log, mesh_config(trials=trials - len(starts), seed=seed),
+                      strategy=strategy)
+        return [(r.trial, r.strategy, space.candidate_of(r.pipeline, r.placement),
+                 1 / r.result.period_s if r.result.period_s else 0.0) for r in read(path)]
+
+
+def best_of(trials) -> tuple:
+    """The trial of the highest streamed throughput (the first of equals)."""
+    return max(trials, key=lambda t: (t[3], -t[0]))
+
+
 def search(costs, plans, pes: int, trials: int) -> dict:
     """The pipeline search from the DP's plans: its time and the streamed throughputs."""
-    from autoplace.pipeline.plan_search import MOVES, SHARED_MOVES, PipelineSearch
+    from autoplace.pipeline.moves import MOVES, SHARED_MOVES
 
     t0 = time.perf_counter()
-    s = PipelineSearch(costs, pes, seed=0)
-    best = s.run(plans[0], trials, also=plans[1:])
-    out = {"search_s": time.perf_counter() - t0, "trials": len(s.seen),
-           "streamed": sum(1 for t in s.seen.values() if t.status == "ok"),
-           "dp_stream": max(s.seen[p].throughput or 0 for p in plans if p in s.seen),
-           "tuned": best.throughput, "tuned_100": best_after(s, 100),
-           "tuned_streaming": streaming(best.plan),
-           "tuned_spilled": len(best.plan.spilled or ())}
-    unranked = PipelineSearch(costs, pes, seed=0, ranking="none")
-    out["unranked"] = unranked.run(plans[0], trials, also=plans[1:]).throughput
+    done = mesh_search(costs, plans, pes, trials)
+    best = best_of(done)
+    out = {"search_s": time.perf_counter() - t0, "trials": len(done),
+           "streamed": sum(1 for t in done if t[3] > 0),
+           "dp_stream": max(t[3] for t in done if t[2] in plans),
+           "tuned": best[3], "tuned_100": best_after(done, 100),
+           "tuned_streaming": streaming(best[2]),
+           "tuned_spilled": len(best[2].spilled or ())}
+    unranked = mesh_search(costs, plans, pes, trials, ranking="none")
+    out["unranked"] = best_of(unranked)[3]
     out["unranked_100"] = best_after(unranked, 100)
     for name, left_out in (("default_units", ("unit",)), ("no_weights", SHARED_MOVES)):
         moves = tuple(m for m in MOVES if m not in left_out)
-        out[name] = PipelineSearch(costs, pes, seed=0, moves=moves).run(
-            plans[0], trials, also=plans[1:]).throughput
+        out[name] = best_of(mesh_search(costs, plans, pes, trials, moves=moves))[3]
     return out
 
 
@@ -152,9 +181,9 @@ def streaming(plan) -> int:
     return sum(len(st.streamed or ()) for st in plan.stages)
 
 
-def best_after(search, trials: int) -> float:
-    """The best streamed throughput among a search's first ``trials`` trials."""
-    return max(t.throughput or 0 for t in search.seen.values() if t.number < trials)
+def best_after(trials, n: int) -> float:
+    """The best streamed throughput among a search's first ``n`` trials."""
+    return max(t[3] for t in trials if t[0] < n)
 
 
 def run(model: str, rows: int, cols: int, trials: int) -> dict:

@@ -4,7 +4,7 @@
         [--out experiments/results/bench_pipeline_ranking.md]
 
 For each case (a bundled model on the bundled mesh with rows and cols changed) and each
-ranking of :data:`autoplace.pipeline.plan_search.RANKINGS` (``none``: one move per trial, the
+ranking of :data:`autoplace.search.pipeline_moves.RANKINGS` (``none``: one move per trial, the
 search before the cost model, the baseline; ``analytic``: the best of 8 moves by the
 analytic period; ``xgb``: by the XGBoost cost model), the search runs from the DP's plan
 with seeds ``0 .. seeds-1``. Printed: the best streamed throughput after N trials over the
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_pipeline import mesh_costs
+from bench_pipeline import mesh_costs, mesh_search
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("squeezenet", 8, 8), ("inception_v1", 8, 8), ("resnet50", 16, 16),
@@ -32,11 +32,7 @@ AT = (10, 25, 50, 100, 300)
 
 def curve(costs, start, pes: int, ranking: str, trials: int, seed: int) -> np.ndarray:
     """Best streamed throughput so far after each trial, over the DP's plan's."""
-    from autoplace.pipeline.plan_search import PipelineSearch
-
-    search = PipelineSearch(costs, pes, seed=seed, ranking=ranking)
-    search.run(start, trials)
-    got = [t.throughput or 0.0 for t in sorted(search.seen.values(), key=lambda t: t.number)]
+    got = [t[3] for t in mesh_search(costs, [start], pes, trials, seed=seed, ranking=ranking)]
     best = np.maximum.accumulate(got)
     return np.concatenate([best, np.full(trials - len(best), best[-1])]) / got[0]
 
@@ -44,7 +40,7 @@ def curve(costs, start, pes: int, ranking: str, trials: int, seed: int) -> np.nd
 def case_rows(model: str, rows: int, cols: int, trials: int, seeds: int) -> list[dict]:
     from autoplace.models import load_graph
     from autoplace.pipeline import best_pipeline
-    from autoplace.pipeline.plan_search import RANKINGS
+    from autoplace.search.pipeline_moves import RANKINGS
 
     costs = mesh_costs(load_graph(model), rows, cols)
     start = best_pipeline(costs)

@@ -11,7 +11,7 @@ from pathlib import Path
 def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
     from autoplace.cli.options import input_shapes_arg, positive_int, positive_seconds, seed_arg
-    from autoplace.pipeline.plan_search import RANKINGS
+    from autoplace.search.pipeline_moves import RANKINGS
 
     p = sub.add_parser("pipeline",
                        help="plan a stream of inferences over a mesh: stages over groups of "
@@ -31,7 +31,8 @@ def register(sub) -> None:
                         "or none (one move per trial)")
     p.add_argument("--log", default=None, metavar="FILE",
                    help="append every trial to FILE (the tuner's records; compile --log "
-                        "reads its best)")
+                        "reads its best; with --storage, by default "
+                        "pipeline-GRAPH-PROFILE.jsonl: the log is the source of truth)")
     p.add_argument("--storage", default=None, metavar="URL",
                    help="also keep the trials in an Optuna study (journal:PATH, "
                         "sqlite:///PATH, postgresql://...); a search run again skips them")
@@ -64,169 +65,165 @@ def plan_args(p) -> None:
                         "instead of planning again")
 
 
-def planned(args, log: str | None = None):
-    """(graph, profile, costs, plans, pes, seconds) of ``args``: the DP's plans (the best
-    first, :func:`~autoplace.pipeline.best_pipelines`), --plan's, or the best of the
+def planned(model: str, hw: str, input_shapes=None, *, pes: int | None = None,
+            max_split: int | None = None, plan: str | None = None, log: str | None = None):
+    """(profile, space, seconds): the plan space of ``model`` on ``pes`` PEs (default: all)
+    of ``hw``'s mesh, its start plans the DP's (the best first,
+    :func:`~autoplace.pipeline.best_pipelines`), the manifest ``plan``'s, or the best of the
     pipeline log ``log``."""
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
     from autoplace.pipeline import MeshMachine, StageCosts, best_pipelines
     from autoplace.pipeline.machine import MAX_SPLIT
+    from autoplace.pipeline.plan_space import PlanSpace
 
-    graph, profile = load_graph(args.model, args.input_shapes), load_profile(args.hw)
-    machine = MeshMachine.of(profile, max_split=args.max_split or MAX_SPLIT)
-    pes = args.pes or machine.size
+    graph, profile = load_graph(model, input_shapes), load_profile(hw)
+    machine = MeshMachine.of(profile, max_split=max_split or MAX_SPLIT)
+    pes = pes or machine.size
     if pes > machine.size:
-        raise ValueError(f"--pes {pes}: the mesh of {args.hw} has {machine.size} PEs")
+        raise ValueError(f"--pes {pes}: the mesh of {hw} has {machine.size} PEs")
     t0 = time.perf_counter()
     costs = StageCosts(graph, machine)
-    if args.plan:
+    starts = [_given_plan(costs, profile, plan, log)] if plan or log else \
+        best_pipelines(costs, pes)
+    if not starts:
+        raise ValueError(_no_fit(costs, pes, f"{graph.name} does not fit {pes} PEs of "
+                                             f"{profile.name}"))
+    return profile, PlanSpace(costs, profile, pes, starts), time.perf_counter() - t0
+
+
+def _given_plan(costs, profile, manifest: str | None, log: str | None):
+    """The plan of a manifest, or the best of a pipeline log."""
+    if manifest:
         from autoplace.pipeline.manifest import read_manifest
 
-        plans = [read_manifest(args.plan, costs)]
-    elif log:
-        from autoplace.pipeline.log import best_plan
+        return read_manifest(manifest, costs)
+    from autoplace.pipeline.log import best_plan
 
-        plans = [best_plan(log, costs, profile.hash)[0]]
-    else:
-        plans = best_pipelines(costs, pes)
-    if not plans:
-        raise ValueError(_no_fit(costs, pes, f"{graph.name} does not fit {pes} PEs of "
-                                           f"{profile.name}"))
-    return graph, profile, costs, plans, pes, time.perf_counter() - t0
+    return best_plan(log, costs, profile.hash)[0]
 
 
 def cmd_pipeline(args) -> int:
-    """Print the DP's plan beside the equal-FLOP baseline and the bound."""
+    """Print the DP's plan beside the equal-FLOP baseline and the bound; search from it
+    with ``--trials``, ``--log`` or ``--storage``."""
+    _check_search_options(args.log, args.storage, args.worker)
+    profile, space, secs = planned(args.model, args.hw, args.input_shapes, pes=args.pes,
+                                   max_split=args.max_split, plan=args.plan)
+    plan = _print_planned(space, profile, secs)
+    if args.trials > 1 or args.log or args.storage:
+        starts = space.starts[:args.trials]
+        log = args.log or (f"pipeline-{space.graph.name}-{profile.name}.jsonl"
+                           if args.storage else None)  # the log first, the study after
+        plan = _search(_with_starts(space, starts), args, trials=args.trials - len(starts),
+                       asked=args.trials, log=log)
+    if args.manifest:
+        from autoplace.pipeline.manifest import write_manifest
+
+        write_manifest(args.manifest, plan, space.costs, profile_hash=profile.hash,
+                       model=args.model, input_shapes=args.input_shapes)
+        print(f"manifest: {args.manifest}")
+    if args.plot:
+        _plot(plan, space.costs, args.plot)
+    return 0
+
+
+def _with_starts(space, starts):
+    from autoplace.pipeline.plan_space import PlanSpace
+
+    return PlanSpace(space.costs, space.profile, space.pes, starts)
+
+
+def _print_planned(space, profile, secs: float):
+    """Print the DP's plan, the equal-FLOP baseline and the bound; the DP's plan."""
     from autoplace.pipeline import throughput_bound
     from autoplace.pipeline.equal_flops import equal_flops
 
-    opened = _open(args)  # a bad log or storage is refused before anything is planned
-    graph, profile, costs, plans, pes, secs = planned(args)
-    plan, machine = plans[0], costs.machine
-    print(f"{graph.name} ({len(graph.ops)} ops) on {pes} PEs of {profile.name} "
+    costs, pes, plan, machine = space.costs, space.pes, space.starts[0], space.costs.machine
+    print(f"{space.graph.name} ({len(space.graph.ops)} ops) on {pes} PEs of {profile.name} "
           f"({machine.rows}x{machine.cols}), planned in {secs:.2f} s")
     print_plan(plan, costs)
     naive, bound = equal_flops(costs, pes), throughput_bound(costs, pes)
     if naive is not None:
         _print_naive(naive, costs)
     print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
-    if args.trials > 1 or args.log or args.storage:
-        plan = _search(args, costs, profile, plans, pes, opened)
-    if args.manifest:
-        from autoplace.pipeline.manifest import write_manifest
-
-        write_manifest(args.manifest, plan, costs, profile_hash=profile.hash, model=args.model,
-                       input_shapes=args.input_shapes)
-        print(f"manifest: {args.manifest}")
-    if args.plot:
-        _plot(plan, costs, args.plot)
-    return 0
+    return plan
 
 
-def _open(args) -> tuple[list[dict] | None, object]:
-    """``--log``'s lines (None if it does not exist yet) and ``--storage``'s storage."""
-    lines = storage = None
-    if args.log and Path(args.log).exists():
-        from autoplace.pipeline.log import read_lines
-
-        lines = read_lines(args.log)
-    if args.storage:
-        from autoplace.search.study_storage import open_storage
-
-        storage = open_storage(args.storage)
-    return lines, storage
-
-
-def _search(args, costs, profile, starts, pes: int, opened):
-    """Measure the DP's plans and ``--trials`` in all by their streams; the best plan."""
-    from autoplace.pipeline.plan_search import STATUSES, PipelineSearch
-    from autoplace.search.interrupt import CtrlC
-    from autoplace.search.workers import worker_seed
-
-    known, record, log, worker = _recorders(args, costs, profile, *opened)
-    mine = []  # trials this run measured
-    seed = args.seed if worker is None else worker_seed(args.seed, worker.id)
-    t0 = time.perf_counter()
-    try:
-        with CtrlC() as ctrl_c:
-            def on_trial(trial) -> None:
-                for r in (*record, mine.append):
-                    r(trial)
-                ctrl_c.check()  # a Ctrl-C a finalizer swallowed: now the trial is logged
-
-            search = PipelineSearch(costs, pes, seed=seed, known=known, shared=worker,
-                                    on_trial=on_trial, ranking=args.cost_model)
-            best = search.run(starts[0], args.trials, also=starts[1:])
-    except KeyboardInterrupt:
-        if args.log:  # counted in the log itself: a Ctrl-C may fall between two recorders
-            from autoplace.pipeline.log import read_lines
-
-            n = len(read_lines(args.log)) - len(opened[0] or [])
-            print(f"interrupted: {n} trials of this run in {args.log} (the same "
-                  "command goes on from them, measuring none again)")
-        raise
-    finally:
-        for r in (log, worker):
-            if r is not None:
-                r.close()
-    dps = [search.seen[p] for p in starts if p in search.seen]
-    dp = max(dps, key=lambda t: t.throughput or 0.0)  # the DP's plan that streams best
-    again = sum(1 for plan in search.seen if plan in search.known)
-    counts = {s: sum(1 for t in search.seen.values() if t.status == s) for s in STATUSES}
-    if worker is not None:
-        print(f"worker {worker.id}: measured {len(mine)} of the study's trials")
-    print(f"search: {len(search.seen)} trials in {time.perf_counter() - t0:.1f} s: "
-          f"{counts['ok']} streamed (two inferences in flight per stage), "
-          f"{counts['bounded']} bounded by their analytic throughput, {counts['no-fit']} "
-          "too big for their PEs"
-          + (f"; {again} known from the log or study, not measured again" if again else ""))
-    if worker is None and len(search.seen) < args.trials:
-        asked = getattr(args, "trials_asked", None) or args.trials  # (tune: + the DP's plan)
-        print(f"  stopped short of the {asked} trials asked: the moves from the best plan "
-              "found no plan not measured yet (the mesh's plans near it are all known)")
-    if dp.throughput is None or best.throughput is None:
-        return starts[0]
-    which = "plan" if len(dps) == 1 else "better plan (weights streamed, or held)"
-    print(f"  the DP's {which} streams {dp.throughput:,.1f} inferences/s; the best, trial "
-          f"{best.number} ({best.move}), {best.throughput:,.1f} "
-          f"({best.throughput / dp.throughput:.3f}x)")
-    if best.plan != starts[0]:
-        print("tuned plan:")
-        print_plan(best.plan, costs)
-    return best.plan
-
-
-def _recorders(args, costs, profile, lines, storage):
-    """(known trials, recorders in order, the log, this worker) of --log (its ``lines``
-    read), --storage (its ``storage`` opened) and --worker: the log first, the source of
-    truth, then the study."""
-    from autoplace.pipeline.log import TrialLog
-
-    if args.worker and not (args.storage and args.log):
+def _check_search_options(log: str | None, storage: str | None, worker: bool) -> None:
+    """Refuse, before anything is planned, a malformed log, a storage that does not open,
+    and ``--worker`` without both."""
+    if worker and not (storage and log):
         raise ValueError("--worker needs --storage (the study the workers share) and --log "
                          "(this worker's own)")
-    known, record, study, log, worker = [], [], None, None, None
-    if args.storage:  # opened first: a bad URL appends nothing to the log
-        from autoplace.search.pipeline_study import known_in_study, open_pipeline_study
+    if log and Path(log).exists():
+        from autoplace.records.tuning_log import read
 
-        study = open_pipeline_study(args.storage, costs, profile.hash, args.study,
-                                    storage=storage)
-        known += known_in_study(study)
-    if args.log:
-        log = TrialLog(args.log, costs, profile_hash=profile.hash, seed=args.seed, lines=lines)
-        known += log.known()
-        record.append(log)
-    if study is not None:
-        from autoplace.records.tuning_log import new_run_id
-        from autoplace.search.pipeline_study import PipelineWorker, StudyRecorder
+        read(log)
+    if storage:
+        from autoplace.search.study_storage import open_storage
 
-        kw = {"profile_hash": profile.hash, "seed": args.seed,
-              "run": log.run if log is not None else new_run_id()}
-        worker = PipelineWorker(study, storage, costs, log=Path(args.log), grace_s=args.grace,
-                                **kw) if args.worker else None
-        record.append(worker or StudyRecorder(study, costs, **kw))
-    return known, record, log, worker
+        open_storage(storage)
+
+
+def _search(space, args, *, trials: int, asked: int, log: str | None):
+    """Measure the start plans of ``space`` and ``trials`` more by their streams, in the
+    tuning loop (:func:`autoplace.search.mesh.tune_mesh`), into ``log`` (or a file of its
+    own that goes when done); the best plan. ``asked``: the trials the user asked for."""
+    import tempfile
+    import warnings
+
+    from autoplace.records.tuning_log import TuningLog
+    from autoplace.search.mesh import mesh_config, tune_mesh
+
+    config = mesh_config(trials=trials, seed=args.seed, cost_model=args.cost_model,
+                         storage=args.storage, study_name=args.study, resume=True,
+                         worker=args.worker, grace_s=args.grace)
+    with tempfile.TemporaryDirectory(prefix="autoplace-pipeline-") as scratch:
+        path = log or str(Path(scratch) / "trials.jsonl")
+        with TuningLog(path) as tuning_log, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "search stopped after")  # (said below)
+            result = tune_mesh(space, tuning_log, config)
+    if result.interrupted:
+        print(f"interrupted: {result.measured} trials of this run in {log} (the same "
+              "command goes on from them, measuring none again)" if log else
+              f"interrupted after {result.measured} trials (--log keeps them)")
+        raise KeyboardInterrupt
+    return _report_search(space, result, worker=args.worker, asked=asked,
+                          short=trials - (result.resumed + result.measured
+                                          - len(result.baselines)))
+
+
+def _report_search(space, result, *, worker: bool, asked: int, short: int):
+    """Print what the search measured and found; the best plan."""
+    statuses = [r.pipeline["status"] for r in result.records]
+    counts = {s: statuses.count(s) for s in ("ok", "bounded", "no-fit")}
+    again = f"; {result.resumed} known from the log or study, not measured again" \
+        if result.resumed else ""
+    if worker:
+        print(f"this worker measured {result.measured} of the study's trials")
+    print(f"search: {result.resumed + result.measured} trials in {result.wall_s:.1f} s: "
+          f"{counts['ok']} streamed (two inferences in flight per stage), "
+          f"{counts['bounded']} bounded by their analytic throughput, {counts['no-fit']} "
+          f"too big for their PEs{' (of this run)' if again else ''}{again}")
+    if not worker and short > 0:
+        print(f"  stopped short of the {asked} trials asked: the moves from the best plan "
+              "found no plan not measured yet (the mesh's plans near it are all known)")
+    dps = [r for r in result.baselines.values() if r.result.period_s is not None]
+    if result.best is None or not dps:
+        return space.starts[0]
+    dp = 1 / min(r.result.period_s for r in dps)  # the DP's plan that streams best
+    best, plan = 1 / result.best.result.period_s, _plan(space, result.best)
+    which = "plan" if len(result.baselines) == 1 else "better plan (weights streamed, or held)"
+    print(f"  the DP's {which} streams {dp:,.1f} inferences/s; the best, trial "
+          f"{result.best.trial} ({result.best.strategy}), {best:,.1f} ({best / dp:.3f}x)")
+    if plan != space.starts[0]:
+        print("tuned plan:")
+        print_plan(plan, space.costs)
+    return plan
+
+
+def _plan(space, record):
+    return space.candidate_of(record.pipeline, record.placement)
 
 
 def _plot(plan, costs, out: str) -> None:
@@ -303,8 +300,8 @@ _PLACEMENT_ONLY = ("sampler", "warm_start", "save_model", "batch_size", "candida
 
 def _placement_options(args) -> list[str]:
     """The placement search's options ``args`` gives other values than their defaults."""
-    from autoplace.pipeline.plan_search import RANKINGS
     from autoplace.search import TuneConfig
+    from autoplace.search.pipeline_moves import RANKINGS
 
     default = TuneConfig()
     given = [f"--{name.replace('_', '-')}" for name in _PLACEMENT_ONLY
@@ -320,10 +317,8 @@ def _value(option):
 
 def tune_pipeline(args) -> int:
     """``tune --objective throughput`` on a mesh: the pipeline search of ``autoplace
-    pipeline`` from the DP's plan (the baseline) and ``--trials`` more, with tune's seed,
+    pipeline`` from the DP's plans (the baselines) and ``--trials`` more, with tune's seed,
     log, storage, study, cost model and workers."""
-    import argparse
-
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
 
@@ -336,13 +331,10 @@ def tune_pipeline(args) -> int:
     log = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} on {profile.name} for throughput: a pipeline over the "
           f"mesh's PEs (stages, PEs per stage, splits), log {log}")
-    code = cmd_pipeline(argparse.Namespace(
-        model=args.model, input_shapes=args.input_shapes, hw=args.hw, pes=None,
-        max_split=None, plan=None,
-        trials=args.trials + 1, trials_asked=args.trials, seed=args.seed, log=log,
-        storage=args.storage,
-        study=args.study, manifest=None, plot=None, cost_model=args.cost_model,
-        worker=args.worker, grace=args.grace))
+    _check_search_options(log, args.storage, args.worker)
+    profile, space, secs = planned(args.model, args.hw, args.input_shapes)
+    _print_planned(space, profile, secs)
+    _search(space, args, trials=args.trials, asked=args.trials, log=log)
     print(f"next: autoplace compile {args.model} --hw {args.hw} --objective throughput "
           f"--log {log} -o piped/")
-    return code
+    return 0

@@ -25,7 +25,9 @@ def compile_pipeline(args) -> int:
     from autoplace.models import load_module_for
     from autoplace.pipeline.manifest import write_manifest
 
-    graph, profile, costs, plans, _, _ = planned(args, args.log)
+    profile, space, _ = planned(args.model, args.hw, args.input_shapes, pes=args.pes,
+                                max_split=args.max_split, plan=args.plan, log=args.log)
+    graph, costs, plans = space.graph, space.costs, space.starts
     plan = plans[0]
     mod = load_module_for(args.model, graph, args.input_shapes)
     t0 = time.perf_counter()

@@ -134,5 +134,11 @@ class Measurer(ABC):
         that works on arrays (the simulator) skips encoding them again."""
         return self.measure(placements)
 
+    def set_incumbent(self, value_s: float | None) -> None:  # noqa: B027 - optional hook
+        """The least seconds per inference (of the job's objective) measured so far, told
+        before each batch (None: none yet): a measurer may report a candidate whose bound
+        shows it cannot beat it without measuring it in full (the stream measurer of mesh
+        plans does). Default: ignored."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release workers, sessions or files (default: nothing)."""

@@ -13,7 +13,7 @@ best found are skipped (the bound: :func:`work_bound`), once with every op's wei
 in the PEs and once with every op's streamed from the shared memory. Every op runs on its
 default unit (:class:`StageCosts`): the program is exact for that and each of the two;
 which ops do better on another unit, or streaming while the others hold, is the search's
-(:mod:`autoplace.pipeline.plan_search`).
+(:mod:`autoplace.search.pipeline_moves`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import pandas as pd
 
 from autoplace.graph import OpGraph
 from autoplace.measure.base import Event
-from autoplace.pipeline.log import plan_of, read_lines
+from autoplace.pipeline.log import read_lines
+from autoplace.pipeline.plan_space import plan_of
 from autoplace.records.tuning_log import JOB, load
 
 __all__ = [

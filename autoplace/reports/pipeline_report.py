@@ -16,7 +16,7 @@ import pandas as pd
 
 from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bound
 from autoplace.pipeline.layout import grid_maps
-from autoplace.pipeline.log import best_of, is_pipeline_line, read_lines
+from autoplace.pipeline.log import best_plan, is_pipeline_line, read_lines
 from autoplace.pipeline.machine import MAX_SPLIT
 from autoplace.pipeline.stream import lanes, steady_window
 from autoplace.reports import plots
@@ -70,11 +70,12 @@ def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None
     if not lines:
         raise ReportError(f"{log}: no trial to report")
     costs = _costs(lines, log, model, hw)
-    plan, best = best_of(lines, costs, lines[-1]["profile_hash"], where=log)
+    plan, best = best_plan(log, costs, lines[-1]["profile_hash"])
+    throughput = 1 / best.result.period_s
     trials = pipeline_frame([(log, lines)])
-    mine = trials[(trials["graph_fp"] == best["graph_fp"])
-                  & (trials["profile_hash"] == best["profile_hash"])
-                  & (trials["seed"] == best["seed"])]
+    mine = trials[(trials["graph_fp"] == best.graph_fp)
+                  & (trials["profile_hash"] == best.profile_hash)
+                  & (trials["seed"] == best.seed)]
     pes = costs.machine.size
     pictures = _pictures(plan, costs, mine, throughput_bound(costs, pes), out)
     f = evaluate(plan, costs)
@@ -83,9 +84,9 @@ def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None
             f"{costs.machine.cols})"
     body = [
         f"<h1>Pipeline report: {html.escape(title)}</h1>",
-        f"<p>{html.escape(str(log))}: {len(mine)} trials (seed {best['seed']}); best trial "
-        f"{best['trial']} ({html.escape(best['move'])}): {best['throughput']:,.1f} inferences/s"
-        f" streamed, {best['throughput'] / dp:.3f}x the DP's plan ({dp:,.1f}); "
+        f"<p>{html.escape(str(log))}: {len(mine)} trials (seed {best.seed}); best trial "
+        f"{best.trial} ({html.escape(best.strategy)}): {throughput:,.1f} inferences/s"
+        f" streamed, {throughput / dp:.3f}x the DP's plan ({dp:,.1f}); "
         f"{plan.replicas} copies of {len(plan.stages)} stages on {plan.pes} PEs "
         f"({f.pes_used} of {pes} used); analytic period {f.period_s * 1e3:.4f} ms.</p>",
         "<h2>Stages of the best plan</h2>", html_table(stage_table(plan, costs)),

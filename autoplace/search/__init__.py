@@ -8,7 +8,9 @@
   :mod:`~autoplace.search.strategies`;
 - :mod:`~autoplace.search.guided_proposer`, :mod:`~autoplace.search.genetic_operators` — the
   model-guided proposer and its genetic operators; :mod:`~autoplace.search.params` — placements as
-  Optuna parameters; :mod:`~autoplace.search.warm_start` — cost-model rows from old logs.
+  Optuna parameters; :mod:`~autoplace.search.warm_start` — cost-model rows from old logs;
+- :mod:`~autoplace.search.mesh`, :mod:`~autoplace.search.pipeline_moves` — the same loop over
+  a mesh's pipeline plans (:func:`tune_mesh`) and the strategy that moves them.
 
 Each name loads its module on first use: subclassing :class:`SearchStrategy`
 (``autoplace.search.strategy``) starts neither Optuna nor the cost model.
@@ -25,6 +27,8 @@ _HOMES = {
     "Proposal": "autoplace.search.strategy", "SearchStrategy": "autoplace.search.strategy",
     "Tuner": "autoplace.search.loop", "tune": "autoplace.search.loop",
     "baselines": "autoplace.baselines.named", "greedy": "autoplace.baselines.named",
+    **{name: "autoplace.search.mesh" for name in ("mesh_config", "plan_space", "tune_mesh")},
+    "PipelineMoves": "autoplace.search.pipeline_moves",
     **{name: "autoplace.search.params" for name in (
         "copy_param", "distributions", "op_param", "to_params", "to_placement")},
 }

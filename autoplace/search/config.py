@@ -18,6 +18,7 @@ SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")
 class TuneConfig:
     """Settings of one tuning job."""
 
+    #: search candidates after the baselines (0: the baselines only)
     trials: int = 200
     seed: int = 0
     #: what the search minimises: ``"latency"`` (one inference) or ``"throughput"`` (the
@@ -60,7 +61,7 @@ class TuneConfig:
         checks = [
             (0.0 <= self.mutation_ratio <= 1.0,
              f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
-            (self.trials > 0, f"trials > 0 must hold, got trials={self.trials}"),
+            (self.trials >= 0, f"trials >= 0 must hold, got trials={self.trials}"),
             (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
             (self.objective in OBJECTIVES,
              f"objective must be one of {tuple(OBJECTIVES)}, got objective={self.objective!r}"),
@@ -126,3 +127,5 @@ class TuneResult:
     #: the cost model's ranking quality per round (also in the ``.model.jsonl`` side file)
     stats: tuple[dict, ...] = ()
     warm_start: str = ""
+    #: the records this run measured, in order (``measured`` of them)
+    records: tuple[Record, ...] = ()

@@ -15,8 +15,8 @@ from dataclasses import replace
 import numpy as np
 import optuna
 
-from autoplace.baselines.named import baselines
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
+from autoplace.pipeline.plan_space import PlanSpace
 from autoplace.records.tuning_log import MODEL_STATS, Record, TuningLog, best, side_file
 from autoplace.search.checkpoint import (
     Checkpoint,
@@ -32,6 +32,7 @@ from autoplace.search.store import Store, open_study
 from autoplace.search.strategies import (
     check_given,
     make_strategy,
+    named_baselines,
     needs_study,
     study_sampler,
     warm_rows,
@@ -52,9 +53,12 @@ STALLED_ROUNDS = 10
 
 
 class Tuner:
-    """One tuning job: a measurer, a store (log and study), a strategy."""
+    """One tuning job: a measurer, a store (log and study), a strategy, over a space of
+    placements (:class:`~autoplace.space.SearchSpace`) or of mesh pipeline plans
+    (:class:`~autoplace.pipeline.plan_space.PlanSpace`): the loop handles both alike, as
+    genome rows the space keys, decodes and records."""
 
-    def __init__(self, space: SearchSpace, measurer: Measurer, store: Store,
+    def __init__(self, space: SearchSpace | PlanSpace, measurer: Measurer, store: Store,
                  strategy: SearchStrategy, config: TuneConfig,
                  shared: SharedStudy | None = None, *, name: str | None = None):
         self.space, self.measurer, self.store = space, measurer, store
@@ -62,12 +66,14 @@ class Tuner:
         #: the strategy's name in a checkpoint's header: ``config.sampler``, unless given
         self.name = name or config.sampler
         self.objective = config.goal  # what "faster" means: latency or a stream's period
-        self.baselines = baselines(space)  # (name, placement), measured before the search
+        #: (name, candidate) measured before the search
+        self.baselines = named_baselines(space)
         self.baseline_names = {name for name, _ in self.baselines}
         self.references = self.baseline_names | {"heft"}  # measured as they are
         self.records: list[Record] = []  # measured by this run
         #: genome key -> the objective's seconds (None: failed, or no value for it)
         self.seen: dict[bytes, float | None] = {}
+        self.best_s: float | None = None  # the least of them (told to the measurer)
         self.done: list[str] = []  # strategy of every candidate of the job so far
         self._search_done = 0  # of them, candidates of the search (not baselines)
         #: logged candidates of the round a resumed job stopped in, by genome key: taken
@@ -76,9 +82,7 @@ class Tuner:
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
         self._checkpoints: CheckpointWriter | None = None  # made on the first round
-        #: descent and its restarts (predictions are the simulator's, the same every round,
-        #: unless a costly measurer's cost model learns)
-        self.local = LocalSearch(space, self.predict, stable=measurer.free)
+        self._local: LocalSearch | None = None  # made when descent first runs
         self.resumed = 0
         self.measure_s = 0.0
         self.lost = 0  # candidates of the last round other workers had claimed first
@@ -137,9 +141,24 @@ class Tuner:
         self.strategy.observe(Proposal(choice=choice, mode=mode, labels=labels), lat)
         self._add_done(labels)
 
+    @property
+    def local(self) -> LocalSearch:
+        """Descent and its restarts (predictions are the simulator's, the same every round,
+        unless a costly measurer's cost model learns)."""
+        if self._local is None:
+            self._local = LocalSearch(self.space, self.predict, stable=self.measurer.free)
+        return self._local
+
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         keys = self.space.keys(*self.space.canonical(choice, mode))
-        self.seen.update((k, None if np.isnan(x) else float(x)) for k, x in zip(keys, latency))
+        for k, x in zip(keys, latency):
+            self._seen(k, None if np.isnan(x) else float(x))
+
+    def _seen(self, key: bytes, value: float | None) -> None:
+        """Remember ``key`` as measured, at ``value`` seconds (None: no value)."""
+        self.seen[key] = value
+        if value is not None and (self.best_s is None or value < self.best_s):
+            self.best_s = value
 
     def search_trials_done(self) -> int:
         """Candidates of the search (not baselines) the job has measured."""
@@ -184,7 +203,7 @@ class Tuner:
                    for i, r in zip(todo, results) if r is not None}
         for i, (label, _, lat) in logged.items():  # measured before the job was resumed
             latency[i] = np.nan if lat is None else lat
-            self.seen[keys[i]] = lat
+            self._seen(keys[i], lat)
             self._add_done((label,))
         rows = [i for i in fresh if i in latency]
         self.strategy.observe(proposal.take(rows), np.array([latency[i] for i in rows]))
@@ -236,7 +255,7 @@ class Tuner:
         genome = None if self.store.study is None else \
             self.space.format_genome(proposal.choice[i], mode)  # (the study's only)
         self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
-        self.seen[key] = self.objective.value(result)
+        self._seen(key, self.objective.value(result))
         self._add_done((proposal.labels[i],))
 
     def _measure(self, choice: np.ndarray, mode: np.ndarray, placements: list[Placement]):
@@ -245,6 +264,7 @@ class Tuner:
         if not placements:
             return [], None
         t0 = time.perf_counter()
+        self.measurer.set_incumbent(self.best_s)
         try:
             return self.measurer.measure_encoded(choice, mode, placements), None
         except MeasurementStopped as exc:
@@ -282,7 +302,7 @@ class Tuner:
             progress(n)
         if remaining > 0:
             warnings.warn(f"search stopped after {measured} trials: no unmeasured "
-                          "placement left to propose", stacklevel=2)
+                          "candidate left to propose", stacklevel=2)
         return measured
 
     def predict(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
@@ -347,6 +367,9 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneCon
 
     if strategy is not None:
         check_given(config, strategy)
+    if isinstance(space, PlanSpace) and (config.descent or config.objective != "throughput"):
+        raise ValueError("a plan space is tuned for throughput, without descent: "
+                         "autoplace.search.mesh.mesh_config")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
     interrupted = polished = False
@@ -418,4 +441,5 @@ def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     return TuneResult(best=best(job, objective=tuner.objective), baselines=base,
                       measured=len(tuner.records), log10_space=tuner.space.log10_size,
                       interrupted=interrupted, resumed=tuner.resumed, wall_s=wall_s,
+                      records=tuple(tuner.records),
                       measure_s=tuner.measure_s, stats=tuple(tuner.strategy.stats))

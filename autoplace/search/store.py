@@ -149,7 +149,8 @@ class Store:
         for r in self.logged:
             if r.trial not in in_study and self.study is not None:
                 self._add_trial(r)
-        done = [(r.strategy, r.placement, self.value(r.result)) for r in self.logged]
+        done = [(r.strategy, self.space.candidate_of(r.pipeline, r.placement),
+                 self.value(r.result)) for r in self.logged]
         self.taken.update(r.trial for r in self.logged)
         self.next_trial = max([self.next_trial, *(n + 1 for n in in_study)])
         return done + self._take_in(in_study)
@@ -189,7 +190,8 @@ class Store:
         number = trial.number if self.study_numbers and trial is not None else self.next_trial
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
                      strategy=strategy, trial=number, seed=self.seed, run=self.run,
-                     measurer=self.measurer, placement=placement, result=result)
+                     measurer=self.measurer, result=result,
+                     **self.space.record_fields(placement, result))
         self.next_trial = max(self.next_trial, number + 1)  # before the write: an interrupt
         self.taken.add(number)  # between the two leaves a gap, never a number used twice
         self.log.append(rec)
@@ -259,9 +261,10 @@ class Store:
                 raise
 
     def _add_trial(self, rec: Record, genome: str | None = None, extra: dict | None = None) -> None:
+        candidate = self.space.candidate_of(rec.pipeline, rec.placement)
         genome = genome or self.space.format_genome(*(x[0] for x in
-                                                      self.space.encode([rec.placement])))
-        params = to_params(self.space, rec.placement) if self.study_params else {}
+                                                      self.space.encode([candidate])))
+        params = to_params(self.space, candidate) if self.study_params else {}
         value = self.value(rec.result)
         self.study.add_trial(optuna.trial.create_trial(
             params=params, distributions={k: self.dists[k] for k in params},

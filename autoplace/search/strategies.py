@@ -8,11 +8,14 @@ from pathlib import Path
 
 import optuna
 
+from autoplace.baselines.named import baselines
 from autoplace.cost_model import XGBCostModel
+from autoplace.pipeline.plan_space import PlanSpace
 from autoplace.search.config import SAMPLERS, TuneConfig
 from autoplace.search.evolution_strategy import ModelGuidedEvolution
 from autoplace.search.guided_proposer import GuidedProposer, make_model
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
+from autoplace.search.pipeline_moves import PipelineMoves
 from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths
 from autoplace.search.yardsticks import HillClimbing, SteepestDescent
@@ -62,10 +65,22 @@ def warm_rows(space: SearchSpace, config: TuneConfig) -> WarmStart | None:
     return load_rows(logs, space, config.goal) if logs else None
 
 
-def make_strategy(space: SearchSpace, study: optuna.Study, config: TuneConfig, *,
+def named_baselines(space: SearchSpace | PlanSpace) -> list[tuple[str, object]]:
+    """(name, candidate) of the space's baselines, measured before the search: the named
+    placements (:func:`autoplace.baselines.named.baselines`), or a plan space's start
+    plans."""
+    if isinstance(space, PlanSpace):
+        return space.baselines()
+    return baselines(space)
+
+
+def make_strategy(space: SearchSpace | PlanSpace, study: optuna.Study, config: TuneConfig, *,
                   warm: WarmStart | None = None,
                   stats_path: str | Path | None = None) -> SearchStrategy:
-    """The strategy ``config.sampler`` names, with its cost model (and warm-start rows)."""
+    """The strategy ``config.sampler`` names, with its cost model (and warm-start rows);
+    in a plan space, the pipeline moves ranked by ``config.cost_model``."""
+    if isinstance(space, PlanSpace):
+        return PipelineMoves(space, seed=config.seed, ranking=config.cost_model)
     if config.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
     if config.sampler in ("hill", "steepest"):  # no model: the yardsticks

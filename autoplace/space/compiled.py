@@ -228,6 +228,17 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
                                  f"and {self.n_edges} edges of this space")
         return choice, mode
 
+    # -- records (the tuning loop's store) -------------------------------------------------
+    @staticmethod
+    def record_fields(placement: Placement, result) -> dict:
+        """What a record of a measured ``placement`` holds beside the job's fields."""
+        return {"placement": placement}
+
+    @staticmethod
+    def candidate_of(pipeline, placement: Placement) -> Placement:
+        """The candidate a record holds (its ``pipeline`` and ``placement`` fields)."""
+        return placement
+
     # -- named placements ----------------------------------------------------------------
     def uniform(self, unit: str) -> Placement | None:
         """Every op on ``unit`` in its home scope, or None if the unit rejects an op."""

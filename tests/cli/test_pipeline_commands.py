@@ -6,14 +6,16 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from test_main import assert_one_line_error, cli
 
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.equal_flops import equal_flops
-from autoplace.pipeline.log import best_plan, plan_of, read_lines, trial_fields
+from autoplace.pipeline.log import best_plan, read_lines
 from autoplace.pipeline.manifest import read_manifest
+from autoplace.pipeline.plan_space import parse_plan, plan_of
 
 
 def test_the_plan_printed_is_the_dynamic_programs(tmp_path):
@@ -138,49 +140,58 @@ def test_a_malformed_pipeline_log_is_one_line(tmp_path):
 
 
 def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tmp_path):
+    """The tuning loop's study: each trial the plan's text as its genome, its value the
+    seconds per inference over every copy; run again without a log, the search takes in
+    the study's trials and measures none of them again."""
     import optuna
 
-    from autoplace.search.pipeline_study import study_name
     from autoplace.search.study_storage import open_storage
 
     url = f"journal:{tmp_path / 'study.journal'}"
     args = ("pipeline", "squeezenet", "--hw", "mesh", "--storage", url, "--seed", 1)
-    first = cli(*args, "--trials", 20)
+    first = cli(*args, "--trials", 20, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    again = cli(*args, "--trials", 30)
+    log = tmp_path / "pipeline-squeezenet-mesh.jsonl"  # the log, the source of truth
+    assert [x["trial"] for x in read_lines(log)] == list(range(20))
+    again = cli(*args, "--trials", 30, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "search: 30 trials in" in again.stdout
     assert "20 known from the log or study" in again.stdout
-    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
-    study = optuna.load_study(study_name=study_name(costs, load_profile("mesh").hash),
-                              storage=open_storage(url))
-    lines = [trial_fields(json.loads(t.user_attrs["line"])) for t in study.trials]
-    assert sorted(x["trial"] for x in lines) == list(range(30))
-    assert [(t.user_attrs["trial"], t.user_attrs["strategy"]) for t in study.trials] == \
-        [(x["trial"], x["move"]) for x in lines]
-    assert len({x["run"] for x in lines}) == 2  # a run each, no log to carry the first's on
-    ok = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert ok and study.best_value == max(x["throughput"] for x in lines if x["throughput"])
-    other = optuna.create_study(study_name="taken", storage=open_storage(url))
-    other.set_user_attr("kind", "placement")
-    assert_one_line_error(cli(*args, "--study", "taken"), "study 'taken' is not the pipeline")
+    storage = open_storage(url)
+    (name,) = optuna.get_all_study_names(storage)
+    study = optuna.load_study(study_name=name, storage=storage)
+    assert study.user_attrs["objective"] == "throughput"
+    done = [t for t in study.trials if "strategy" in t.user_attrs]
+    assert sorted(t.user_attrs["trial"] for t in done) == list(range(30))
+    plans = [parse_plan(t.user_attrs["genome"]) for t in done]
+    assert len(set(plans)) == 30 and done[0].user_attrs["strategy"] == "dp"
+    ok = [t for t in done if t.state == optuna.trial.TrialState.COMPLETE]
+    best = float(re.search(r"the best, trial \d+ \(\w+\), ([\d,.]+)", again.stdout)
+                 .group(1).replace(",", ""))
+    assert ok and 1 / study.best_value == pytest.approx(best, rel=1e-4)
+    tuned = cli("tune", "squeezenet", "--hw", "soc", "--trials", 8, "--storage", url,
+                "--study", "taken", "--log", tmp_path / "t.jsonl", "--no-progress")
+    assert tuned.returncode == 0, tuned.stderr
+    assert_one_line_error(cli(*args, "--study", "taken", cwd=tmp_path), "study 'taken'",
+                          "minimises latency, not throughput")
 
 
 def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
     """``tune --objective throughput`` on a mesh profile runs the pipeline search (the DP's
-    plan, then --trials more) into its log, which ``compile --objective throughput --log``
+    plans, then --trials more) into its log, which ``compile --objective throughput --log``
     reads; options of a placement search are refused before anything is logged."""
     log = tmp_path / "t.jsonl"
     t = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--trials", 20,
             "--log", log, "--seed", 4, "--cost-model", "analytic", "--no-progress")
     assert t.returncode == 0, t.stderr
-    assert "search: 21 trials in" in t.stdout
+    assert "search: 22 trials in" in t.stdout  # the DP's two plans (held, streamed), then 20
     lines = read_lines(log)
-    assert [x["trial"] for x in lines] == list(range(21)) and lines[0]["move"] == "dp"
+    assert [x["trial"] for x in lines] == list(range(22))
+    assert [x["move"] for x in lines[:2]] == ["dp", "dp-2"]
     assert {x["seed"] for x in lines} == {4}
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     plan, best = best_plan(log, costs, load_profile("mesh").hash)
-    assert f"the best, trial {best['trial']} ({best['move']})" in t.stdout
+    assert f"the best, trial {best.trial} ({best.strategy})" in t.stdout
     assert f"--objective throughput --log {log} -o piped/" in t.stdout
     other = tmp_path / "other.jsonl"
     bad = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--log", other,

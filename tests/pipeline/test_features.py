@@ -9,15 +9,16 @@ import math
 
 import numpy as np
 import pytest
+from mesh_search import search
 from scipy.stats import spearmanr
 from test_plan_search import MS, rotating_pair
 
 from autoplace.cost_model import XGBCostModel
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
-from autoplace.pipeline import MeshMachine, PipelinePlan, Stage, StageCosts, best_pipeline
+from autoplace.pipeline import MeshMachine, PipelinePlan, Stage, StageCosts
 from autoplace.pipeline.features import PLAN_FEATURES, plan_features
-from autoplace.pipeline.plan_search import PipelineSearch, measure
+from autoplace.pipeline.stream_measurer import measure
 
 
 def test_the_features_of_one_stage_worked_by_hand():
@@ -41,9 +42,8 @@ def test_the_learned_model_predicts_streams_better_than_the_analytic_period():
     period's, and it ranks them better."""
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
     costs = StageCosts(load_graph("inception_v1"), mesh)
-    search = PipelineSearch(costs, 64, seed=0, ranking="none")
-    search.run(best_pipeline(costs), 500)
-    plans = [p for p, t in search.seen.items() if t.status != "no-fit"]
+    _, trials = search(costs, 500, ranking="none")
+    plans = [t.plan for t in trials if t.status != "no-fit"]
     X, _ = plan_features(plans, costs)
     y = np.log([measure(p, costs)[1] for p in plans])
     assert len(plans) >= 100 and (y - X[:, 0]).mean() > 0.005  # streams are slower

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from mesh_search import search
 from test_dp import machine
 
 from autoplace.graph import Edge, Op, OpGraph
@@ -22,10 +23,11 @@ from autoplace.pipeline import (
     best_pipeline,
     evaluate,
 )
-from autoplace.pipeline.log import TrialLog, TrialLogError, best_plan, read_lines
+from autoplace.pipeline.log import TrialLogError, best_plan, read_lines
 from autoplace.pipeline.manifest import read_manifest, write_manifest
-from autoplace.pipeline.plan_search import MOVES, PipelineSearch, measure, stream_inferences
 from autoplace.pipeline.stream import pipeline_period
+from autoplace.pipeline.stream_measurer import StreamMeasurer, measure, stream_inferences
+from autoplace.records.tuning_log import RecordError
 
 MS = 1e-3
 
@@ -76,23 +78,21 @@ def squeezenet_32():
     return StageCosts(load_graph("squeezenet"), mesh)
 
 
-def run(costs, trials=150, seed=0, on_trial=None, moves=MOVES):
+def run(costs, trials=150, seed=0, **kw):
     start = best_pipeline(costs)
-    search = PipelineSearch(costs, costs.machine.size, seed=seed, on_trial=on_trial,
-                            moves=moves)
-    return start, search, search.run(start, trials)
+    best, trials = search(costs, trials, seed=seed, **kw)
+    return start, trials, best
 
 
 def test_the_search_starts_from_the_dp_and_ends_at_least_as_good(squeezenet_32):
-    start, search, best = run(squeezenet_32)
-    trials = sorted(search.seen.values(), key=lambda t: t.number)
+    start, trials, best = run(squeezenet_32)
     assert trials[0].plan == start and trials[0].move == "dp"
     assert [t.number for t in trials] == list(range(len(trials))) and len(trials) == 150
     dp = trials[0].throughput
     assert best.throughput >= dp
     assert best.throughput == max(t.throughput for t in trials if t.throughput is not None)
     # the stream, not the analytic period, is what a trial measures
-    assert trials[0].period_s == measure(start, squeezenet_32)[1]
+    assert trials[0].period_s == pytest.approx(measure(start, squeezenet_32)[1], rel=1e-12)
     assert trials[0].analytic_period_s == evaluate(start, squeezenet_32).period_s
 
 
@@ -105,9 +105,8 @@ def test_the_search_beats_the_dp_where_a_split_fewer_ways_helps(squeezenet_32):
 
 def test_the_same_seed_gives_the_same_trials(squeezenet_32):
     def sequence(seed):
-        seen = []
-        run(squeezenet_32, trials=40, seed=seed, on_trial=seen.append)
-        return [(t.plan, t.period_s) for t in seen]
+        _, trials, _ = run(squeezenet_32, trials=40, seed=seed)
+        return [(t.plan, t.period_s) for t in trials]
 
     assert sequence(3) == sequence(3)
     assert sequence(3) != sequence(4)
@@ -115,59 +114,48 @@ def test_the_same_seed_gives_the_same_trials(squeezenet_32):
 
 def test_the_log_holds_every_trial_and_gives_back_the_best(squeezenet_32, tmp_path):
     path = tmp_path / "p.jsonl"
-    log = TrialLog(path, squeezenet_32, profile_hash="h", seed=0)
-    _, search, best = run(squeezenet_32, trials=30, on_trial=log)
-    log.close()
+    _, _, best = run(squeezenet_32, trials=30, log=path)
     lines = read_lines(path)
     assert [x["trial"] for x in lines] == list(range(30))
-    plan, line = best_plan(path, squeezenet_32, "h")
-    assert plan == best.plan and line["throughput"] == best.throughput
+    profile = load_profile("mesh")
+    plan, record = best_plan(path, squeezenet_32, profile.hash)
+    assert plan == best.plan and 1 / record.result.period_s == best.throughput
     with pytest.raises(TrialLogError, match="no fitting pipeline trial"):
         best_plan(path, squeezenet_32, "other-mesh")
     size = path.stat().st_size
     with path.open("a") as f:
         f.write('{"kind": "pipeline-trial", "throughput": NaN}\n')
-    with pytest.raises(TrialLogError, match=r"p.jsonl:31: corrupt record: NaN is not strict JSON"):
-        TrialLog(path, squeezenet_32, profile_hash="h", seed=0)
+    with pytest.raises(RecordError, match=r"p.jsonl:31: corrupt record: NaN is not strict JSON"):
+        run(squeezenet_32, trials=40, log=path, resume=True)
     assert path.stat().st_size == size + len('{"kind": "pipeline-trial", "throughput": NaN}\n')
 
 
-def test_a_search_run_again_with_its_log_measures_nothing_twice(squeezenet_32, tmp_path):
-    from autoplace.pipeline import plan_search as search_module
-    from autoplace.pipeline.log import known_trials
-
+def test_a_search_run_again_with_its_log_measures_nothing_twice(squeezenet_32, tmp_path,
+                                                                monkeypatch):
     path = tmp_path / "p.jsonl"
-    log = TrialLog(path, squeezenet_32, profile_hash="h", seed=5)
-    _, _, first = run(squeezenet_32, trials=25, seed=5, on_trial=log)
-    log.close()
+    _, known, first = run(squeezenet_32, trials=25, seed=5, log=path)
     measured = []
-    real = search_module.measure
+    real = StreamMeasurer._one
 
-    def counting(plan, costs, **kw):
+    def counting(self, plan):
         measured.append(plan)
-        return real(plan, costs, **kw)
+        return real(self, plan)
 
-    search_module.measure = counting
-    try:
-        log = TrialLog(path, squeezenet_32, profile_hash="h", seed=5)
-        known = known_trials(path, squeezenet_32, "h")
-        search = PipelineSearch(squeezenet_32, squeezenet_32.machine.size, seed=5,
-                                on_trial=log, known=known)
-        best = search.run(best_pipeline(squeezenet_32), 40)
-        log.close()
-    finally:
-        search_module.measure = real
+    monkeypatch.setattr(StreamMeasurer, "_one", counting)
+    _, trials, best = run(squeezenet_32, trials=40, seed=5, log=path, resume=True)
     assert len(measured) == 15 and not set(measured) & {t.plan for t in known}
-    lines = read_lines(path)
-    assert [x["trial"] for x in lines] == list(range(40))
+    assert [t.number for t in trials] == list(range(40))
     assert best.throughput >= first.throughput
+    # as if never stopped: the same trials as one search of 40
+    _, whole, _ = run(squeezenet_32, trials=40, seed=5)
+    assert [(t.plan, t.status) for t in whole] == [(t.plan, t.status) for t in trials]
 
 
 def test_a_bounded_trial_would_not_have_beaten_the_best(squeezenet_32):
     """A plan is not streamed when its analytic throughput, which no stream exceeds, is not
     above the best streamed so far."""
-    _, search, best = run(squeezenet_32, trials=150)
-    bounded = [t for t in search.seen.values() if t.status == "bounded"]
+    _, trials, best = run(squeezenet_32, trials=150)
+    bounded = [t for t in trials if t.status == "bounded"]
     assert len(bounded) >= 10 and all(t.throughput is None for t in bounded)
     for t in bounded[:10]:
         assert t.plan.replicas / t.analytic_period_s <= best.throughput
@@ -184,9 +172,8 @@ def test_a_stream_never_measures_faster_than_its_busiest_resource():
     counts such a stream as the analytic period, so a bounded plan could not have won."""
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
     costs = StageCosts(load_graph("inception_v1"), mesh)
-    search = PipelineSearch(costs, 64, seed=0, ranking="none")
-    search.run(best_pipeline(costs), 500)
-    plans = [p for p, t in search.seen.items() if t.status != "no-fit"]
+    _, trials = search(costs, 500, ranking="none")
+    plans = [t.plan for t in trials if t.status != "no-fit"]
     analytic = np.array([evaluate(p, costs).period_s for p in plans])
     raw = np.array([pipeline_period(p, costs, inferences=stream_inferences(p)) for p in plans])
     measured = np.array([measure(p, costs)[1] for p in plans])
@@ -194,16 +181,22 @@ def test_a_stream_never_measures_faster_than_its_busiest_resource():
     assert (measured >= analytic).all() and (measured == np.maximum(raw, analytic)).all()
 
 
-def test_a_plan_bounded_in_another_run_is_streamed_when_it_could_win(squeezenet_32):
-    """A known trial's ``bounded`` held against its own run's best: a run that has not
-    reached that best streams the plan."""
+def test_the_measurer_bounds_what_cannot_beat_the_jobs_best(squeezenet_32):
+    """The stream measurer streams a plan unless the best the job told it shows the plan
+    cannot win (its analytic throughput is not above): the same plan is streamed for a job
+    that has not reached that best."""
     start = best_pipeline(squeezenet_32)
-    bounded = dataclasses.replace(
-        PipelineSearch(squeezenet_32, 1024).run(start, 1), number=0, status="bounded",
-        period_s=None, throughput=None)
-    search = PipelineSearch(squeezenet_32, 1024, known=[bounded])
-    trial = search.run(start, 1)
-    assert trial.status == "ok" and trial.throughput is not None
+    first = StreamMeasurer(squeezenet_32).measure([start])[0]
+    assert first.ok and first.period_s is not None
+    analytic = evaluate(start, squeezenet_32).period_s / start.replicas  # s per inference
+    assert first.period_s >= analytic
+    told = StreamMeasurer(squeezenet_32)
+    told.set_incumbent(analytic * 0.999)  # a best the plan's bound cannot beat
+    bounded = told.measure([start])[0]
+    assert bounded.ok and bounded.period_s is None and bounded.latency_s == first.latency_s
+    slower = StreamMeasurer(squeezenet_32)
+    slower.set_incumbent(analytic * 1.01)
+    assert slower.measure([start])[0].period_s == first.period_s
 
 
 def test_ranking_each_trials_moves_finds_a_better_plan_sooner():
@@ -212,10 +205,9 @@ def test_ranking_each_trials_moves_finds_a_better_plan_sooner():
     better plan on average than the one measuring a move per trial."""
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
     costs = StageCosts(load_graph("inception_v1"), mesh)
-    start = best_pipeline(costs)
 
     def best_after_25(ranking):
-        return np.mean([PipelineSearch(costs, 64, seed=seed, ranking=ranking)
-                        .run(start, 25).throughput for seed in range(3)])
+        return np.mean([search(costs, 25, seed=seed, ranking=ranking)[0].throughput
+                        for seed in range(3)])
 
     assert best_after_25("xgb") > 1.005 * best_after_25("none")

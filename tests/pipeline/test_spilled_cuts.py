@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
+from mesh_search import line_of, search
 from test_dp import MIB, chain, machine
 
 from autoplace.hardware.load import load_profile
@@ -20,10 +22,10 @@ from autoplace.pipeline import (
     best_pipeline,
     evaluate,
 )
-from autoplace.pipeline.log import plan_of, trial_fields, trial_record
+from autoplace.pipeline.log import trial_fields
 from autoplace.pipeline.manifest import ManifestError, read_manifest, write_manifest
-from autoplace.pipeline.plan_search import PipelineSearch, Trial, measure
-from autoplace.search.pipeline_study import _genome
+from autoplace.pipeline.moves import PlanMoves
+from autoplace.pipeline.plan_space import plan_of, plan_text
 
 CUT = 1 * MIB
 
@@ -78,30 +80,26 @@ def test_the_search_spills_a_cut_to_give_a_pe_up_where_memory_binds():
     assert costs.of(Stage(1, 2, 1), (True, True))["memory"] == pytest.approx(5.5 * MIB)
     start = PipelinePlan(stages=(Stage(0, 1, 1), Stage(1, 2, 2), Stage(2, 3, 2)))
     moves = ("shrink", "pe", "grow")  # (merging stages would do better here: not drawn)
-    without = PipelineSearch(costs, 8, seed=0, ranking="none", moves=moves).run(start, 40)
-    search = PipelineSearch(costs, 8, seed=0, ranking="none", moves=("spill", *moves))
-    best = search.run(start, 40)
+    without, _ = search(costs, 40, pes=8, ranking="none", moves=moves, starts=[start])
+    best, trials = search(costs, 40, pes=8, ranking="none", moves=("spill", *moves),
+                          starts=[start])
     assert best.plan.spilled == (1, 2) and best.plan.replicas == 2
-    assert best.throughput > 1.9 * search.seen[start].throughput
+    assert best.throughput > 1.9 * trials[0].throughput
     assert without.plan.replicas == 1 and best.throughput > 1.9 * without.throughput
     mesh = dataclasses.replace(MeshMachine.of(load_profile("mesh")), rows=8, cols=8)
     squeezenet = StageCosts(load_graph("squeezenet"), mesh)
-    search = PipelineSearch(squeezenet, 64, seed=0)
-    search.run(best_pipeline(squeezenet), 2)
-    assert "spill" not in search.moves
+    moves = PlanMoves(squeezenet, 64, np.random.default_rng(0))
+    assert "spill" in moves.moves
+    assert "spill" not in moves.worth_drawing([best_pipeline(squeezenet)])
 
 
 def test_where_cuts_pass_goes_through_the_log_the_manifest_and_a_claim(tmp_path):
     costs = three_convs()
     plan = two_stages((1,), replicas=2)
-    status, period, analytic, throughput = measure(plan, costs)
-    trial = Trial(number=0, move="spill", plan=plan, status=status, period_s=period,
-                  analytic_period_s=analytic, throughput=throughput)
-    line = trial_record(trial, costs, profile_hash="h", seed=0, run="r").to_dict()
+    line = line_of(costs, plan)
     assert line["pipeline"]["spilled"] == [1]
     assert plan_of(trial_fields(line)) == plan
-    held = trial_record(dataclasses.replace(trial, plan=two_stages()), costs,
-                        profile_hash="h", seed=0, run="r").to_dict()
+    held = line_of(costs, two_stages())
     assert "spilled" not in held["pipeline"]  # lines of plans without one are as before
     path = tmp_path / "plan.json"
     write_manifest(path, plan, costs)
@@ -111,4 +109,5 @@ def test_where_cuts_pass_goes_through_the_log_the_manifest_and_a_claim(tmp_path)
     path.write_text(text.replace('"input_scope": "shared"', '"input_scope": "dram"'))
     with pytest.raises(ManifestError, match="input_scope 'dram' is not 'local' or 'shared'"):
         read_manifest(path, costs)
-    assert _genome(plan) != _genome(two_stages(replicas=2)) and _genome(plan).endswith(" ^1")
+    assert plan_text(plan) != plan_text(two_stages(replicas=2))
+    assert plan_text(plan).endswith(" ^1")

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from mesh_search import line_of, search
 from test_dp import MIB, assert_least_periods_are_optimal, chain, machine
 
 from autoplace.hardware.load import load_profile
@@ -27,11 +28,12 @@ from autoplace.pipeline import (
     fewest_pes,
     throughput_bound,
 )
-from autoplace.pipeline.log import plan_of, trial_fields, trial_record
+from autoplace.pipeline.log import trial_fields
 from autoplace.pipeline.manifest import ManifestError, read_manifest, write_manifest
-from autoplace.pipeline.plan_search import PipelineSearch, Trial, measure
+from autoplace.pipeline.moves import PlanMoves
+from autoplace.pipeline.plan_space import plan_of, plan_text
 from autoplace.pipeline.stream import pipeline_period
-from autoplace.search.pipeline_study import _genome
+from autoplace.pipeline.stream_measurer import measure
 
 
 def four_ops(memory=5 * MIB, total_bps=math.inf) -> StageCosts:
@@ -125,13 +127,12 @@ def test_the_search_holds_back_the_weights_that_fit(resnet50_16):
     PEs' memory (and splits ops fewer ways to make room): fewer bytes stream, faster."""
     costs = resnet50_16
     start = best_pipeline(costs)
-    search = PipelineSearch(costs, 16, seed=0)
-    best = search.run(start, 200)
-    dp = search.seen[start]
+    best, trials = search(costs, 200, pes=16)
+    dp = next(t for t in trials if t.plan == start)
     assert best.throughput > 1.02 * dp.throughput
     count = [sum(len(s.streamed or ()) for s in p.stages) for p in (start, best.plan)]
     assert 0 < count[1] < count[0]
-    assert {t.move for t in search.seen.values()} >= {"weights"}
+    assert {t.move for t in trials} >= {"weights"}
 
 
 def test_where_weights_are_goes_through_the_log_the_manifest_and_a_claim(tmp_path):
@@ -139,12 +140,9 @@ def test_where_weights_are_goes_through_the_log_the_manifest_and_a_claim(tmp_pat
     mesh = dataclasses.replace(costs.machine, rows=2, cols=2)
     costs = StageCosts(costs.graph, mesh)
     plan = PipelinePlan(stages=(Stage(0, 2, 1, streamed=(1,)), Stage(2, 4, 1)), replicas=2)
-    f = evaluate(plan, costs)
-    trial = Trial(number=0, move="dp", plan=plan, status="ok", period_s=f.period_s,
-                  analytic_period_s=f.period_s, throughput=f.throughput)
-    line = trial_record(trial, costs, profile_hash="h", seed=0, run="r").to_dict()
+    line = line_of(costs, plan)
     assert line["pipeline"]["stages"][0] == [0, 2, 1, None, None, [1]]
-    assert plan_of(trial_fields(json.loads(json.dumps(line)))) == plan
+    assert plan_of(trial_fields(line)) == plan
     write_manifest(tmp_path / "m.json", plan, costs)
     d = json.loads((tmp_path / "m.json").read_text())
     assert [op["weights"] for op in d["stages"][0]["ops"]] == ["local", "shared"]
@@ -156,9 +154,9 @@ def test_where_weights_are_goes_through_the_log_the_manifest_and_a_claim(tmp_pat
         read_manifest(tmp_path / "bad.json", costs)
     # workers claim plans by their text: where weights are, and units, tell plans apart
     held = PipelinePlan(stages=(Stage(0, 2, 1), Stage(2, 4, 1)), replicas=2)
-    assert _genome(plan) != _genome(held) and "~1" in _genome(plan)
-    assert _genome(PipelinePlan(stages=(Stage(0, 4, 1, units=("core",) * 4),))) \
-        != _genome(PipelinePlan(stages=(Stage(0, 4, 1),)))
+    assert plan_text(plan) != plan_text(held) and "~1" in plan_text(plan)
+    assert plan_text(PipelinePlan(stages=(Stage(0, 4, 1, units=("core",) * 4),))) \
+        != plan_text(PipelinePlan(stages=(Stage(0, 4, 1),)))
 
 
 def test_a_mesh_profile_says_what_its_uplinks_move_together(tmp_path):
@@ -181,14 +179,12 @@ def test_the_weights_move_is_drawn_only_from_plans_that_stream(resnet50_16):
     costs = StageCosts(load_graph("squeezenet"), mesh)
     (start,) = best_pipelines(costs)
     assert not any(s.streamed for s in start.stages)
-    search = PipelineSearch(costs, 64, seed=0)
-    search.run(start, 60)
-    assert "weights" not in search.moves
-    assert "weights" not in {t.move for t in search.seen.values()}
+    rng = np.random.default_rng(0)
+    assert "weights" not in PlanMoves(costs, 64, rng).worth_drawing([start])
+    _, trials = search(costs, 60, pes=64)
+    assert "weights" not in {t.move for t in trials}
     starts = best_pipelines(resnet50_16, 16)
-    streaming = PipelineSearch(resnet50_16, 16, seed=0)
-    streaming.run(starts[0], 3, also=starts[1:])
-    assert "weights" in streaming.moves
+    assert "weights" in PlanMoves(resnet50_16, 16, rng).worth_drawing(starts)
 
 
 def test_the_weights_move_streams_only_where_memory_sets_a_stages_pes():
@@ -199,8 +195,8 @@ def test_the_weights_move_streams_only_where_memory_sets_a_stages_pes():
     for memory, fewer in ((64 * MIB, False), (5 * MIB, True)):
         costs = four_ops(memory=memory)
         start = PipelinePlan(stages=(Stage(0, 4, 2, streamed=(3,)),), replicas=2)
-        search = PipelineSearch(costs, 4, seed=0, ranking="none", moves=("weights",))
-        search.run(start, 20)
-        pes = {t.plan.stages[0].pes for t in search.seen.values()}
+        _, trials = search(costs, 20, pes=4, ranking="none", moves=("weights",),
+                           starts=[start])
+        pes = {t.plan.stages[0].pes for t in trials}
         assert pes == ({1, 2} if fewer else {2}), memory
-        assert any(t.plan.stages[0].streamed is None for t in search.seen.values())
+        assert any(t.plan.stages[0].streamed is None for t in trials)

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mesh_search import line_of, search
 from test_dp import assert_least_periods_are_optimal
 
 from autoplace.graph import Edge, Op, OpGraph
 from autoplace.hardware.profile import Unit
+from autoplace.measure import MeasureResult
 from autoplace.pipeline import (
     MeshMachine,
     PipelinePlan,
@@ -25,9 +27,10 @@ from autoplace.pipeline import (
     throughput_bound,
 )
 from autoplace.pipeline.dp import work_bound
-from autoplace.pipeline.log import plan_of, stage_entry, trial_fields, trial_record
+from autoplace.pipeline.log import trial_fields
 from autoplace.pipeline.manifest import read_manifest, write_manifest
-from autoplace.pipeline.plan_search import PipelineSearch, Trial
+from autoplace.pipeline.moves import PlanMoves
+from autoplace.pipeline.plan_space import plan_of, stage_entry
 from autoplace.pipeline.stream import pipeline_period
 
 MS = 1e-3
@@ -128,7 +131,7 @@ def test_the_search_moves_an_op_to_an_idle_unit_where_the_dp_cannot():
     costs = trio()
     start = best_pipeline(costs)
     assert evaluate(start, costs).throughput == pytest.approx(1 / (2.25 * MS))
-    best = PipelineSearch(costs, 1, seed=0, ranking="analytic").run(start, 20)
+    best, _ = search(costs, 20, pes=1, ranking="analytic")
     assert best.plan.stages[0].units == ("acc", "core", "core")
     # streamed, two inferences in flight: the accelerator on one, the core on the other
     assert best.throughput == pytest.approx(throughput_bound(costs, 1), rel=1e-3)
@@ -142,10 +145,8 @@ def test_a_plans_units_go_through_its_log_line_and_its_manifest(tmp_path):
     plan = PipelinePlan(stages=(Stage(0, 2, 2, units=("acc", "core")),
                                 Stage(2, 4, 1, units=("core", "core"))))
     assert stage_entry(plan.stages[0]) == [0, 2, 2, None, ["acc", "core"], None]
-    trial = Trial(number=0, move="unit", plan=plan, status="ok", period_s=1e-3,
-                  analytic_period_s=1e-3, throughput=1e3)
-    line = trial_record(trial, costs, profile_hash="h", seed=0, run="r").to_dict()
-    assert plan_of(trial_fields(json.loads(json.dumps(line)))) == plan
+    line = line_of(costs, plan, MeasureResult(latency_s=1e-3, period_s=1e-3))
+    assert plan_of(trial_fields(line)) == plan
     write_manifest(tmp_path / "m.json", plan, costs)
     assert read_manifest(tmp_path / "m.json", costs) == plan
     stages = json.loads((tmp_path / "m.json").read_text())["stages"]
@@ -179,5 +180,6 @@ def test_a_pe_whose_units_do_not_overlap_runs_one_op_at_a_time():
     assert f["compute"] == f["work"] == pytest.approx(3.25 * MS)
     assert f["memory"] == pytest.approx(2000 + 2000)  # one working set at a time
     # each op on its fastest unit already: the search draws no unit move
-    assert "unit" not in PipelineSearch(costs, 1).moves
-    assert "unit" in PipelineSearch(trio(), 1).moves
+    rng = np.random.default_rng(0)
+    assert "unit" not in PlanMoves(costs, 1, rng).moves
+    assert "unit" in PlanMoves(trio(), 1, rng).moves

@@ -280,23 +280,22 @@ def test_an_empty_log_is_an_empty_frame(tmp_path):
 def test_a_pipeline_log_as_a_frame(tmp_path):
     """One row per trial of ``autoplace pipeline --log``; the best row is the plan
     ``compile --log`` builds."""
-    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
-    from autoplace.pipeline.log import TrialLog, best_plan
-    from autoplace.pipeline.plan_search import PipelineSearch
+    from mesh_search import search
+
+    from autoplace.pipeline import MeshMachine, StageCosts
+    from autoplace.pipeline.log import best_plan
 
     profile = load_profile("mesh")
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(profile))
-    log = TrialLog(tmp_path / "pipe.jsonl", costs, profile_hash=profile.hash, seed=0)
-    PipelineSearch(costs, 16, on_trial=log).run(best_pipeline(costs, 16), 30)
-    log.close()
+    search(costs, 30, pes=16, log=tmp_path / "pipe.jsonl")
     df = analysis.load_pipeline(tmp_path / "pipe.jsonl")
     assert len(df) == 30 and df["trial"].tolist() == list(range(30))
     assert df["move"].iloc[0] == "dp" and set(df["status"]) <= {"ok", "no-fit", "bounded"}
     assert df["throughput"].isna().tolist() == (df["status"] != "ok").tolist()
     assert (df["pes_used"] <= 16).all() and (df["pes_used"] == df["pes"] * df["replicas"]).all()
-    plan, line = best_plan(tmp_path / "pipe.jsonl", costs, profile.hash)
+    plan, record = best_plan(tmp_path / "pipe.jsonl", costs, profile.hash)
     top = df.loc[df["throughput"].idxmax()]
-    assert top["trial"] == line["trial"] and top["stages"] == len(plan.stages)
+    assert top["trial"] == record.trial and top["stages"] == len(plan.stages)
     with pytest.raises(ValueError, match="at least one"):
         analysis.load_pipeline()
     (tmp_path / "empty.jsonl").write_text("")

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from mesh_search import search
 
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
-from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
-from autoplace.pipeline.log import TrialLog
-from autoplace.pipeline.plan_search import PipelineSearch
+from autoplace.pipeline import MeshMachine, StageCosts
 from autoplace.reports.pipeline_report import is_pipeline_log, write_pipeline_report
 from autoplace.reports.placement_report import ReportError
 
@@ -25,10 +24,7 @@ def searched(tmp_path_factory):
     profile = load_profile("mesh")
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(profile))
     path = tmp_path_factory.mktemp("pipe") / "pipe.jsonl"
-    log = TrialLog(path, costs, profile_hash=profile.hash, seed=2)
-    search = PipelineSearch(costs, costs.machine.size, seed=2, on_trial=log)
-    best = search.run(best_pipeline(costs), 60)
-    log.close()
+    best, _ = search(costs, 60, seed=2, log=path)
     return path, best
 
 

@@ -42,8 +42,8 @@ def strip(records):
 
 
 def test_config_is_validated():
-    with pytest.raises(ValueError, match="trials > 0 must hold, got trials=0"):
-        TuneConfig(trials=0)
+    with pytest.raises(ValueError, match="trials >= 0 must hold, got trials=-1"):
+        TuneConfig(trials=-1)
     with pytest.raises(ValueError, match="sampler must be one of"):
         TuneConfig(sampler="grid")
     with pytest.raises(ValueError, match="mutation_ratio <= 1 must hold, got 1.5"):
@@ -116,7 +116,7 @@ def test_infeasible_candidates_are_failed_trials_not_crashes(tmp_path, cfg):
 
 def test_a_space_smaller_than_the_budget_stops_with_a_warning(tmp_path):
     # chain on tiny: 3 choices per op, 27 op assignments, some with two copy modes
-    with pytest.warns(UserWarning, match="no unmeasured placement left"):
+    with pytest.warns(UserWarning, match="no unmeasured candidate left"):
         result, records = run(tmp_path, chain_graph(), tiny_profile(), trials=500,
                               cost_model="none")
     keys = [r.placement.to_json() for r in records]

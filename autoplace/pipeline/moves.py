@@ -1,12 +1,11 @@
-"""A search over pipelines, measured by their stream (docs/pipeline.md, "Search").
+"""The moves of the pipeline search: plans one step from a plan (docs/pipeline.md, "Search").
 
 The dynamic program is exact for the stage model's analytic period with every op of a stage
 split over all its PEs on its default unit. What it does not see: a stream with two
 inferences in flight per stage (double buffers) runs a tightly balanced plan slower than its
 analytic period; an op whose input rotation costs more than its split saves runs better on
-fewer PEs; an op may do better on another unit than its default. The search measures
-each candidate by simulating its stream (:func:`autoplace.pipeline.stream.pipeline_period`),
-starts from the DP's plan (trial 0) and moves from the best plan so far:
+fewer PEs; an op may do better on another unit than its default. The moves reach such plans
+(the strategy :class:`autoplace.search.pipeline_moves.PipelineMoves` draws and ranks them):
 
 - ``cut``: a stage boundary moves by up to three ops;
 - ``pe``: a PE moves from one stage to another;
@@ -32,189 +31,63 @@ starts from the DP's plan (trial 0) and moves from the best plan so far:
 - ``divide`` / ``merge``: a stage is cut in two, or two neighbours become one (an op keeps
   its unit and where its weights are through every move).
 
-Moves favour the slowest stage. Each trial draws ``candidates`` moves and measures the one
-whose plan the cost model ranks first: the tuner's :class:`~autoplace.cost_model.XGBCostModel`
-on the plans' features (:mod:`autoplace.pipeline.features`), boosted on the stream's
-slowdown over the analytic period and refitted as streamed trials come in; before it is
-fitted, or without one (``ranking="analytic"``), the analytic period ranks them;
-``ranking="none"`` measures one move per trial, unranked. A candidate whose analytic
-throughput is not above the best streamed one is not streamed (no stream beats its busiest
-resource). Every candidate counts once (a memo by plan); each trial is reported to
-``on_trial`` (the log). Deterministic with a seed, so a search run again with the trials of
-its log (``known``) replays them without measuring them again (the model refitted on the same
-trials) and goes on from where the log ends.
+Moves favour the slowest stage (two times in three).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
-from autoplace.cost_model import CostModel, XGBCostModel
 from autoplace.pipeline.costs import StageCosts
-from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.plan import PipelinePlan, Stage, evaluate
-from autoplace.pipeline.stream import pipeline_period
 
 MOVES = ("cut", "pe", "grow", "shrink", "split", "unit", "weights", "spill", "divide",
          "merge")
 #: the moves that trade memory for the shared memory's traffic (drawn where they may pay:
-#: :meth:`PipelineSearch._worth_drawing`)
+#: :meth:`PlanMoves.worth_drawing`)
 SHARED_MOVES = ("weights", "spill")
-#: what a trial found: streamed, does not fit, or bounded (its analytic throughput, which no
-#: stream exceeds, is not above the best streamed one, so it is not streamed)
-STATUSES = ("ok", "no-fit", "bounded")
-#: how each trial's move is picked (``--cost-model``): the learned model, the analytic
-#: period alone, or one move per trial, unranked
-RANKINGS = ("xgb", "analytic", "none")
-#: relative difference of throughputs below which they are the same (sums in another order)
-TIE = 1e-9
-#: streamed trials before the model is first fitted, and the least growth to refit
-FIRST_FIT, REFIT = 8, 4
 
 
-@dataclass(frozen=True, kw_only=True)
-class Trial:
-    """One candidate: its plan, what it found, its stream period and throughput (None
-    unless ``status`` is ``ok``)."""
+class PlanMoves:
+    """The moves of :data:`MOVES` (``moves``: those to draw) from plans over at most ``pes``
+    PEs of ``costs``, drawn with ``rng``. ``unit`` is left out where a PE runs one op at a
+    time (each op's default unit is its fastest already), ``weights`` where no op has any."""
 
-    number: int
-    move: str  # "dp" for the start, else one of MOVES
-    plan: PipelinePlan
-    status: str
-    period_s: float | None  # of one copy's stream
-    analytic_period_s: float
-    throughput: float | None  # inferences/s over all replicas
-
-
-def stream_inferences(plan: PipelinePlan) -> int:
-    """Inferences streamed to measure ``plan``: 16 per stage (at least 64), so that the
-    middle half of the stream runs with the double buffers full."""
-    return max(64, 16 * len(plan.stages))
-
-
-def measure(plan: PipelinePlan, costs: StageCosts, *,
-            above: float | None = None) -> tuple[str, float | None, float, float | None]:
-    """``(status, stream period, analytic period, throughput)`` of ``plan``. A stream is
-    never faster than the analytic period (the busiest resource's work per inference), so
-    a plan whose analytic throughput is not ``above`` is not streamed, and a stream measured
-    faster (the error of a finite stream's window, up to 1.1%) counts as the analytic
-    period."""
-    f = evaluate(plan, costs)
-    if not f.fits:
-        return "no-fit", None, f.period_s, None
-    if above is not None and f.throughput <= above:
-        return "bounded", None, f.period_s, None
-    period = max(pipeline_period(plan, costs, inferences=stream_inferences(plan)), f.period_s)
-    return "ok", period, f.period_s, plan.replicas / period if period > 0 else math.inf
-
-
-def ranking_model(ranking: str, seed: int = 0) -> tuple[CostModel | None, int]:
-    """``(model, candidates)`` of a :data:`RANKINGS` name."""
-    if ranking not in RANKINGS:
-        raise ValueError(f"ranking must be one of {RANKINGS}, got {ranking!r}")
-    if ranking == "xgb":
-        return XGBCostModel(seed=seed, target="throughput", features=PLAN_FEATURES), 8
-    return None, 8 if ranking == "analytic" else 1
-
-
-class Shared(ABC):
-    """A search's side of a study shared with other workers' searches
-    (:class:`autoplace.search.pipeline_study.PipelineWorker`)."""
-
-    @abstractmethod
-    def claim(self, plan: PipelinePlan, baseline: bool, limit: int) -> int | None:
-        """The study's trial number under which this worker measures ``plan``, or None if
-        another worker measures it, or ``limit`` search trials are claimed already."""
-
-    @abstractmethod
-    def others(self) -> list[Trial]:
-        """Trials the other workers measured since the last call."""
-
-    @abstractmethod
-    def remaining(self, limit: int) -> int:
-        """Search trials still to measure for a study total of ``limit``."""
-
-
-class PipelineSearch:
-    """Local search from a start plan over at most ``pes`` PEs (module docstring); by
-    default ranked by the learned model (``ranking_model("xgb")``); ``moves``: which of
-    :data:`MOVES` it draws (all by default). With ``shared``, one
-    of several workers: a trial is measured only under the study trial this worker claimed
-    for it (its number the study's), the others' trials are taken in as they come, and
-    ``trials`` counts the whole study."""
-
-    def __init__(self, costs: StageCosts, pes: int, *, seed: int = 0,
-                 on_trial: Callable[[Trial], None] | None = None,
-                 known: Sequence[Trial] = (), ranking: str = "xgb",
-                 shared: Shared | None = None, moves: Sequence[str] = MOVES):
+    def __init__(self, costs: StageCosts, pes: int, rng: np.random.Generator,
+                 moves: Sequence[str] = MOVES):
         if not 1 <= pes:
             raise ValueError(f"pes >= 1 must hold, got {pes}")
         if not moves or not set(moves) <= set(MOVES):
             raise ValueError(f"moves must be some of {MOVES}, got {tuple(moves)}")
-        # where a PE runs one op at a time, each op's default unit is its fastest already
         self.moves = tuple(m for m in moves if (m != "unit" or costs.overlap)
                            and (m != "weights" or costs.weights.any()))
-        self.costs, self.pes, self.on_trial, self.shared = costs, pes, on_trial, shared
-        self.lost: set[PipelinePlan] = set()  # claimed by other workers
-        self.model, self.candidates = ranking_model(ranking, seed)
-        self.rows: tuple[list, list] = ([], [])  # streamed trials' features, log periods
-        self.fitted = 0  # rows the model was last fitted on
-        self.rng = np.random.default_rng(seed)
-        self.seen: dict[PipelinePlan, Trial] = {}
-        self.known = {t.plan: t for t in known}  # measured before (a log): not again
-        self.best: Trial | None = None
-        self.baselines = 1  # the DP's plans measured first (not the search's trials)
+        self.costs, self.pes, self.rng = costs, pes, rng
         self._slowest: tuple[PipelinePlan | None, int] = (None, 0)  # a plan's slowest stage
         self._kept: tuple[PipelinePlan | None, np.ndarray, np.ndarray, np.ndarray] = \
             (None, None, None, None)  # a plan's units, where chosen, and its streamed ops
         self.runs_on = np.isfinite(costs.unit_secs[:, 0, :])  # [U, n]: unit u runs op o
 
-    def run(self, start: PipelinePlan, trials: int, *,
-            also: Sequence[PipelinePlan] = ()) -> Trial:
-        """Measure ``start``, then the plans ``also`` (other starts, within ``trials``), then
-        up to ``trials`` candidates in all; the best trial."""
-        if trials < 1:
-            raise ValueError(f"trials >= 1 must hold, got {trials}")
-        self._take_in()
-        starts = (start, *also)[:trials]
-        self.baselines = len(starts)
-        self.moves = self._worth_drawing(starts)
-        for plan in starts:
-            while plan not in self.seen:  # a worker waits for the one that claimed it
-                self.lost.discard(plan)
-                self._measure(plan, "dp", trials, baseline=True)
-                if plan not in self.seen:
-                    time.sleep(0.05)
-                    self._take_in()
-        drawn = 0  # moves drawn: at most 50 per trial asked (the neighbourhood may run dry)
-        while self._left(trials) > 0 and drawn < 50 * trials:
-            drawn += self.candidates
-            self._take_in()
-            pool = self._pool() if self.best is not None else {}
-            if pool:
-                plan = self._pick(list(pool))
-                self._measure(plan, pool[plan], trials)
-        return self.best
+    def draw(self, plan: PipelinePlan) -> tuple[PipelinePlan | None, str]:
+        """``(plan one move from plan, or None where the move drawn does not apply; the
+        move)``."""
+        move = self.moves[int(self.rng.integers(len(self.moves)))]
+        return self._propose(plan, move), move
 
-    def _worth_drawing(self, starts: Sequence[PipelinePlan]) -> tuple[str, ...]:
-        """The moves to draw from ``starts`` on: ``weights`` only if one streams weights,
-        ``spill`` only if one spills a cut or would be faster spilling the cuts next to one
-        of its stages (elsewhere their draws dilute the others'); all if nothing else is
-        left."""
+    def worth_drawing(self, starts: Sequence[PipelinePlan]) -> tuple[str, ...]:
+        """Keep to the moves worth drawing from ``starts`` on, and return them: ``weights``
+        only if one streams weights, ``spill`` only if one spills a cut or would be faster
+        spilling the cuts next to one of its stages (elsewhere their draws dilute the
+        others'); all if nothing else is left."""
         drop = set()
         if not any(st.streamed for plan in starts for st in plan.stages):
             drop.add("weights")
         if not any(plan.spilled or self._spill_pays(plan) for plan in starts):
             drop.add("spill")
-        kept = tuple(m for m in self.moves if m not in drop)
-        return kept or self.moves
+        self.moves = tuple(m for m in self.moves if m not in drop) or self.moves
+        return self.moves
 
     def _spill_pays(self, plan: PipelinePlan) -> bool:
         """Whether spilling the cuts next to a stage of ``plan`` (:meth:`_spilled`) makes a
@@ -229,81 +102,6 @@ class PipelineSearch:
                 return True
         return False
 
-    def _left(self, trials: int) -> int:
-        if self.shared is None:
-            return trials - len(self.seen)
-        return self.shared.remaining(trials - self.baselines)  # all but the DP's plans
-
-    def _take_in(self) -> None:
-        """The other workers' new trials, as if this search had measured them."""
-        for trial in self.shared.others() if self.shared is not None else ():
-            if trial.plan not in self.seen:
-                self._seen(trial)
-
-    def _pool(self) -> dict[PipelinePlan, str]:
-        """Unmeasured plans of ``candidates`` moves from the best, with their moves."""
-        pool: dict[PipelinePlan, str] = {}
-        for _ in range(self.candidates):
-            move = self.moves[int(self.rng.integers(len(self.moves)))]
-            plan = self._propose(self.best.plan, move)
-            if plan is not None and plan not in self.seen and plan not in pool \
-                    and plan not in self.lost:
-                pool[plan] = move
-        return pool
-
-    def _pick(self, plans: list[PipelinePlan]) -> PipelinePlan:
-        """The plan the model ranks first (the highest predicted throughput that fits)."""
-        if len(plans) == 1:
-            return plans[0]
-        X, fits = plan_features(plans, self.costs)
-        log_period = X[:, 0] if self.fitted == 0 else self.model.predict(X)
-        log_throughput = np.log([p.replicas for p in plans]) - log_period
-        return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
-
-    def _learn(self, trial: Trial) -> None:
-        """Take a streamed trial in as a training row; refit once enough came in."""
-        if self.model is None or trial.status != "ok" or not trial.period_s > 0:
-            return
-        X, _ = plan_features([trial.plan], self.costs)
-        self.rows[0].append(X[0])
-        self.rows[1].append(math.log(trial.period_s))
-        n = len(self.rows[1])
-        if n >= FIRST_FIT and n >= self.fitted + max(REFIT, self.fitted // 10):
-            self.model.fit(np.array(self.rows[0]), np.array(self.rows[1]))
-            self.fitted = n
-
-    def _measure(self, plan: PipelinePlan, move: str, trials: int, *,
-                 baseline: bool = False) -> None:
-        before = self.known.get(plan)
-        best = self.best.throughput if self.best is not None else None
-        if before is not None and before.status == "bounded" and (
-                best is None or plan.replicas / before.analytic_period_s > best * (1 + TIE)):
-            before = None  # bounded by another run's best, which this run has not reached
-        if before is not None:  # its figures from the log, nothing logged again
-            number = before.number if self.shared is not None else len(self.seen)
-            self._seen(dataclasses.replace(before, number=number, move=move))
-            return
-        number = len(self.seen) if self.shared is None else \
-            self.shared.claim(plan, baseline, trials - self.baselines)
-        if number is None:  # another worker's
-            self.lost.add(plan)
-            return
-        # a plan whose bound ties the best's (but for rounding) cannot beat it either
-        above = best * (1 + TIE) if best is not None else None
-        status, period, analytic, throughput = measure(plan, self.costs, above=above)
-        trial = Trial(number=number, move=move, plan=plan, status=status, period_s=period,
-                      analytic_period_s=analytic, throughput=throughput)
-        if self.on_trial is not None:
-            self.on_trial(trial)
-        self._seen(trial)
-
-    def _seen(self, trial: Trial) -> None:
-        self.seen[trial.plan] = trial
-        if self.best is None or _better(trial.throughput, self.best.throughput):
-            self.best = trial
-        self._learn(trial)
-
-    # -- moves ---------------------------------------------------------------------------
     def _stage_index(self, plan: PipelinePlan) -> int:
         """The slowest stage (analytic) two times in three, else any."""
         if self.rng.random() < 2 / 3:
@@ -514,10 +312,6 @@ class PipelineSearch:
         stages[a:a + 2] = [Stage(left.start, right.end, left.pes + right.pes)]
         return stages
 
-
-def _better(a: float | None, b: float | None) -> bool:
-    """Whether throughput ``a`` beats ``b`` (None: the plan does not fit)."""
-    return a is not None and (b is None or a > b)
 
 
 def _with_pes(stage: Stage, pes: int) -> Stage:

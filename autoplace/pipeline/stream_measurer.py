@@ -1,0 +1,91 @@
+"""Plans measured by their streams: the :class:`~autoplace.measure.base.Measurer` of a plan
+space (:mod:`autoplace.pipeline.plan_space`).
+
+A plan is measured by simulating a stream of inferences through it
+(:func:`autoplace.pipeline.stream.pipeline_period`): its result's ``period_s`` is the
+seconds per inference over every copy (1 / throughput: the throughput objective's value),
+its ``latency_s`` one inference's analytic latency through one copy; a plan that does not
+fit its PEs' memory is an ``out_of_memory`` failure that keeps its latency. A stream is
+never faster than the analytic period (the busiest resource's work per inference), so a
+plan whose analytic throughput is not above the job's best streamed one is not streamed
+(it is *bounded*: a result without a period).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from autoplace.measure.base import Measurer, MeasureResult
+from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
+from autoplace.pipeline.stream import pipeline_period
+from autoplace.space.problem import ErrorKind
+
+#: relative difference of throughputs below which they are the same (sums in another order)
+TIE = 1e-9
+
+
+def stream_inferences(plan: PipelinePlan) -> int:
+    """Inferences streamed to measure ``plan``: 16 per stage (at least 64), so that the
+    middle half of the stream runs with the double buffers full."""
+    return max(64, 16 * len(plan.stages))
+
+
+def measure(plan: PipelinePlan, costs: StageCosts, *,
+            above: float | None = None) -> tuple[str, float | None, float, float | None]:
+    """``(status, stream period, analytic period, throughput)`` of ``plan`` (one copy's
+    periods; the throughput over every copy). A plan whose analytic throughput is not
+    ``above`` is not streamed (``bounded``), and a stream measured faster than the analytic
+    period (the error of a finite stream's window, up to 1.1%) counts as the analytic
+    period."""
+    return _measured(plan, costs, evaluate(plan, costs), above)
+
+
+def _measured(plan: PipelinePlan, costs: StageCosts, f: PlanFigures,
+              above: float | None) -> tuple[str, float | None, float, float | None]:
+    if not f.fits:
+        return "no-fit", None, f.period_s, None
+    if above is not None and f.throughput <= above:
+        return "bounded", None, f.period_s, None
+    period = max(pipeline_period(plan, costs, inferences=stream_inferences(plan)), f.period_s)
+    return "ok", period, f.period_s, plan.replicas / period if period > 0 else math.inf
+
+
+class StreamMeasurer(Measurer):
+    """Measures plans of ``costs`` by their streams (module docstring)."""
+
+    name = "stream"
+    free = True  # a simulation: nothing to learn its cost from
+
+    def __init__(self, costs: StageCosts):
+        self.costs = costs
+        self.best: float | None = None  # the highest throughput known to the job
+
+    def set_incumbent(self, value_s: float | None) -> None:
+        """The job's best seconds per inference: plans that cannot beat it are bounded."""
+        if value_s is not None and value_s > 0:
+            self._beaten(1.0 / value_s)
+
+    def _beaten(self, throughput: float) -> None:
+        if self.best is None or throughput > self.best:
+            self.best = throughput
+
+    def measure(self, placements: Sequence[PipelinePlan]) -> list[MeasureResult]:
+        return [self._one(plan) for plan in placements]
+
+    def _one(self, plan: PipelinePlan) -> MeasureResult:
+        # a plan whose bound ties the best's (but for rounding) cannot beat it either
+        above = self.best * (1 + TIE) if self.best is not None else None
+        f = evaluate(plan, self.costs)
+        status, period, _, throughput = _measured(plan, self.costs, f, above)
+        latency = f.latency_s if math.isfinite(f.latency_s) else None
+        if status == "no-fit":
+            worst = max(range(len(f.stage_memory)), key=f.stage_memory.__getitem__)
+            return MeasureResult(error=ErrorKind.OUT_OF_MEMORY, latency_s=latency, detail=(
+                f"stage {worst} needs {f.stage_memory[worst]:,.0f} bytes per PE; a PE's "
+                f"local scope holds {self.costs.machine.memory_bytes:,}"))
+        if status == "bounded":
+            return MeasureResult(latency_s=latency)
+        self._beaten(throughput)
+        return MeasureResult(latency_s=latency, period_s=period / plan.replicas)

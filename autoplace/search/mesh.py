@@ -1,0 +1,60 @@
+"""Plan and tune a pipeline over a mesh from Python (docs/pipeline.md).
+
+>>> space = plan_space(load_graph("squeezenet"), load_profile("mesh"), pes=64)
+>>> result = tune_mesh(space, TuningLog("mesh.jsonl"), mesh_config(trials=100, seed=0))
+>>> plan = space.candidate_of(result.best.pipeline, result.best.placement)
+
+The dynamic program's plans are the baselines; :class:`~autoplace.search.pipeline_moves.
+PipelineMoves` proposes the search's plans and :class:`~autoplace.pipeline.stream_measurer.
+StreamMeasurer` measures them, in the one tuning loop (:func:`autoplace.search.loop.tune`):
+its log, study, workers, resume and Ctrl-C are the placement search's.
+"""
+
+from __future__ import annotations
+
+from autoplace.graph import OpGraph
+from autoplace.hardware.profile import Profile
+from autoplace.pipeline import MeshMachine, StageCosts, best_pipelines
+from autoplace.pipeline.machine import MAX_SPLIT
+from autoplace.pipeline.plan import PipelinePlan
+from autoplace.pipeline.plan_space import PlanSpace
+from autoplace.pipeline.stream_measurer import StreamMeasurer
+from autoplace.records.tuning_log import TuningLog
+from autoplace.search.config import TuneConfig, TuneResult
+from autoplace.search.loop import tune
+from autoplace.search.strategy import SearchStrategy
+
+
+def plan_space(graph: OpGraph, profile: Profile, *, pes: int | None = None,
+               max_split: int | None = None,
+               starts: list[PipelinePlan] | None = None) -> PlanSpace:
+    """The plans of ``graph`` over ``pes`` PEs (default: all) of ``profile``'s mesh, ops
+    split ``max_split`` ways at most (default 64), searched from ``starts`` (default: the
+    dynamic program's plans). ValueError if the profile has no mesh, ``pes`` is more than it
+    has, or no plan fits."""
+    machine = MeshMachine.of(profile, max_split=max_split or MAX_SPLIT)
+    pes = pes or machine.size
+    if pes > machine.size:
+        raise ValueError(f"pes {pes}: the mesh of {profile.name} has {machine.size} PEs")
+    costs = StageCosts(graph, machine)
+    starts = best_pipelines(costs, pes) if starts is None else starts
+    if not starts:
+        raise ValueError(f"{graph.name} does not fit {pes} PEs of {profile.name}")
+    return PlanSpace(costs, profile, pes, starts)
+
+
+def mesh_config(**settings) -> TuneConfig:
+    """A job's settings for a plan space: the throughput objective, one plan measured per
+    round, no descent; ``settings``: the others (trials, seed, storage, worker, resume,
+    cost_model: ``xgb``, ``analytic`` or ``none``...)."""
+    return TuneConfig(**{"objective": "throughput", "batch_size": 1, "descent": 0.0,
+                         **settings})
+
+
+def tune_mesh(space: PlanSpace, log: TuningLog, config: TuneConfig | None = None, *,
+              strategy: SearchStrategy | None = None) -> TuneResult:
+    """Measure the start plans of ``space``, then search it for ``config.trials`` more
+    (:func:`mesh_config`'s defaults when None), every plan in ``log``; ``strategy``: the
+    proposer (default: the pipeline moves, seeded with ``config.seed``)."""
+    config = config or mesh_config()
+    return tune(space, StreamMeasurer(space.costs), log, config, strategy=strategy)

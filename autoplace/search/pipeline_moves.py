@@ -1,0 +1,130 @@
+"""The pipeline search as a strategy of the tuning loop (docs/pipeline.md, "Search").
+
+From the best plan measured so far, each candidate is the best-ranked of ``candidates``
+plans one move away (:class:`autoplace.pipeline.moves.PlanMoves`; none measured or proposed
+before): ranked by the learned :class:`~autoplace.cost_model.XGBCostModel` on the plans'
+features (:mod:`autoplace.pipeline.features`), boosted on the stream's slowdown over the
+analytic period and refitted as streamed plans come in; before it is fitted, or without one
+(``ranking="analytic"``), by the analytic period; ``ranking="none"`` proposes one move per
+candidate, unranked. The loop measures the plans (:class:`autoplace.pipeline.stream_measurer.
+StreamMeasurer`), logs them and hands them back. Deterministic with a seed; its state is its
+random state (a resumed job proposes what it would have).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from autoplace.cost_model import CostModel, XGBCostModel
+from autoplace.pipeline.features import PLAN_FEATURES, plan_features
+from autoplace.pipeline.moves import MOVES, PlanMoves
+from autoplace.pipeline.plan import PipelinePlan
+from autoplace.pipeline.plan_space import PlanSpace
+from autoplace.search.strategy import Proposal, SearchStrategy
+
+#: how each candidate's move is picked (``--cost-model``): the learned model, the analytic
+#: period alone, or one move per candidate, unranked
+RANKINGS = ("xgb", "analytic", "none")
+#: streamed plans before the model is first fitted, and the least growth to refit
+FIRST_FIT, REFIT = 8, 4
+#: draws of ``candidates`` moves that find no new plan, after which a proposal ends short
+#: (the neighbourhood of the best has run dry)
+DRY_DRAWS = 500
+
+
+def ranking_model(ranking: str, seed: int = 0) -> tuple[CostModel | None, int]:
+    """``(model, candidates)`` of a :data:`RANKINGS` name."""
+    if ranking not in RANKINGS:
+        raise ValueError(f"ranking must be one of {RANKINGS}, got {ranking!r}")
+    if ranking == "xgb":
+        return XGBCostModel(seed=seed, target="throughput", features=PLAN_FEATURES), 8
+    return None, 8 if ranking == "analytic" else 1
+
+
+class PipelineMoves(SearchStrategy):
+    """Local search over the plans of ``space`` (module docstring); ``moves``: which of
+    :data:`~autoplace.pipeline.moves.MOVES` it draws (all that apply by default)."""
+
+    def __init__(self, space: PlanSpace, *, seed: int = 0, ranking: str = "xgb",
+                 moves: Sequence[str] = MOVES):
+        super().__init__()
+        self.space, self.costs = space, space.costs
+        self.rng = np.random.default_rng(seed)
+        self.neighbours = PlanMoves(space.costs, space.pes, self.rng, moves)
+        self.neighbours.worth_drawing(space.starts)
+        self.model, self.candidates = ranking_model(ranking, seed)
+        self.rows: tuple[list, list] = ([], [])  # streamed plans' features, log periods
+        self.fitted = 0  # rows the model was last fitted on
+        self.known: set[PipelinePlan] = set()  # observed or proposed
+        #: (seconds per inference, plan) of the best: infinite until a plan streams
+        self.best: tuple[float, PipelinePlan] | None = None
+
+    @property
+    def moves(self) -> tuple[str, ...]:
+        """The moves it draws."""
+        return self.neighbours.moves
+
+    def propose(self, n: int) -> Proposal:
+        """Up to ``n`` plans, each the best-ranked of a draw of moves from the best plan;
+        fewer when :data:`DRY_DRAWS` draws in a row find no new plan."""
+        plans, labels = [], []
+        while len(plans) < n and (got := self._next()) is not None:
+            plans.append(got[0])
+            labels.append(got[1])
+            self.known.add(got[0])
+        choice, mode = self.space.encode(plans)
+        return Proposal(choice=choice, mode=mode, labels=tuple(labels))
+
+    def _next(self) -> tuple[PipelinePlan, str] | None:
+        if self.best is None:
+            return None
+        for _ in range(DRY_DRAWS):
+            pool: dict[PipelinePlan, str] = {}
+            for _ in range(self.candidates):
+                plan, move = self.neighbours.draw(self.best[1])
+                if plan is not None and plan not in self.known and plan not in pool:
+                    pool[plan] = move
+            if pool:
+                plan = self._pick(list(pool))
+                return plan, pool[plan]
+        return None
+
+    def _pick(self, plans: list[PipelinePlan]) -> PipelinePlan:
+        """The plan the model ranks first (the highest predicted throughput that fits)."""
+        if len(plans) == 1:
+            return plans[0]
+        X, fits = plan_features(plans, self.costs)
+        log_period = X[:, 0] if self.fitted == 0 else self.model.predict(X)
+        log_throughput = np.log([p.replicas for p in plans]) - log_period
+        return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
+
+    def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
+        """Measured plans (seconds per inference over every copy; NaN: not streamed)."""
+        for plan, value in zip(proposal.choice, latency):
+            self.known.add(plan)
+            value = math.inf if np.isnan(value) else float(value)
+            if self.best is None or value < self.best[0]:
+                self.best = value, plan
+            if math.isfinite(value) and value > 0:
+                self._learn(plan, value)
+
+    def _learn(self, plan: PipelinePlan, value: float) -> None:
+        """Take a streamed plan in as a training row; refit once enough came in."""
+        if self.model is None:
+            return
+        X, _ = plan_features([plan], self.costs)
+        self.rows[0].append(X[0])
+        self.rows[1].append(math.log(value * plan.replicas))  # one copy's period
+        n = len(self.rows[1])
+        if n >= FIRST_FIT and n >= self.fitted + max(REFIT, self.fitted // 10):
+            self.model.fit(np.array(self.rows[0]), np.array(self.rows[1]))
+            self.fitted = n
+
+    def state(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
