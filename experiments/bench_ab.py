@@ -10,7 +10,9 @@ that tree imported ahead of the editable install, measuring:
   median of 20 calls after one warm-up call);
 - tuner overhead per measured trial on densenet121/soc ((wall - measure) / measured, 1,000
   trials of the default search after a 30-trial warm-up run), and its CPU seconds;
-- the same overhead on resnet50/soc.
+- the same overhead on resnet50/soc;
+- the wall time of ``autoplace pipeline`` (plan and 300 trials, logged) of resnet50 on the
+  bundled mesh made 16x16 and densenet121 on 32x32, after a 5-trial warm-up.
 
 Interleaving puts both trees through the same moments of a shared, noisy machine; the table
 gives each figure's median over the rounds, the ratio new/old, and the load average.
@@ -61,13 +63,33 @@ for model, key in (("densenet121", "overhead_ms"), ("resnet50", "overhead_resnet
         wall, cpu = time.perf_counter() - t, time.process_time() - c
     figures[key] = (wall - r.measure_s) / r.measured * 1e3
     figures.setdefault("cpu_s", cpu)
+import contextlib, io, re
+from autoplace.cli.main import main
+text = open(os.path.join(sys.argv[1], "hwprofiles", "mesh.toml")).read()
+for side, key in ((16, "pipeline_resnet50_s"), (32, "pipeline_densenet121_s")):
+    mesh = os.path.join(out, f"mesh{side}.toml")
+    with open(mesh, "w") as f:
+        f.write(re.sub(r"(?m)^cols = \d+", f"cols = {side}",
+                       re.sub(r"(?m)^rows = \d+", f"rows = {side}", text)))
+    model = key.split("_")[1]
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(["pipeline", model, "--hw", mesh, "--trials", "5"])  # warm-up
+        t = time.perf_counter()
+        code = main(["pipeline", model, "--hw", mesh, "--trials", "300", "--log",
+                     os.path.join(out, key + ".jsonl")])
+    assert code == 0
+    figures[key] = time.perf_counter() - t
 print(json.dumps(figures | {"load": os.getloadavg()[0]}))
 """
 
 FIGURES = (("sim_per_s", "batched sim placements/s (resnet50/soc)", "{:,.0f}"),
            ("overhead_ms", "tuner overhead ms/trial (densenet121/soc)", "{:.2f}"),
            ("cpu_s", "CPU s of 1,000 trials (densenet121/soc)", "{:.2f}"),
-           ("overhead_resnet50_ms", "tuner overhead ms/trial (resnet50/soc)", "{:.2f}"))
+           ("overhead_resnet50_ms", "tuner overhead ms/trial (resnet50/soc)", "{:.2f}"),
+           ("pipeline_resnet50_s", "pipeline search s, 300 trials (resnet50, 16x16 mesh)",
+            "{:.2f}"),
+           ("pipeline_densenet121_s", "pipeline search s, 300 trials (densenet121, 32x32)",
+            "{:.2f}"))
 
 
 def run(tree: Path) -> dict:

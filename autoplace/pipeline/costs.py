@@ -74,6 +74,9 @@ class StageCosts:
                              "costs its stages by the mesh's model (docs/pipeline.md) and "
                              "would ignore them")
         self.graph, self.machine = graph, machine
+        #: plan -> its figures (:func:`autoplace.pipeline.plan.evaluate`): a search asks
+        #: for the same plans' again (to rank, measure and log them)
+        self.evaluated: dict = {}
         self.K = max(1, min(machine.max_split, machine.size if max_pes is None else max_pes))
         k = np.arange(1, self.K + 1, dtype=np.float64)[:, None]  # [K, 1]
         ops = graph.ops

@@ -112,9 +112,24 @@ class PlanFigures:
     pes_used: int
 
 
+#: plans whose figures a StageCosts keeps (the last ones asked; then it starts again)
+EVALUATED = 256
+
+
 def evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
     """The plan's figures; ValueError if it does not cover the graph or a stage has more
-    PEs than the costs were tabulated for."""
+    PEs than the costs were tabulated for. Kept in ``costs.evaluated`` (figures are frozen,
+    a plan is a value): asked again, the same figures."""
+    memo = costs.evaluated
+    figures = memo.get(plan)
+    if figures is None:
+        if len(memo) >= EVALUATED:
+            memo.clear()
+        figures = memo[plan] = _evaluate(plan, costs)
+    return figures
+
+
+def _evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
     if plan.stages[-1].end != costs.n:
         raise ValueError(f"the plan covers ops [0, {plan.stages[-1].end}), the graph has "
                          f"{costs.n}")

@@ -38,8 +38,25 @@ class _Factory:
     def __init__(self):
         self.graph, self.profile, self.closers = chain_graph(), tiny_profile(), []
 
+    #: the error a candidate the measurer cannot run is, and whether it keeps its latency
+    bad_error, bad_keeps_latency = ErrorKind.INVALID, False
+
     def space(self) -> SearchSpace:
         return SearchSpace(self.graph, self.profile)
+
+    def candidates(self, space) -> list:
+        """Three valid candidates, slowest first (cpu only: 4 ms; Y on acc saves most of
+        Y's 2 ms; all on acc)."""
+        return [space.uniform("cpu"), space.from_user({"Y": "acc"}), space.uniform("acc")]
+
+    def bad(self, space):
+        """A candidate the measurer cannot run (Y in a scope cpu cannot reach)."""
+        good = space.uniform("cpu")
+        return type(good)(ops={**good.ops, "Y": ("cpu", "sram")}, copies={})
+
+    def encoded(self, space, batch):
+        choice, mode = space.encode(batch)
+        return choice, space.normalize(choice, mode)
 
     def close(self) -> None:
         for close in reversed(self.closers):
@@ -110,8 +127,44 @@ class _VMThroughRPC(_RealThroughRPC):
     mode = "run"
 
 
+class _StreamedPlans(_Factory):
+    """The stream measurer of mesh pipeline plans (a plan space's measurer): squeezenet on
+    the bundled 4x4 mesh, the DP's plans on 4, 8 and 16 PEs."""
+
+    models_profile = False  # (its latencies do not order as the chain's)
+    bad_error, bad_keeps_latency = ErrorKind.OUT_OF_MEMORY, True
+
+    def __init__(self):
+        self.closers = []
+
+    def space(self):
+        from autoplace.hardware.load import load_profile
+        from autoplace.models import load_graph
+        from autoplace.search.mesh import plan_space
+
+        return plan_space(load_graph("squeezenet"), load_profile("mesh"))
+
+    def make(self) -> Measurer:
+        from autoplace.pipeline.stream_measurer import StreamMeasurer
+
+        return StreamMeasurer(self.space().costs)
+
+    def candidates(self, space) -> list:
+        from autoplace.pipeline import best_pipeline
+
+        return [best_pipeline(space.costs, pes) for pes in (4, 8, 16)]
+
+    def bad(self, space):
+        from autoplace.pipeline import PipelinePlan, Stage
+
+        return PipelinePlan(stages=(Stage(0, space.costs.n, 1),))  # every weight on one PE
+
+    def encoded(self, space, batch):
+        return space.encode(batch)
+
+
 FACTORIES = {"simulator": _Simulator, "rpc-sim": _ThroughRPC, "local": _Local,
-             "rpc": _RealThroughRPC, "rpc-vm": _VMThroughRPC}
+             "rpc": _RealThroughRPC, "rpc-vm": _VMThroughRPC, "stream-plans": _StreamedPlans}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
@@ -134,21 +187,19 @@ def space(factory):
 
 
 def test_results_come_back_in_order(factory, measurer, space):
-    batch = [space.uniform("cpu"), space.from_user({"Y": "acc"}), space.uniform("acc")]
-    results = measurer.measure(batch)
+    results = measurer.measure(factory.candidates(space))
     assert len(results) == 3 and all(isinstance(r, MeasureResult) for r in results)
     assert all(r.ok and r.latency_s > 0 for r in results)
-    if factory.models_profile:
-        # cpu only is slowest: 4 ms; Y on acc saves most of Y's 2 ms.
+    if factory.models_profile:  # slowest first, as the factory says
         assert results[0].latency_s > results[1].latency_s > results[2].latency_s
 
 
-def test_a_bad_candidate_fails_alone(measurer, space):
-    good = space.uniform("cpu")
-    bad = type(good)(ops={**good.ops, "Y": ("cpu", "sram")}, copies={})
-    results = measurer.measure([good, bad, good])
+def test_a_bad_candidate_fails_alone(factory, measurer, space):
+    good, _, _ = factory.candidates(space)
+    results = measurer.measure([good, factory.bad(space), good])
     assert [r.ok for r in results] == [True, False, True]
-    assert results[1].error is ErrorKind.INVALID and results[1].latency_s is None
+    assert results[1].error is factory.bad_error
+    assert (results[1].latency_s is not None) == factory.bad_keeps_latency
     assert results[0].latency_s == results[2].latency_s
 
 
@@ -161,15 +212,11 @@ def test_measurer_has_a_log_name(measurer):
 
 
 def test_measure_encoded_equals_measure(factory, measurer, space):
-    """The tuning loop's path (genome rows and placements) gives what ``measure`` gives."""
-    import numpy as np
-
-    batch = [space.uniform("cpu"), space.from_user({"Y": "acc"}), space.uniform("acc")]
-    choice, mode = space.encode(batch)
-    mode = space.normalize(choice, mode)
+    """The tuning loop's path (genome rows and candidates) gives what ``measure`` gives."""
+    batch = factory.candidates(space)
+    choice, mode = factory.encoded(space, batch)
     encoded, plain = measurer.measure_encoded(choice, mode, batch), measurer.measure(batch)
     assert [(r.ok, r.error) for r in encoded] == [(r.ok, r.error) for r in plain]
     if isinstance(measurer, Simulator):  # deterministic: equal field by field
         assert encoded == plain
-    assert measurer.measure_encoded(np.zeros((0, space.n_ops), dtype=np.int64),
-                                    np.zeros((0, space.n_edges), dtype=np.int64), []) == []
+    assert measurer.measure_encoded(choice[:0], mode[:0], []) == []

@@ -1,6 +1,6 @@
 """The mesh pipeline search in the one tuning loop: the Python entry point, the plan space's
-genomes, the pipeline moves under the strategy contract, the stream measurer under the
-measurer contract."""
+genomes, the pipeline moves under the strategy contract (the stream measurer is in the
+measurer contract suite, tests/measure/test_contract.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from autoplace.hardware.load import load_profile
-from autoplace.measure import ErrorKind
 from autoplace.models import load_graph
-from autoplace.pipeline import PipelinePlan, Stage, evaluate
+from autoplace.pipeline import PipelinePlan, evaluate
 from autoplace.pipeline.stream_measurer import StreamMeasurer
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
@@ -107,14 +106,3 @@ def test_a_restored_state_proposes_what_the_moves_proposed(space, tmp_path):
     fresh.restore(read_checkpoint(path, run="r").strategy)
     again = fresh.propose(2)
     assert again.labels == nxt.labels and list(again.choice) == list(nxt.choice)
-
-
-def test_the_stream_measurer_keeps_order_and_a_plan_too_big_fails_alone(space):
-    """The measurer contract: one result per plan, in order; a failure is a value."""
-    big = PipelinePlan(stages=(Stage(0, space.costs.n, 1),))  # every weight on one PE
-    measurer = StreamMeasurer(space.costs)
-    assert measurer.measure([]) == [] and measurer.name == "stream"
-    results = measurer.measure([space.starts[0], big, space.starts[0]])
-    assert results[0].ok and results[0].period_s is not None
-    assert results[1].error is ErrorKind.OUT_OF_MEMORY and results[1].latency_s > 0
-    assert results[2] == results[0]

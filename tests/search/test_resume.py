@@ -216,3 +216,41 @@ def test_resuming_with_a_changed_profile_is_refused_in_one_line(tmp_path):
         assert len(lines) == 1 and fragment in lines[0], out.stderr
     assert log.read_bytes() == before  # nothing appended
 
+
+
+def test_sigkills_of_a_mesh_pipeline_search_lose_and_repeat_nothing(tmp_path):
+    """The same loop on the plan space of a mesh: killed three times at random moments
+    (``pipeline`` always goes on from its log), then finished; every plan once, trial
+    numbers 0..n-1, the study's values the log's, and the same trials as a search never
+    killed."""
+    from autoplace.pipeline.plan_space import plan_text
+
+    mesh = tmp_path / "mesh16.toml"
+    mesh.write_text(Path(load_profile("mesh").source).read_text()
+                    .replace("rows = 4", "rows = 16").replace("cols = 4", "cols = 16"))
+    log, storage = tmp_path / "p.jsonl", f"sqlite:///{tmp_path / 'p.db'}"
+    cmd = [sys.executable, "-m", "autoplace", "pipeline", "resnet50", "--hw", str(mesh),
+           "--trials", "600", "--seed", "2"]
+    rng = random.Random("mesh")
+    kills = sum(kill_at_a_random_moment([*cmd, "--log", str(log), "--storage", storage],
+                                        log, rng) for _ in range(3))
+    assert kills >= 1
+    done = subprocess.run([*cmd, "--log", str(log), "--storage", storage],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = read(log)
+    assert [r.trial for r in records] == list(range(len(records))) and len(records) > 300
+    plans = [plan_text_of(r, plan_text) for r in records]
+    assert len(set(plans)) == len(plans)
+    assert study_trials(storage) == {r.trial: r.result.period_s for r in records}
+    whole = tmp_path / "whole.jsonl"
+    again = subprocess.run([*cmd, "--log", str(whole)], capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert [plan_text_of(r, plan_text) for r in read(whole)] == plans
+
+
+def plan_text_of(record, plan_text) -> str:
+    from autoplace.pipeline.plan_space import plan_of
+
+    return plan_text(plan_of(record.pipeline))
