@@ -10,6 +10,9 @@ on-disk cache (``__pycache__``).
 
 from __future__ import annotations
 
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -74,14 +77,7 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     if space.profile.blocks:
         out = _blocks(space, choice, cross, used, rid, n, finish, io)
     else:
-        r = space.routes
-        out = _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid,
-                   space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
-                   space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
-                   space.n_resources, len(space.scopes), n,
-                   finish, space.c_wscope, space.weight_bytes, space.default_scope,
-                   SHIFTS_PER_ITEM, space.transfer_s, r.lat, r.inv, _limits(space, io),
-                   per_unit, space.slot_ptr, space.slot_idx, space.n_slots, space.handover)
+        out = _rows_in_parallel(space, choice, cross, used, rid, n, finish, io, per_unit)
     latency, load, copy_bytes, peak, no_route, ends, weights, figures, not_contiguous = out
     period, over, stream_over = figures
     common = dict(latency=latency, copy_bytes=copy_bytes, io=io, no_route=no_route,
@@ -94,6 +90,58 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     busy = load[:, :len(space.units)]
     return BatchOutput(busy=busy, peak=peak, weights=weights,
                        energy=(busy * space.power).sum(axis=1), **common)
+
+
+def _rows_in_parallel(space: SearchSpace, choice, cross, used, rid, n: int, finish: bool,
+                      io: float, per_unit: bool) -> tuple:
+    """:func:`_run` over the rows, in a slice per CPU this process may use when the batch
+    has :data:`PARALLEL_ROWS` rows or more (the kernel releases the GIL; rows are
+    independent, so the output is the same as one call's)."""
+    r = space.routes
+    args = (space.src, space.nbytes, space.in_ptr, space.in_idx, space.has_consumers,
+            space.out_bytes, r.length, r.hop_res, r.hop_lat, r.hop_bw, r.hop_dst,
+            space.n_resources, len(space.scopes), n, finish, space.c_wscope,
+            space.weight_bytes, space.default_scope, SHIFTS_PER_ITEM, space.transfer_s, r.lat,
+            r.inv, _limits(space, io), per_unit, space.slot_ptr, space.slot_idx,
+            space.n_slots, space.handover)
+    slices = _slices(len(choice))
+    if len(slices) == 1:
+        return _run(space.c_unit, space.c_scope, space.c_dur, choice, cross, used, rid, *args)
+    parts = list(_pool().map(
+        lambda sl: _run(space.c_unit, space.c_scope, space.c_dur, choice[sl], cross[sl],
+                        used[sl], rid[sl], *args), slices))
+    return tuple(_joined([p[k] for p in parts], per_row=(k != 5 or finish)
+                         and (k not in (1, 3, 6) or per_unit)) for k in range(9))
+
+
+#: rows from which a batch is simulated in slices over the CPUs (below, one call is faster)
+PARALLEL_ROWS = 256
+
+
+def _slices(rows: int) -> list[slice]:
+    cpus = _cpus()
+    if rows < PARALLEL_ROWS or cpus == 1:
+        return [slice(0, rows)]
+    bounds = np.linspace(0, rows, cpus + 1).astype(int)
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _joined(parts: list, per_row: bool):
+    """One output of the slices' calls: rows concatenated (a tuple of them element by
+    element), or the first slice's where it is a scratch row, not one per row."""
+    if isinstance(parts[0], tuple):
+        return tuple(_joined(list(p), per_row) for p in zip(*parts))
+    return np.concatenate(parts) if per_row else parts[0]
+
+
+@functools.cache
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=_cpus(), thread_name_prefix="autoplace-batch")
 
 
 def _limits(space: SearchSpace, io: float) -> tuple:

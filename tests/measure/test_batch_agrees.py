@@ -123,3 +123,24 @@ def test_the_sweep_orders_items_the_same_by_insertion_or_by_merging_runs(monkeyp
         for field in ("latency", "busy", "copy_bytes", "peak", "weights", "no_route"):
             np.testing.assert_array_equal(getattr(out, field), getattr(outs[0], field))
     assert outs[0].peak.max() > 0
+
+
+@pytest.mark.parametrize("per_unit,finish", [(True, True), (False, False)])
+def test_a_batch_in_slices_over_the_cpus_is_one_calls_batch(monkeypatch, per_unit, finish):
+    """From PARALLEL_ROWS rows a batch runs in a slice per CPU, in threads: every output
+    array equals the one call's, row for row (3 CPUs: slices of unequal rows)."""
+    from autoplace.measure import batch
+
+    space = SearchSpace(load_graph("inception_v1"), load_profile("soc"))
+    choice, mode = space.random_genomes(batch.PARALLEL_ROWS + 5, np.random.default_rng(3))
+    monkeypatch.setattr(batch, "_cpus", lambda: 1)
+    one = simulate_batch(space, choice, mode, per_unit=per_unit, finish=finish)
+    monkeypatch.setattr(batch, "_cpus", lambda: 3)
+    monkeypatch.setattr(batch, "_pool", lambda: __import__("concurrent.futures").futures
+                        .ThreadPoolExecutor(max_workers=3))
+    assert len(batch._slices(len(choice))) == 3
+    sliced = simulate_batch(space, choice, mode, per_unit=per_unit, finish=finish)
+    for field in dataclasses.fields(one):
+        a, b = getattr(one, field.name), getattr(sliced, field.name)
+        assert (a is None) == (b is None), field.name
+        assert a is None or np.array_equal(a, b), field.name
