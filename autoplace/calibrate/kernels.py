@@ -130,10 +130,13 @@ def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
 
 
 def time_model(mod, graph: OpGraph, profile: Profile, unit: str, session: Session,
-               workdir: Path, settings: TimeSettings, seed: int = 0) -> float:
-    """Latency of the whole model built with every op on ``unit`` (fastest repeat)."""
+               workdir: Path, settings: TimeSettings, seed: int = 0,
+               kernels: KernelDatabase | None = None) -> float:
+    """Latency of the whole model built with every op on ``unit`` (fastest repeat), its
+    kernels scheduled by ``kernels`` where it has them."""
     placement = _uniform(SearchSpace(graph, profile), unit, graph)
-    lib = session.load(build(mod, placement, profile, graph=graph).executable, workdir,
+    built = build(mod, placement, profile, graph=graph, kernels=kernels)
+    lib = session.load(built.executable, workdir,
                        f"model-{graph.name}")
     loaded = Loaded(lib, device=session.device)
     return min(loaded.time(loaded.inputs(random_inputs(loaded.meta, seed)), settings))
@@ -160,7 +163,7 @@ def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Sess
                                      kernels=kernels)
                 times = [funcs[op.func or op.name] for op in graph.ops]
                 whole[name] = time_model(mod, graph, profile, unit, session, Path(tmp),
-                                         settings)
+                                         settings, kernels=kernels)
             timed += [KernelTime(model=name, op=op.name, func=op.func or op.name,
                                  kind=op.kind, flops=op.flops,
                                  nbytes=op.bytes_read + op.output_bytes, seconds=t)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
-from autoplace.deploy.schedule import default_schedule
+from autoplace.deploy.kernel_db import KernelDatabase, scheduled
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
@@ -117,8 +117,9 @@ class _KernelPlacer(relax.PyExprMutator):
     """Rewrites each ``call_tir`` onto its op's VDevice, copying arguments that live elsewhere."""
 
     def __init__(self, mod, graph: OpGraph, placement: Placement, plan: DevicePlan,
-                 producers: dict):
+                 producers: dict, kernels: KernelDatabase | None = None):
         super().__init__(mod)
+        self.kernels = kernels
         self.mod_, self.graph, self.placement, self.plan = mod, graph, placement, plan
         self.producers = producers
         self.k = 0  # index of the next call_tir (op)
@@ -153,12 +154,13 @@ class _KernelPlacer(relax.PyExprMutator):
 
     def _func(self, gv, k: int, vd) -> object:
         """The PrimFunc ``gv`` with the target of op ``k`` (one clone per target), scheduled
-        for it (:func:`autoplace.deploy.schedule.default_schedule`)."""
+        for it as every build schedules it (:func:`autoplace.deploy.kernel_db.scheduled`:
+        the kernel database's best record, else the default schedule)."""
         key = (gv.name_hint, self.plan.op_target[k])
         if key not in self.funcs:
             n = sum(1 for f, _ in self.funcs if f == gv.name_hint)
             pf = self.mod_[gv]
-            pf = default_schedule(pf, vd.target).with_attr("target", vd.target)
+            pf = scheduled(pf, vd.target, self.kernels).with_attr("target", vd.target)
             self.funcs[key] = self.builder_.add_func(pf, f"{gv.name_hint}_t{n}")
         return self.funcs[key]
 
@@ -259,7 +261,8 @@ def _placed_main(func: relax.Function, placer: _KernelPlacer, vd0) -> relax.Func
 
 
 def apply(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
-          graph: OpGraph | None = None, memory_scopes: str = "global") -> tvm.IRModule:
+          graph: OpGraph | None = None, memory_scopes: str = "global",
+          kernels: KernelDatabase | None = None) -> tvm.IRModule:
     """``mod`` (the fused module the op graph was made from) placed as ``placement`` says.
 
     Returns the module after RealizeVDevice: kernels on VDevices, ``to_vdevice`` copies,
@@ -267,6 +270,8 @@ def apply(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
     weights are resident out of the default scope, :data:`LOAD_FUNC` placing them. With
     ``memory_scopes="global"`` (the default) every VDevice has memory scope ``"global"`` so
     the module runs on a CPU; ``"profile"`` uses the profile's scope names (docs/build.md).
+    Each kernel is scheduled by ``kernels`` (a MetaSchedule database) where it has a record
+    for the kernel's target, else by the default schedule.
     """
     if graph is None:
         from autoplace.frontend.relax import op_graph
@@ -275,7 +280,7 @@ def apply(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
     check_placement(graph, placement, profile)
     plan = plan_devices(graph, placement, profile, memory_scopes)
     func = mod["main"]
-    placer = _KernelPlacer(mod, graph, placement, plan, _producers(func))
+    placer = _KernelPlacer(mod, graph, placement, plan, _producers(func), kernels)
     main = _placed_main(func, placer, plan.vdevices[0])
     if placer.k != len(graph.ops):
         raise BuildError(f"module does not match graph {graph.name!r}: {placer.k} kernels, "

@@ -28,10 +28,14 @@ from autoplace.space import Placement
 _WORKER: dict = {}
 
 
-def _init_worker(directory: str, graph: dict, profile: Profile, memory_scopes: str) -> None:
+def _init_worker(directory: str, graph: dict, profile: Profile, memory_scopes: str,
+                 kernels: str | None = None) -> None:
     warnings.simplefilter("ignore")  # the parent process has said it once already
+    from autoplace.deploy.kernel_db import KernelDatabase
+
     _WORKER.update(mod=portable.load(directory), graph=OpGraph.from_dict(graph),
-                   profile=profile, memory_scopes=memory_scopes)
+                   profile=profile, memory_scopes=memory_scopes,
+                   kernels=KernelDatabase(kernels) if kernels else None)
 
 
 def first_line(exc: BaseException) -> str:
@@ -45,7 +49,8 @@ def _build_task(placement_json: str, out_path: str) -> dict:
     t0 = time.perf_counter()
     try:
         placed = apply(_WORKER["mod"], Placement.from_json(placement_json), _WORKER["profile"],
-                       graph=_WORKER["graph"], memory_scopes=_WORKER["memory_scopes"])
+                       graph=_WORKER["graph"], memory_scopes=_WORKER["memory_scopes"],
+                       kernels=_WORKER["kernels"])
         compile_placed(placed).export_library(out_path)
     except Exception as exc:  # noqa: BLE001 - any build failure is a result
         return {"error": first_line(exc)}
@@ -66,11 +71,13 @@ class Artifact:
 
 
 class BuildPool:
-    """Builds placements of ``mod`` into libraries under ``workdir`` with ``workers`` processes."""
+    """Builds placements of ``mod`` into libraries under ``workdir`` with ``workers`` processes,
+    each kernel scheduled by the database in directory ``kernels`` (else the default
+    schedule)."""
 
     def __init__(self, mod: tvm.IRModule, graph: OpGraph, profile: Profile, workdir: str | Path,
                  *, workers: int = 2, timeout: float | None = None,
-                 memory_scopes: str = "global"):
+                 memory_scopes: str = "global", kernels: str | Path | None = None):
         if workers < 1:
             raise ValueError(f"workers >= 1 must hold, got workers={workers}")
         self.workdir = Path(workdir)
@@ -78,7 +85,8 @@ class BuildPool:
         self._count = 0
         self._pool = PopenPoolExecutor(
             max_workers=workers, timeout=timeout, initializer=_init_worker,
-            initargs=(str(saved), graph.to_dict(), profile, memory_scopes))
+            initargs=(str(saved), graph.to_dict(), profile, memory_scopes,
+                      str(kernels) if kernels else None))
 
     def build(self, placements: Sequence[Placement]) -> list[Artifact]:
         """Build each placement (in parallel); same order and length as the input."""

@@ -37,9 +37,12 @@ class Built:
 
 
 def build(mod: tvm.IRModule, placement: Placement, profile: Profile, *,
-          graph: OpGraph | None = None, memory_scopes: str = "global") -> Built:
-    """:func:`apply` then compile (TVM's pipeline without StaticPlanBlockMemory)."""
-    placed = apply(mod, placement, profile, graph=graph, memory_scopes=memory_scopes)
+          graph: OpGraph | None = None, memory_scopes: str = "global",
+          kernels=None) -> Built:
+    """:func:`apply` then compile (TVM's pipeline without StaticPlanBlockMemory); ``kernels``:
+    a :class:`~autoplace.deploy.kernel_db.KernelDatabase` scheduling the kernels."""
+    placed = apply(mod, placement, profile, graph=graph, memory_scopes=memory_scopes,
+                   kernels=kernels)
     return Built(placement=placement, module=placed, executable=compile_placed(placed))
 
 

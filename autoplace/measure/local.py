@@ -127,7 +127,8 @@ class BuildingMeasurer(Measurer):
 
     def __init__(self, mod, graph: OpGraph, profile: Profile, *, space: SearchSpace | None,
                  build_workers: int, build_timeout: float | None, check_capacity: bool,
-                 workdir: str | Path | None, memory_scopes: str = "global"):
+                 workdir: str | Path | None, memory_scopes: str = "global",
+                 kernels: KernelDatabase | None = None):
         self.graph, self.profile = graph, profile
         self.space = space or SearchSpace(graph, profile)
         self.precheck = Prechecker(graph, profile, self.space, check_capacity=check_capacity)
@@ -139,7 +140,8 @@ class BuildingMeasurer(Measurer):
         self._tmp = None if workdir else tempfile.mkdtemp(prefix="autoplace-")
         self.workdir = Path(workdir or self._tmp)
         self.pool = BuildPool(mod, graph, profile, self.workdir, workers=build_workers,
-                              timeout=build_timeout, memory_scopes=memory_scopes
+                              timeout=build_timeout, memory_scopes=memory_scopes,
+                              kernels=kernels.directory if kernels is not None else None
                               ) if mod is not None else None
 
     def _build(self, batch: Batch) -> dict[str, Artifact]:

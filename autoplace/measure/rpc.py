@@ -146,7 +146,7 @@ class RPCMeasurer(BuildingMeasurer):
         super().__init__(mod if mode == "run" else None, graph, profile, space=space,
                          build_workers=build_workers, build_timeout=build_timeout,
                          check_capacity=check_capacity and mode != "simulate",
-                         workdir=workdir, memory_scopes=memory_scopes)
+                         workdir=workdir, memory_scopes=memory_scopes, kernels=kernels)
         self.sessions = self._job(mod, cache_dir, cross_compiler, kernels) \
             if mode == "runtime" else None
 

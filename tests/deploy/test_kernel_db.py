@@ -120,6 +120,43 @@ def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, tmp_path):
     np.testing.assert_allclose(out[0], conv_reference(x), rtol=1e-4, atol=1e-6)
 
 
+def test_the_vm_build_and_its_build_pool_use_the_database(tuned, tmp_path):
+    """The Relax VM path (``vm_build.build``, the build pool of the VM measurers,
+    calibrate's whole-model timing on a board) schedules each kernel as the runtime's
+    libraries do: the database's best record for the unit's target, else the default."""
+    from autoplace.deploy.pool import BuildPool
+    from autoplace.deploy.run import Loaded
+    from autoplace.deploy.vm_build import build
+
+    _, _, db_dir, _, mod, graph = tuned
+    db, profile = KernelDatabase(db_dir), load_profile("host")
+    conv = _conv(_tasks(mod, graph))
+    placement = SearchSpace(graph, profile).uniform("core0")
+    with_db = build(mod, placement, profile, graph=graph, kernels=db)
+    plain = build(mod, placement, profile, graph=graph)
+
+    def conv_kernel(built):
+        (pf,) = [f for gv, f in built.module.functions.items()
+                 if gv.name_hint.startswith(conv.func + "_t")]
+        return pf.without_attr("target")
+
+    want = db.schedule(conv.prim_func, conv.target)
+    assert tvm_ffi.structural_equal(conv_kernel(with_db), want.without_attr("target")
+                                    if "target" in (want.attrs or {}) else want)
+    assert not tvm_ffi.structural_equal(conv_kernel(plain), conv_kernel(with_db))
+    x = np.random.default_rng(4).normal(size=SHAPES["data"]).astype(np.float32)
+    loaded = with_db.load()
+    np.testing.assert_allclose(loaded.run(loaded.inputs([x]))[0], conv_reference(x),
+                               rtol=1e-4, atol=1e-6)
+    pool = BuildPool(mod, graph, profile, tmp_path, workers=1, kernels=db_dir)
+    (art,) = pool.build([placement])
+    pool.close()
+    assert art.ok, art.error
+    lib = Loaded(tvm.runtime.load_module(art.path))
+    np.testing.assert_allclose(lib.run(lib.inputs([x]))[0], conv_reference(x),
+                               rtol=1e-4, atol=1e-6)
+
+
 def test_bad_databases_and_units_are_one_line(tuned, tmp_path):
     _, model, db_dir, _, _, _ = tuned
     log = tmp_path / "t.jsonl"
