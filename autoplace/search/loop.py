@@ -352,16 +352,19 @@ class Tuner:
         return left
 
 
-def tune(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig, *,
-         strategy: SearchStrategy | None = None) -> TuneResult:
+def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
+         config: TuneConfig, *, strategy: SearchStrategy | None = None) -> TuneResult:
     """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged,
     after making the best a one-op local optimum (:meth:`Tuner.finish`; Ctrl-C again stops
     at once).
 
-    ``strategy``: a :class:`SearchStrategy` of ``space`` that proposes the search's
-    candidates (logged with its labels); without it, the one ``config.sampler`` names,
-    built with the config's cost model. ValueError if both are given (a ``config`` that
-    sets its sampler or how to build one, beside a ``strategy``).
+    ``space``: placements (:class:`~autoplace.space.SearchSpace`) or a mesh's pipeline plans
+    (:class:`~autoplace.pipeline.plan_space.PlanSpace`, tuned for throughput without
+    descent: :func:`autoplace.search.mesh.tune_mesh`). ``strategy``: a
+    :class:`SearchStrategy` of ``space`` that proposes the search's candidates (logged
+    with its labels); without it, the one ``config.sampler`` names (in a plan space, the
+    pipeline moves), built with the config's cost model. ValueError if both are given (a
+    ``config`` that sets its sampler or how to build one, beside a ``strategy``).
     """
     from tqdm import tqdm
 
@@ -405,7 +408,7 @@ def tune(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneCon
                    polished=polished)
 
 
-def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
+def _tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
            warm, given: SearchStrategy | None = None) -> Tuner:
     """The job's tuner, with what it measured before taken in (``resume``, a worker);
     its strategy the ``given`` one, else the one ``config.sampler`` names."""
@@ -427,8 +430,9 @@ def _tuner(space: SearchSpace, measurer: Measurer, log: TuningLog, config: TuneC
         shared = SharedStudy(study, storage, grace_s=config.grace_s, worker=worker,
                              log=log.path, recover=store.logged_attrs)
         shared.reclaim()
+    named = given is not None or isinstance(space, PlanSpace)  # (not config.sampler's)
     tuner = Tuner(space, measurer, store, strategy, config, shared,
-                  name=type(given).__name__ if given is not None else None)
+                  name=type(strategy).__name__ if named else None)
     tuner.replay()
     return tuner
 
