@@ -84,7 +84,9 @@ class PipelineRunner:
             raise ValueError(f"depth >= 1 must hold, got depth={depth}")
         self.vms = [relax.VirtualMachine(lib, tvm.cpu()) for lib in libs]
         self.metas = [_meta_of(vm) for vm in self.vms]
-        if [m["stage"] for m in self.metas] != list(range(len(libs))) or not libs:
+        if not libs:
+            raise BuildError("a pipeline needs at least one stage library, got none")
+        if [m["stage"] for m in self.metas] != list(range(len(libs))):
             raise BuildError(f"stage libraries out of order: stages "
                              f"{[m['stage'] for m in self.metas]}")
         self.depth, self.carry = depth, carried(self.metas)

@@ -164,6 +164,10 @@ def test_libraries_written_and_loaded_back(tmp_path):
     np.testing.assert_allclose(out.outputs[0][0], ref.outputs[0], rtol=1e-5, atol=1e-6)
     with pytest.raises(BuildError, match="not a stage library"):
         PipelineRunner([compile_unplaced(ref.mod)])
+    with pytest.raises(BuildError, match="at least one stage library, got none"):
+        PipelineRunner([])
+    with pytest.raises(BuildError, match=r"out of order: stages \[1, 0\]"):
+        PipelineRunner(libs[::-1])
     bad = tmp_path / "bad"  # not the loaded file: overwriting a loaded library crashes
     bad.mkdir()
     (bad / "stage0.so").write_text("garbage")
