@@ -2,15 +2,17 @@
 
 Python raises a Ctrl-C's KeyboardInterrupt wherever the main thread is; raised inside a
 finalizer (``__del__``: an XGBoost booster freed by the garbage collector) it is printed as
-"Exception ignored in ..." and lost, and the job runs on, deaf to it. :class:`CtrlC`
-records every Ctrl-C; the loop calls :meth:`CtrlC.check` between rounds, which raises one
-that was recorded and not seen since. :func:`from_ctrl_c` tells a Ctrl-C that a numba
+"Exception ignored in ..." with a traceback and lost, and the job runs on, deaf to it.
+:class:`CtrlC` records every Ctrl-C (and keeps a finalizer's from being printed); the loop
+calls :meth:`CtrlC.check` between rounds, which raises one that was recorded and not seen
+since. :func:`from_ctrl_c` tells a Ctrl-C that a numba
 kernel wrapped in a SystemError.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 
@@ -20,18 +22,28 @@ class CtrlC:
 
     def __init__(self):
         self.pending = False
-        self._previous = None
+        self._previous = self._hook = None
 
     def __enter__(self) -> CtrlC:
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._previous = signal.signal(signal.SIGINT, self._interrupted)
+            self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+            sys.unraisablehook = self._hook
+            self._previous = self._hook = None
+
+    def _unraisable(self, unraisable) -> None:
+        """A Ctrl-C raised in a finalizer is recorded (:meth:`check` raises it), not
+        printed; anything else goes to the hook there was."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.pending = True
+            return
+        self._hook(unraisable)
 
     def _interrupted(self, signum, frame):
         self.pending = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import pytest
 
@@ -20,14 +21,31 @@ class Finalized:
             pass
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_ctrl_c_a_finalizer_swallowed_is_raised_at_the_next_check():
+def test_a_ctrl_c_a_finalizer_swallowed_is_raised_at_the_next_check(monkeypatch):
+    printed = []  # what Python would print as "Exception ignored in ..." with a traceback
+    monkeypatch.setattr(sys, "unraisablehook", printed.append)
+    hook = sys.unraisablehook
     with CtrlC() as ctrl_c:
         obj = Finalized()
-        del obj  # its KeyboardInterrupt is "ignored": nothing raised here
+        del obj  # its KeyboardInterrupt is "ignored": nothing raised here, nothing printed
         with pytest.raises(KeyboardInterrupt):
             ctrl_c.check()
         ctrl_c.check()  # raised once
+    assert sys.unraisablehook is hook and printed == []
+
+
+def test_other_finalizer_errors_still_reach_the_hook_there_was(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+
+    class Failing:
+        def __del__(self):
+            raise ValueError("a finalizer's own error")
+
+    with CtrlC():
+        obj = Failing()
+        del obj
+    assert [type(u.exc_value) for u in seen] == [ValueError]
 
 
 def test_a_ctrl_c_caught_is_not_raised_again_and_the_handler_is_put_back():
