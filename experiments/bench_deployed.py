@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_schedules import ort_time
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("squeezenet", "resnet50", "inception_v1", "densenet121")
@@ -60,7 +61,7 @@ def case(model: str, threads: int, dbs: dict[str, str]) -> dict:
     shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
     x = np.random.default_rng(0).random(shape).astype(np.float32)
     expected = session.run(None, {feed_name: x})[0]
-    timers = {"onnxruntime": lambda: ort_seconds(session, {feed_name: x})}
+    timers = {"onnxruntime": lambda: ort_time(session, {feed_name: x}, REPEAT)}
     with tempfile.TemporaryDirectory() as cache:
         timers["tvm default"] = vm_timer(mod, profile, threads, x, expected)
         runtimes = []
@@ -87,15 +88,6 @@ def onnx_session(model: str, threads: int):
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     return ort.InferenceSession(str(bundled_onnx_path(model)), so,
                                 providers=["CPUExecutionProvider"])
-
-
-def ort_seconds(session, feed) -> float:
-    times = []
-    for _ in range(REPEAT):
-        t0 = time.perf_counter()
-        session.run(None, feed)
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def vm_timer(mod, profile, threads: int, x, expected):

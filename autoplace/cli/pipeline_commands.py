@@ -73,17 +73,13 @@ def planned(model: str, hw: str, input_shapes=None, *, pes: int | None = None,
     pipeline log ``log``."""
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
-    from autoplace.pipeline import MeshMachine, StageCosts, best_pipelines
-    from autoplace.pipeline.machine import MAX_SPLIT
+    from autoplace.pipeline import best_pipelines
     from autoplace.pipeline.plan_space import PlanSpace
+    from autoplace.search.mesh import mesh_costs
 
     graph, profile = load_graph(model, input_shapes), load_profile(hw)
-    machine = MeshMachine.of(profile, max_split=max_split or MAX_SPLIT)
-    pes = pes or machine.size
-    if pes > machine.size:
-        raise ValueError(f"--pes {pes}: the mesh of {hw} has {machine.size} PEs")
     t0 = time.perf_counter()
-    costs = StageCosts(graph, machine)
+    costs, pes = mesh_costs(graph, profile, pes=pes, max_split=max_split)
     starts = [_given_plan(costs, profile, plan, log)] if plan or log else \
         best_pipelines(costs, pes)
     if not starts:

@@ -32,15 +32,22 @@ def plan_space(graph: OpGraph, profile: Profile, *, pes: int | None = None,
     split ``max_split`` ways at most (default 64), searched from ``starts`` (default: the
     dynamic program's plans). ValueError if the profile has no mesh, ``pes`` is more than it
     has, or no plan fits."""
-    machine = MeshMachine.of(profile, max_split=max_split or MAX_SPLIT)
-    pes = pes or machine.size
-    if pes > machine.size:
-        raise ValueError(f"pes {pes}: the mesh of {profile.name} has {machine.size} PEs")
-    costs = StageCosts(graph, machine)
+    costs, pes = mesh_costs(graph, profile, pes=pes, max_split=max_split)
     starts = best_pipelines(costs, pes) if starts is None else starts
     if not starts:
         raise ValueError(f"{graph.name} does not fit {pes} PEs of {profile.name}")
     return PlanSpace(costs, profile, pes, starts)
+
+
+def mesh_costs(graph: OpGraph, profile: Profile, *, pes: int | None = None,
+               max_split: int | None = None) -> tuple[StageCosts, int]:
+    """(the stage model of ``graph`` on ``profile``'s mesh, the PEs to use: ``pes`` or all);
+    ValueError if the profile has no mesh or ``pes`` is more than it has."""
+    machine = MeshMachine.of(profile, max_split=max_split or MAX_SPLIT)
+    pes = pes or machine.size
+    if pes > machine.size:
+        raise ValueError(f"--pes {pes}: the mesh of {profile.name} has {machine.size} PEs")
+    return StageCosts(graph, machine), pes
 
 
 def mesh_config(**settings) -> TuneConfig:
