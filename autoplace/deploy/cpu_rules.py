@@ -75,10 +75,17 @@ def cpu_schedule(func: tirx.PrimFunc, target: tvm.target.Target, parallel: bool)
     """``func`` scheduled by the rules above for ``target`` (outer loops parallel iff
     ``parallel``); ``func`` with only its outer loops parallel (or as it was) when the
     kernel has a shape the rules do not know."""
+    return cpu_schedule_traced(func, target, parallel).mod["main"]
+
+
+def cpu_schedule_traced(func: tirx.PrimFunc, target: tvm.target.Target,
+                        parallel: bool) -> s_tir.Schedule:
+    """The schedule :func:`cpu_schedule` makes, with its trace (the steps TVM took, which
+    MetaSchedule's database keeps and replays: ``autoplace tune-kernels`` records it)."""
     sch = s_tir.Schedule(func, error_render_level="none")
     infos = normalize_prim_func(sch)
     if infos is None:
-        return parallel_outer(func) if parallel else func
+        return _parallel_outer(sch) if parallel else sch
     bits = vector_bits(target)
     names = [info.name for info in infos]
     for name in names:
@@ -86,7 +93,7 @@ def cpu_schedule(func: tirx.PrimFunc, target: tvm.target.Target, parallel: bool)
     for name in names:
         if _exists(sch, name):
             sch = _schedule_block(sch, name, bits, parallel)
-    return sch.mod["main"]
+    return sch
 
 
 def _schedule_block(sch: s_tir.Schedule, name: str, bits: int, parallel: bool):
@@ -389,11 +396,14 @@ def parallel_outer(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with the leading spatial loops of each root loop nest fused and parallel
     (the schedule of a kernel the rules cannot tile, and the first step of every CPU
     schedule: MetaSchedule's ``ParallelizeVectorizeUnroll``, dlight's CPU rules)."""
-    sch = s_tir.Schedule(func, error_render_level="none")
+    return _parallel_outer(s_tir.Schedule(func, error_render_level="none")).mod["main"]
+
+
+def _parallel_outer(sch: s_tir.Schedule) -> s_tir.Schedule:
     try:
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
     except _REFUSED:  # no root block
-        return func
+        return sch
     for block in blocks:
         sch = _attempt(sch, _parallel_nest, sch.get(block).name_hint)
-    return sch.mod["main"]
+    return sch

@@ -7,10 +7,13 @@ structure alone, whatever target a record was tuned for, so two units' records m
 share a database. Each sub-directory also holds ``target.json``, the target it is for.
 
 A kernel is looked up as MetaSchedule tunes it: the PrimFunc alone, named ``main``
-(:func:`workload`). :meth:`KernelDatabase.schedule` gives the best record's schedule, or
-None when the kernel was never tuned for the target (the build then uses
-:func:`autoplace.deploy.schedule.default_schedule`); :meth:`KernelDatabase.tag` names the
-record a build used, so a library built from other records is not taken from the cache.
+(:func:`workload`). Besides MetaSchedule's candidates, ``tune-kernels`` records the default
+schedule of each kernel (:func:`~autoplace.deploy.schedule.default_schedule`), measured by
+the same runner: a record like the others, known by its trace. So a build takes whichever
+ran faster: :meth:`KernelDatabase.schedule` gives the fastest record's schedule, or None
+when the kernel was never tuned for the target or its default schedule is the fastest (the
+build then uses the default schedule); :meth:`KernelDatabase.tag` names what a build used,
+so a library built from other records is not taken from the cache.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import json
 from pathlib import Path
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
-from autoplace.deploy.schedule import default_schedule
+from autoplace.deploy.schedule import default_schedule, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key
 
 #: what a build records for a kernel the database has no record of
@@ -60,6 +64,8 @@ class KernelDatabase:
             raise BuildError(f"kernel database {self.directory}: no such directory (tune "
                              "kernels into it with `autoplace tune-kernels`)")
         self._dbs: dict[str, object] = self._open_all()
+        #: the default schedule's trace per (kernel, target), as text
+        self._defaults: dict[tuple[int, str], str | None] = {}
 
     def _open_all(self) -> dict[str, object]:
         """Every target's database in the directory, read now: a corrupt one is refused
@@ -86,7 +92,8 @@ class KernelDatabase:
         return self._dbs[name]
 
     def records(self, func: tirx.PrimFunc, target: tvm.target.Target) -> list:
-        """The records of ``func`` on ``target`` that ran, fastest first."""
+        """The records of ``func`` on ``target`` that ran, fastest first (the default
+        schedule's among them when it was measured)."""
         db = self.database(target)
         mod = workload(func)
         if db is None or not db.has_workload(mod):
@@ -94,13 +101,17 @@ class KernelDatabase:
         return list(db.get_top_k(db.commit_workload(mod), 1 << 30))
 
     def trials(self, func: tirx.PrimFunc, target: tvm.target.Target) -> int:
-        """How many measured candidates of ``func`` on ``target`` the database records."""
-        db = self.database(target)
-        mod = workload(func)
-        if db is None or not db.has_workload(mod):
-            return 0
-        wl = db.commit_workload(mod)
-        return sum(1 for r in db.get_all_tuning_records() if r.workload.same_as(wl))
+        """How many of MetaSchedule's candidates of ``func`` on ``target`` the database
+        records (the default schedule's record is not one)."""
+        return sum(1 for r in self._all(func, target) if not self.is_default(r, func, target))
+
+    def has_default(self, func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
+        """Whether the default schedule of ``func`` on ``target`` was measured."""
+        return any(self.is_default(r, func, target) for r in self._all(func, target))
+
+    def is_default(self, record, func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
+        """Whether ``record`` (of ``func`` on ``target``) is the default schedule's."""
+        return _trace_text(record.trace) == self._default_text(func, target)
 
     def best_seconds(self, func: tirx.PrimFunc, target: tvm.target.Target) -> float | None:
         """The best measured time of ``func`` on ``target`` (mean of its runs), or None."""
@@ -108,21 +119,38 @@ class KernelDatabase:
         return _seconds(best[0]) if best else None
 
     def schedule(self, func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc | None:
-        """``func`` as the best record of ``target`` schedules it, or None (never tuned)."""
-        db = self.database(target)
-        if db is None or not db.has_workload(workload(func)):
+        """``func`` as the fastest record of ``target`` schedules it, or None (never tuned,
+        or the default schedule ran fastest)."""
+        best = self.records(func, target)[:1]
+        if not best or self.is_default(best[0], func, target):
             return None
-        sch = db.query_schedule(workload(func), target, workload_name="main")
+        sch = self.database(target).query_schedule(workload(func), target,
+                                                   workload_name="main")
         return None if sch is None else sch.mod["main"].without_attr("global_symbol")
 
     def tag(self, func: tirx.PrimFunc, target: tvm.target.Target) -> str:
         """A name of the record a build of ``func`` for ``target`` uses (:data:`UNTUNED`
-        when there is none)."""
+        when it uses the default schedule)."""
         best = self.records(func, target)[:1]
-        if not best:
+        if not best or self.is_default(best[0], func, target):
             return UNTUNED
-        text = json.dumps(best[0].trace.as_json(), default=str)
-        return "tuned-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        return "tuned-" + hashlib.sha256(_trace_text(best[0].trace).encode()).hexdigest()[:16]
+
+    def _all(self, func: tirx.PrimFunc, target: tvm.target.Target) -> list:
+        """Every record of ``func`` on ``target``, failed runs too."""
+        db = self.database(target)
+        mod = workload(func)
+        if db is None or not db.has_workload(mod):
+            return []
+        wl = db.commit_workload(mod)
+        return [r for r in db.get_all_tuning_records() if r.workload.same_as(wl)]
+
+    def _default_text(self, func: tirx.PrimFunc, target: tvm.target.Target) -> str | None:
+        key = (tvm_ffi.structural_hash(workload(func)), target_key(target))
+        if key not in self._defaults:
+            sch = traced_default_schedule(workload(func)["main"], target)
+            self._defaults[key] = None if sch is None else _trace_text(sch.trace)
+        return self._defaults[key]
 
 
 def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
@@ -162,6 +190,10 @@ def _drop_torn_tail(path: Path) -> None:
     if data and not data.endswith(b"\n"):
         with path.open("r+b") as f:
             f.truncate(data.rfind(b"\n") + 1)
+
+
+def _trace_text(trace) -> str:
+    return json.dumps(trace.as_json(), default=str)
 
 
 def _seconds(record) -> float:

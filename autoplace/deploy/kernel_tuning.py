@@ -7,6 +7,13 @@ for a budget of trials per kernel. Records go into a :class:`KernelDatabase` as 
 measures them, so a job stopped at any point keeps what it measured, and a job run again
 tunes each kernel only for the trials its budget still has (a kernel at its budget is
 skipped). Units sharing a target share their kernels' records.
+
+Each kernel's default schedule is measured too, once, by the same builder and runner, and
+recorded beside MetaSchedule's candidates (not counted in the budget): a build then takes
+whichever ran faster. The local runner runs a kernel as the unit's worker does: on a TVM
+pool of the target's ``num-cores`` threads, pinned to the unit's ``cpus`` when it names
+them (TVM's own default pool on x86 has half the logical CPUs: one thread on a 2-vCPU
+machine, which would tune a two-core unit's kernels for one core).
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import tvm_ffi
 from tvm import tirx
 
 from autoplace.deploy.kernel_db import KernelDatabase, workload
+from autoplace.deploy.schedule import cores, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
+from autoplace.runtime.workers import pool_setup
 
 #: MetaSchedule measures this many candidates per round (fewer when the budget is smaller)
 TRIALS_PER_ROUND = 16
@@ -58,6 +67,7 @@ class KernelTask:
     target: tvm.target.Target
     units: tuple[str, ...]
     ops: int  # how many ops of the model call it
+    cpus: tuple[int, ...] = ()  # the first unit's pinned CPUs (none: not pinned)
 
 
 def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profile,
@@ -72,14 +82,15 @@ def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profi
         per_target.setdefault(target_key(target), (target, []))[1].append(name)
     tasks = []
     for target, on in per_target.values():
-        tasks += _target_tasks(funcs, graph, profile, target, tuple(on))
+        tasks += _target_tasks(funcs, graph, profile, target, tuple(on),
+                               profile.unit(on[0]).cpus)
     if not tasks:
         raise BuildError(f"no kernel to tune: units {', '.join(names)} accept none of "
                          f"{graph.name}'s ops")
     return tasks
 
 
-def _target_tasks(funcs, graph, profile, target, units) -> list[KernelTask]:
+def _target_tasks(funcs, graph, profile, target, units, cpus) -> list[KernelTask]:
     seen: dict[int, int] = {}  # structural hash -> index in tasks
     tasks: list[KernelTask] = []
     for op in graph.ops:
@@ -89,33 +100,41 @@ def _target_tasks(funcs, graph, profile, target, units) -> list[KernelTask]:
         h = tvm_ffi.structural_hash(workload(funcs[func]))
         if h in seen:
             t = tasks[seen[h]]
-            tasks[seen[h]] = KernelTask(t.func, t.prim_func, t.target, t.units, t.ops + 1)
+            tasks[seen[h]] = KernelTask(t.func, t.prim_func, t.target, t.units, t.ops + 1,
+                                        t.cpus)
             continue
         seen[h] = len(tasks)
-        tasks.append(KernelTask(func, funcs[func], target, units, 1))
+        tasks.append(KernelTask(func, funcs[func], target, units, 1, tuple(cpus)))
     return tasks
 
 
 class KernelTuner:
-    """Tunes kernels into ``db`` as ``tuning`` says, with one builder, runner and XGBoost
-    cost model for every kernel of the job (MetaSchedule's cost model learns across
-    kernels, as in its own multi-task tuning)."""
+    """Tunes kernels into ``db`` as ``tuning`` says, with one builder and XGBoost cost model
+    for every kernel of the job (MetaSchedule's cost model learns across kernels, as in its
+    own multi-task tuning), and one runner per thread pool the targets need."""
 
     def __init__(self, db: KernelDatabase, tuning: KernelTuning):
         from tvm.s_tir import meta_schedule as ms
 
         self.db, self.tuning = db, tuning
-        self.builder, self.runner = _builder(tuning), _runner(tuning)
+        self.builder = _builder(tuning)
         self.cost_model = ms.cost_model.XGBModel(num_tuning_cores=_cores())
+        self._runners: dict[tuple, object] = {}
 
     def tune(self, task: KernelTask) -> int:
-        """Tune ``task`` for what is left of its budget; the trials recorded now (fewer than
-        that when MetaSchedule's search finds no new candidate: an elementwise kernel's
-        design space may be smaller than the budget)."""
+        """Tune ``task`` for what is left of its budget, then measure its default schedule
+        if it never was; the trials recorded now (fewer than that when MetaSchedule's search
+        finds no new candidate: an elementwise kernel's design space may be smaller than
+        the budget)."""
         before = self.db.trials(task.prim_func, task.target)
         left = self.tuning.trials - before
-        if left <= 0:
-            return 0
+        if left > 0:
+            self._search(task, left)
+        if not self.db.has_default(task.prim_func, task.target):
+            self._measure_default(task)
+        return self.db.trials(task.prim_func, task.target) - before
+
+    def _search(self, task: KernelTask, trials: int) -> None:
         from tvm.s_tir import meta_schedule as ms
 
         database = self.db.database(task.target, create=True)
@@ -128,24 +147,64 @@ class KernelTuner:
                                  rand_state=self.tuning.seed, num_threads=_cores(),
                                  logger=_file_logger(logs / f"{task.func}.log"))
             ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=str(logs),
-                          max_trials_global=left,
-                          num_trials_per_iter=min(TRIALS_PER_ROUND, left),
-                          builder=self.builder, runner=self.runner, database=database,
-                          cost_model=self.cost_model)
-        return self.db.trials(task.prim_func, task.target) - before
+                          max_trials_global=trials,
+                          num_trials_per_iter=min(TRIALS_PER_ROUND, trials),
+                          builder=self.builder, runner=self.runner(task),
+                          database=database, cost_model=self.cost_model)
+
+    def _measure_default(self, task: KernelTask) -> None:
+        """Build and run ``task``'s default schedule as MetaSchedule runs a candidate, and
+        record it (nothing is recorded when it fails to build or run, or on a GPU)."""
+        from tvm.s_tir import meta_schedule as ms
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.meta_schedule.builder import BuilderInput
+        from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+        mod = workload(task.prim_func)
+        sch = traced_default_schedule(mod["main"], task.target)
+        if sch is None:
+            return
+        (built,) = self.builder.build([BuilderInput(sch.mod, task.target)])
+        if built.error_msg:
+            return
+        args = ArgInfo.from_prim_func(mod["main"])
+        (future,) = self.runner(task).run([RunnerInput(built.artifact_path, "cpu", args)])
+        ran = future.result()
+        if ran.error_msg or not ran.run_secs:
+            return
+        database = self.db.database(task.target, create=True)
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, database.commit_workload(mod), ran.run_secs, task.target, args))
+
+    def runner(self, task: KernelTask):
+        """The runner of ``task``'s candidates: on a board, its RPC runner; here, a local
+        runner whose worker's TVM pool has the target's ``num-cores`` threads (pinned to the
+        unit's CPUs when it names them), as the unit's kernels run."""
+        key = (cores(task.target), task.cpus if self.tuning.tracker is None else ())
+        if key not in self._runners:
+            self._runners[key] = _runner(self.tuning, *key)
+        return self._runners[key]
 
     def tune_all(self, tasks: list[KernelTask], *,
                  progress: Callable[[str], None] = print) -> None:
         """Tune each of ``tasks`` in turn (see :meth:`tune`), saying how each ends."""
         for n, task in enumerate(tasks, start=1):
             ran = self.tune(task)
-            best = self.db.best_seconds(task.prim_func, task.target)
-            said = "no candidate ran" if best is None else f"best {best * 1e6:.1f} us"
             total = self.db.trials(task.prim_func, task.target)
             now = (f"{ran} now" if ran else "none now") + (
                 "" if total >= self.tuning.trials else ": no other candidate to try")
             progress(f"  [{n}/{len(tasks)}] {task.func} on {', '.join(task.units)} "
-                     f"({task.ops} ops): {said}, {total} trials ({now})")
+                     f"({task.ops} ops): {self._best(task)}, {total} trials ({now})")
+
+    def _best(self, task: KernelTask) -> str:
+        """What a build of ``task`` takes: the fastest record, and whose it is."""
+        best = self.db.records(task.prim_func, task.target)[:1]
+        if not best:
+            return "no candidate ran"
+        whose = ("the default schedule" if self.db.is_default(best[0], task.prim_func,
+                                                                task.target)
+                 else "MetaSchedule's")
+        return f"best {self.db.best_seconds(task.prim_func, task.target) * 1e6:.1f} us ({whose})"
 
 
 def _cores() -> int:
@@ -160,13 +219,14 @@ def _builder(tuning: KernelTuning):
     return LocalBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout)
 
 
-def _runner(tuning: KernelTuning):
+def _runner(tuning: KernelTuning, threads: int, cpus: tuple[int, ...]):
     from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner, RPCConfig, RPCRunner
 
     evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20,
                                 enable_cpu_cache_flush=False)
     if tuning.tracker is None:
-        return LocalRunner(timeout_sec=tuning.run_timeout, evaluator_config=evaluator)
+        return LocalRunner(timeout_sec=tuning.run_timeout, evaluator_config=evaluator,
+                           initializer=pool_setup(threads, cpus))
     host, _, port = tuning.tracker.rpartition(":")
     config = RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=tuning.key,
                        session_timeout_sec=int(tuning.run_timeout))

@@ -23,7 +23,7 @@ import os
 import tvm
 from tvm import tirx
 
-from autoplace.deploy.cpu_rules import cpu_schedule
+from autoplace.deploy.cpu_rules import cpu_schedule, cpu_schedule_traced
 from autoplace.hardware.profile import Profile
 
 
@@ -40,6 +40,15 @@ def default_schedule(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.Pri
     if "gpu" in target.keys:
         return _gpu_schedule(func, target)
     return cpu_schedule(func, target, parallel=cores(target) > 1)
+
+
+def traced_default_schedule(func: tirx.PrimFunc, target: tvm.target.Target):
+    """:func:`default_schedule` on a CPU as an ``s_tir.Schedule`` with its trace (the steps
+    TVM took, which MetaSchedule's database keeps and replays); None on a GPU, whose dlight
+    rules leave no trace."""
+    if "gpu" in target.keys:
+        return None
+    return cpu_schedule_traced(func, target, parallel=cores(target) > 1)
 
 
 def _gpu_schedule(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:

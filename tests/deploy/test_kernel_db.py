@@ -16,8 +16,15 @@ import tvm_ffi
 from factories import cli, conv_onnx, conv_reference, one_line_error
 from tvm.rpc.tracker import Tracker
 
-from autoplace.deploy.kernel_db import RECORDS, KernelDatabase, scheduled, target_dir_name
-from autoplace.deploy.kernel_tuning import kernel_tasks
+from autoplace.deploy.kernel_db import (
+    RECORDS,
+    UNTUNED,
+    KernelDatabase,
+    scheduled,
+    target_dir_name,
+    workload,
+)
+from autoplace.deploy.kernel_tuning import KernelTuner, KernelTuning, kernel_tasks
 from autoplace.deploy.schedule import default_schedule
 from autoplace.deploy.targets import target_key, unit_target
 from autoplace.hardware.load import load_profile
@@ -54,6 +61,27 @@ def tuned(tmp_path_factory, worker_id):
     return tmp, model, db, out.read_text(), mod, graph
 
 
+@pytest.fixture(scope="module")
+def metaschedule_only(tuned, tmp_path_factory):
+    """A copy of the tuned database without the default schedules' records: a database
+    MetaSchedule alone wrote (as TVM's own tuning, or autoplace before it measured
+    defaults), so its best record of each kernel is MetaSchedule's."""
+    from tvm.s_tir import meta_schedule as ms
+
+    _, _, db_dir, _, mod, graph = tuned
+    db, tasks = KernelDatabase(db_dir), _tasks(mod, graph)
+    target = tasks[0].target
+    where = tmp_path_factory.mktemp("ms-only") / "kdb"
+    copy = KernelDatabase(where, create=True).database(target, create=True)
+    for task in tasks:
+        wl = copy.commit_workload(workload(task.prim_func))
+        for r in db.records(task.prim_func, target):
+            if not db.is_default(r, task.prim_func, target):
+                copy.commit_tuning_record(ms.database.TuningRecord(
+                    r.trace, wl, r.run_secs, r.target, r.args_info))
+    return where
+
+
 def _tasks(mod, graph, units=("core0",)):
     funcs = {gv.name_hint: f for gv, f in mod.functions.items()
              if isinstance(f, tvm.tirx.PrimFunc)}
@@ -81,6 +109,54 @@ def test_each_kernel_is_tuned_for_its_units_target(tuned):
         assert db.best_seconds(task.prim_func, target) == pytest.approx(
             min(np.mean([float(x) for x in r.run_secs]) for r in db.records(task.prim_func,
                                                                            target)))
+        defaults = [r for r in db.records(task.prim_func, target)
+                    if db.is_default(r, task.prim_func, target)]
+        assert len(defaults) == 1 and len(db.records(task.prim_func, target)) == ran + 1
+        whose = "the default schedule" if db.is_default(
+            db.records(task.prim_func, target)[0], task.prim_func, target) else "MetaSchedule's"
+        assert f"({whose}), {ran} trials" in line
+
+
+def test_a_build_takes_the_faster_of_the_default_and_the_tuned_schedule(tuned):
+    """The default schedule, measured by the same runner, is a record like MetaSchedule's:
+    a build uses the fastest record of each kernel, the default schedule when it is the
+    default's (and names it as an untuned kernel, so the cache shares its library)."""
+    _, _, db_dir, _, mod, graph = tuned
+    db = KernelDatabase(db_dir)
+    for task in _tasks(mod, graph):
+        fastest = db.records(task.prim_func, task.target)[0]
+        built = scheduled(task.prim_func, task.target, db)
+        if db.is_default(fastest, task.prim_func, task.target):
+            want = default_schedule(task.prim_func, task.target)
+            assert db.tag(task.prim_func, task.target) == UNTUNED
+        else:
+            want = db.database(task.target).query_schedule(
+                workload(task.prim_func), task.target, workload_name="main").mod["main"]
+            assert db.tag(task.prim_func, task.target).startswith("tuned-")
+        assert tvm_ffi.structural_equal(built.without_attr("global_symbol"),
+                                        want.without_attr("global_symbol"))
+
+
+def test_the_runner_runs_kernels_on_the_units_thread_pool(tmp_path):
+    """MetaSchedule's local runner times a kernel on the pool the unit's worker runs it on
+    (TVM's default here is one thread: a two-core unit's kernels were tuned for one)."""
+    mod, graph = load_module("seed_te")
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc)}
+    profile = load_profile("host")
+    tuner = KernelTuner(KernelDatabase(tmp_path / "k", create=True), KernelTuning(trials=1))
+
+    def pool_of_this_thread() -> tuple[list[int], int]:  # nested: sent to the worker whole
+        import os
+
+        import tvm
+
+        return sorted(os.sched_getaffinity(0)), int(tvm.get_global_func("runtime.NumThreads")())
+
+    for unit in ("cpu", "core0"):
+        task = kernel_tasks(funcs, graph, profile, [unit])[0]
+        want = (sorted(profile.unit(unit).cpus), len(profile.unit(unit).cpus))
+        assert tuner.runner(task).pool.submit(pool_of_this_thread).result() == want
 
 
 def test_a_second_job_measures_only_what_the_budget_has_left(tuned, tmp_path):
@@ -99,9 +175,10 @@ def test_a_second_job_measures_only_what_the_budget_has_left(tuned, tmp_path):
     assert KernelDatabase(copy).trials(conv.prim_func, conv.target) == TRIALS
 
 
-def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, tmp_path):
-    _, _, db_dir, _, mod, graph = tuned
-    db, profile = KernelDatabase(db_dir), load_profile("host")
+def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, metaschedule_only,
+                                                           tmp_path):
+    _, _, _, _, mod, graph = tuned
+    db, profile = KernelDatabase(metaschedule_only), load_profile("host")
     conv = _conv(_tasks(mod, graph))
     tuned_conv = scheduled(conv.prim_func, conv.target, db)
     assert not tvm_ffi.structural_equal(tuned_conv, default_schedule(conv.prim_func,
@@ -120,7 +197,7 @@ def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, tmp_path):
     np.testing.assert_allclose(out[0], conv_reference(x), rtol=1e-4, atol=1e-6)
 
 
-def test_the_vm_build_and_its_build_pool_use_the_database(tuned, tmp_path):
+def test_the_vm_build_and_its_build_pool_use_the_database(tuned, metaschedule_only, tmp_path):
     """The Relax VM path (``vm_build.build``, the build pool of the VM measurers,
     calibrate's whole-model timing on a board) schedules each kernel as the runtime's
     libraries do: the database's best record for the unit's target, else the default."""
@@ -128,7 +205,8 @@ def test_the_vm_build_and_its_build_pool_use_the_database(tuned, tmp_path):
     from autoplace.deploy.run import Loaded
     from autoplace.deploy.vm_build import build
 
-    _, _, db_dir, _, mod, graph = tuned
+    _, _, _, _, mod, graph = tuned
+    db_dir = metaschedule_only
     db, profile = KernelDatabase(db_dir), load_profile("host")
     conv = _conv(_tasks(mod, graph))
     placement = SearchSpace(graph, profile).uniform("core0")
