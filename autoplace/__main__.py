@@ -1,5 +1,5 @@
 import sys
 
-from autoplace.cli.main import main
+from autoplace.cli.entry import main
 
 sys.exit(main())

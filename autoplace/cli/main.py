@@ -402,15 +402,52 @@ def _version() -> str:
 
 def _quiet_broken_pipe() -> int:
     """The reader went away (``autoplace best LOG | head``): stop quietly."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    _to_devnull(sys.__stdout__)
     return 0
 
 
+def _to_devnull(stream) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+class _StdoutUntilItsReaderLeaves:
+    """Standard output whose reader may go away (``tune ... | head -1``): what is printed
+    after that goes nowhere, and the command carries on (a tuning job's record is its log,
+    not its output)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _to_devnull(self._stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _to_devnull(self._stream)
+            self._stream.flush()  # what it held, to the null device
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    warnings.showwarning = _one_line_warning
-    return _run(args)
+    before = sys.stdout
+    if before is not None and hasattr(before, "fileno"):
+        sys.stdout = _StdoutUntilItsReaderLeaves(before)
+    try:
+        args = build_parser().parse_args(argv)
+        warnings.showwarning = _one_line_warning
+        return _run(args)
+    finally:
+        sys.stdout = before
 
 
 #: the longest error line printed (a value echoed back from a bad input may be megabytes)

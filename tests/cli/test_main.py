@@ -180,6 +180,41 @@ def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path):
     assert [r["trial"] for r in records] == sorted({r["trial"] for r in records})
 
 
+def test_a_ctrl_c_while_the_command_line_imports_is_one_line():
+    """The Ctrl-C lands while ``autoplace.cli.main`` is being imported (simulated by an
+    import hook raising it there): one line and exit 130, not an import traceback."""
+    code = ("import sys\n"
+            "class CtrlC:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'autoplace.cli.main':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, CtrlC())\n"
+            "from autoplace.cli.entry import main\n"
+            "sys.exit(main())\n")
+    proc = subprocess.run([sys.executable, "-c", code, "best", "x"], capture_output=True,
+                          text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (130, "autoplace: interrupted\n")
+
+
+def test_a_tuning_job_whose_reader_left_before_it_began_still_tunes(tmp_path):
+    """``tune ... | head -1`` where head has gone before the first line: the job runs to the
+    end (its log is its record), quietly, exit 0; it measures what a job with a reader
+    measures."""
+    args = ["tune", "seed_te", "--hw", "soc", "--trials", "8", "--no-progress", "--log"]
+    p = subprocess.Popen([sys.executable, "-m", "autoplace", *args, str(tmp_path / "a.jsonl")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before the command writes anything
+    assert p.wait(timeout=300) == 0
+    assert p.stderr.read() == b""
+    read_on = cli(*args, tmp_path / "b.jsonl")
+    assert read_on.returncode == 0, read_on.stderr
+    def trials(log):
+        return [(r.trial, r.strategy, r.placement.to_dict()) for r in read(log)]
+
+    mine = trials(tmp_path / "a.jsonl")
+    assert len(mine) > 8 and mine == trials(tmp_path / "b.jsonl")
+
+
 @pytest.mark.parametrize("argv", [["tune", "--help"], ["--help"]])
 def test_help(argv):
     p = cli(*argv)
