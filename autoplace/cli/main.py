@@ -300,6 +300,8 @@ def cmd_best(args) -> int:
         found = True
         if rec.pipeline is None:
             _check_units(rec, args.log)
+        else:
+            _check_stages(rec, args)
         runs = len({r.run for r in job})
         print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
               f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
@@ -336,6 +338,22 @@ def _check_units(rec, logs) -> None:
             raise CliError(f"{', '.join(logs)}: the best record (trial {rec.trial}) places op "
                            f"{op!r} on unit {unit!r}, scope {scope!r}: profile "
                            f"{profile.name} has no such {what}")
+
+
+def _check_stages(rec, args) -> None:
+    """Refuse a best pipeline record whose stages do not end at its graph's last op, where
+    the graph is at hand and is the record's (else nothing to check)."""
+    from autoplace.pipeline.plan import check_covers
+    from autoplace.pipeline.plan_space import plan_of
+
+    graph = _graph_or_none(args.model or rec.graph, args.input_shapes)
+    if graph is None or graph.fingerprint != rec.graph_fp:
+        return
+    try:
+        check_covers(plan_of(rec.pipeline), len(graph.ops))
+    except ValueError as exc:
+        raise CliError(f"{', '.join(args.log)}: the best record (trial {rec.trial}): {exc} "
+                       f"({graph.name})") from None
 
 
 def _graph_or_none(spec: str, shapes=None) -> OpGraph | None:

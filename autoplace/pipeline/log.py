@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autoplace.measure.objective import THROUGHPUT
 from autoplace.pipeline.costs import StageCosts
-from autoplace.pipeline.plan import PipelinePlan
+from autoplace.pipeline.plan import PipelinePlan, check_covers
 from autoplace.pipeline.plan_space import STATUSES, plan_of
 from autoplace.records.tuning_log import (
     Record,
@@ -86,4 +86,10 @@ def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[P
     if top is None:
         raise TrialLogError(f"{path}: no fitting pipeline trial of graph {costs.graph.name} "
                             f"({costs.graph.fingerprint}) on this mesh (hash {profile_hash})")
-    return plan_of(top.pipeline), top
+    plan = plan_of(top.pipeline)
+    try:
+        check_covers(plan, costs.n)
+    except ValueError as exc:
+        raise TrialLogError(f"{path}: the best trial ({top.trial}): {exc} "
+                            f"({costs.graph.name})") from None
+    return plan, top

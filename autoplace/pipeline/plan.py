@@ -129,10 +129,15 @@ def evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
     return figures
 
 
-def _evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
-    if plan.stages[-1].end != costs.n:
+def check_covers(plan: PipelinePlan, ops: int) -> None:
+    """ValueError unless ``plan``'s stages end at the last of a graph's ``ops`` ops."""
+    if plan.stages[-1].end != ops:
         raise ValueError(f"the plan covers ops [0, {plan.stages[-1].end}), the graph has "
-                         f"{costs.n}")
+                         f"{ops}")
+
+
+def _evaluate(plan: PipelinePlan, costs: StageCosts) -> PlanFigures:
+    check_covers(plan, costs.n)
     figures = costs.plan_stages(plan)
     shared = costs.shared_seconds(plan)
     period = max(shared, *(f["period"] for f in figures))

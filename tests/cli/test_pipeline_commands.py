@@ -139,6 +139,29 @@ def test_a_malformed_pipeline_log_is_one_line(tmp_path):
     assert log.read_text() == '{"kind": "pipeline-trial"}\n' and not p.stdout  # before planning
 
 
+def test_a_plan_past_the_graphs_last_op_is_refused_where_it_would_be_the_best(tmp_path):
+    """A record whose last stage ends past the graph's 41 ops, and which is the best by
+    latency and by throughput: ``best`` and ``compile`` say so in one line (``best``
+    printed it as the best)."""
+    log = tmp_path / "p.jsonl"
+    ran = cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 4, "--log", log)
+    assert ran.returncode == 0, ran.stderr
+    last = json.loads(log.read_text().splitlines()[-1])
+    last["trial"] += 1
+    last["result"].update(latency_s=1e-6, period_s=1e-7)
+    last["pipeline"].update(stages=[[0, 20, 2, None, None, None], [20, 60, 2, None, None, None]],
+                            status="ok", period_s=1e-7)
+    with log.open("a") as f:
+        f.write(json.dumps(last) + "\n")
+    before = log.read_bytes()
+    assert_one_line_error(cli("best", log), f"the best record (trial {last['trial']})",
+                          "covers ops [0, 60), the graph has 41 (squeezenet)")
+    assert_one_line_error(cli("compile", "squeezenet", "--hw", "mesh", "--objective",
+                              "throughput", "--log", log, "-o", tmp_path / "out"),
+                          f"the best trial ({last['trial']})", "covers ops [0, 60)")
+    assert log.read_bytes() == before
+
+
 def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tmp_path):
     """The tuning loop's study: each trial the plan's text as its genome, its value the
     seconds per inference over every copy; run again without a log, the search takes in
