@@ -8,7 +8,9 @@ Read records with :func:`read`, pick the best with :func:`best`, analyse logs wi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import functools
 import glob
 import json
@@ -134,13 +136,25 @@ class TuningLog:
     lines, which the kernel keeps even if the process dies right after.
 
     A torn last line (a machine that lost power mid-write) is cut off, with a warning, before
-    appending, so the file stays readable; complete records are never rewritten.
+    appending, so the file stays readable; complete records are never rewritten. A new file
+    is made with the first record (a job refused before it measures leaves none), in a
+    directory checked now.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._cut_torn_tail()
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = None
+        if self.path.exists():
+            self._open()
+        elif not os.access(self.path.parent, os.W_OK | os.X_OK):
+            why = (errno.ENOENT, "No such file or directory") if not self.path.parent.is_dir() \
+                else (errno.EACCES, "Permission denied")
+            raise OSError(*why, str(self.path))
+
+    def _open(self) -> int:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
 
     def _cut_torn_tail(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -156,20 +170,46 @@ class TuningLog:
 
     def append(self, record: Record) -> None:
         data = (encode_line(record.to_dict()) + "\n").encode()
-        while data:  # a regular file takes it in one call; a short write is continued
-            data = data[os.write(self._fd, data):]
+        with self._named():
+            fd = self._fd if self._fd is not None else self._open()
+            while data:  # a regular file takes it in one call; a short write is continued
+                data = data[os.write(fd, data):]
 
     def close(self) -> None:
         if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            with self._named():
+                try:
+                    _sync(fd)
+                finally:
+                    os.close(fd)
+
+    @contextlib.contextmanager
+    def _named(self):
+        """An OSError of the log's file names the file (a full disk said only
+        "[Errno 28] No space left on device")."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.filename is not None:
+                raise
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def __enter__(self) -> TuningLog:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _sync(fd: int) -> None:
+    """fsync, where the file can be synced (a pipe or a device such as /dev/full cannot:
+    EINVAL, which is no error of the log's)."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
 
 
 T = TypeVar("T")

@@ -48,12 +48,15 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
     name = study_name(space, config)
     storage = storage if storage is not None else open_storage(config.storage)
     shown = redact(config.storage or "")
-    if storage is not None and not config.continues and \
-            name in optuna.get_all_study_names(storage):
+    exists = storage is not None and name in optuna.get_all_study_names(storage)
+    if exists and not config.continues:
         raise SearchError(f"study {name!r} already exists in {shown}; "
                           "pass --resume to continue it")
-    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                direction="minimize", load_if_exists=config.continues)
+    if exists:  # loaded, not created again: a create appends to a journal even when refused
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    else:
+        study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                    direction="minimize")
     _check_objective(study, config.objective, f"study {name!r} in {shown}")
     profile = study.user_attrs.get("profile_hash")
     if profile is None:

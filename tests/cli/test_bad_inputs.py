@@ -250,7 +250,15 @@ def option_cases() -> list[Case]:
         Case("option calibrate --unit of no unit", ("calibrate", "--hw", "host", "--unit",
                                                     "gpu9", "-o", "{dir}/c.toml"),
              ("--unit 'gpu9'", "has no such unit")),
+        Case("option --log in no directory", ("tune", "seed_te", "--trials", "2", "--log",
+                                              "{dir}/missing/new.jsonl", "--no-progress"),
+             ("missing/new.jsonl", "No such file or directory")),
     ]
+    if Path("/dev/full").exists():  # a device every write to fails with ENOSPC (issue 31)
+        cases.append(Case("option --log on a full disk", ("tune", "seed_te", "--trials", "2",
+                                                          "--log", "/dev/full",
+                                                          "--no-progress"),
+                          ("/dev/full", "No space left on device")))
     return cases
 
 

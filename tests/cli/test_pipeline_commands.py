@@ -162,6 +162,22 @@ def test_a_plan_past_the_graphs_last_op_is_refused_where_it_would_be_the_best(tm
     assert log.read_bytes() == before
 
 
+def test_a_study_of_latency_refused_to_a_pipeline_search_is_left_as_it_was(tmp_path):
+    """The journal holds a tuning study (latency); a pipeline search asked to continue it is
+    refused in one line, and neither the journal nor the log is written (Optuna's create
+    with load_if_exists appended a create-study operation; the log was made empty)."""
+    journal = tmp_path / "j.log"
+    storage = ("--storage", f"journal:{journal}", "--study", "S")
+    tuned = cli("tune", "seed_te", "--hw", "soc", "--trials", 3, "--log", tmp_path / "t.jsonl",
+                "--no-progress", *storage)
+    assert tuned.returncode == 0, tuned.stderr
+    before = journal.read_bytes()
+    assert_one_line_error(cli("pipeline", "squeezenet", "--hw", "mesh", "--trials", 3,
+                              "--log", tmp_path / "p.jsonl", *storage),
+                          "study 'S'", "minimises latency, not throughput")
+    assert journal.read_bytes() == before and not (tmp_path / "p.jsonl").exists()
+
+
 def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tmp_path):
     """The tuning loop's study: each trial the plan's text as its genome, its value the
     seconds per inference over every copy; run again without a log, the search takes in
