@@ -137,8 +137,9 @@ class TuningLog:
 
     A torn last line (a machine that lost power mid-write) is cut off, with a warning, before
     appending, so the file stays readable; complete records are never rewritten. A new file
-    is made with the first record (a job refused before it measures leaves none), in a
-    directory checked now.
+    is made by :meth:`open` (the tuner calls it once the job's set-up has passed its checks)
+    or with the first record, so a job refused before it starts leaves none; its directory
+    is checked now.
     """
 
     def __init__(self, path: str | Path):
@@ -146,14 +147,17 @@ class TuningLog:
         self._cut_torn_tail()
         self._fd: int | None = None
         if self.path.exists():
-            self._open()
+            self.open()
         elif not os.access(self.path.parent, os.W_OK | os.X_OK):
             why = (errno.ENOENT, "No such file or directory") if not self.path.parent.is_dir() \
                 else (errno.EACCES, "Permission denied")
             raise OSError(*why, str(self.path))
 
-    def _open(self) -> int:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    def open(self) -> int:
+        """The file, opened for appending (made if missing); a second call is a no-op."""
+        if self._fd is None:
+            with self._named():
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
 
     def _cut_torn_tail(self) -> None:
@@ -170,8 +174,8 @@ class TuningLog:
 
     def append(self, record: Record) -> None:
         data = (encode_line(record.to_dict()) + "\n").encode()
+        fd = self.open()
         with self._named():
-            fd = self._fd if self._fd is not None else self._open()
             while data:  # a regular file takes it in one call; a short write is continued
                 data = data[os.write(fd, data):]
 

@@ -425,6 +425,7 @@ def _tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog, c
                   objective=config.goal,
                   study_params=strategy.study_params, study_numbers=worker is not None,
                   continues=config.continues, append=config.append)
+    log.open()  # the job starts: its log exists from here, even if it measures nothing
     shared = None
     if worker is not None:
         shared = SharedStudy(study, storage, grace_s=config.grace_s, worker=worker,

@@ -54,10 +54,11 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
                           "pass --resume to continue it")
     if exists:  # loaded, not created again: a create appends to a journal even when refused
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
-    else:
+    else:  # (workers started together may both get here: the second loads the first's)
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                    direction="minimize")
+                                    direction="minimize", load_if_exists=config.continues)
     _check_objective(study, config.objective, f"study {name!r} in {shown}")
+    _check_graph(study, space, f"study {name!r} in {shown}")
     profile = study.user_attrs.get("profile_hash")
     if profile is None:
         study.set_user_attr("profile_hash", space.profile.hash)
@@ -79,6 +80,20 @@ def _check_objective(study: optuna.Study, objective: str, where: str) -> None:
     if theirs != objective:
         raise SearchError(f"{where} minimises {theirs}, not {objective}; use another --study "
                           f"or --objective {theirs}")
+
+
+def _check_graph(study: optuna.Study, space: SearchSpace, where: str) -> None:
+    """Mark a new study with its graph; refuse one of another graph (a study from before
+    graphs were marked is taken as it is)."""
+    g = space.graph
+    theirs = study.user_attrs.get("graph_fp")
+    if theirs is None and "profile_hash" not in study.user_attrs:  # a new study
+        study.set_user_attr("graph", g.name)
+        study.set_user_attr("graph_fp", g.fingerprint)
+    elif theirs is not None and theirs != g.fingerprint:
+        raise SearchError(f"{where} is a study of graph {study.user_attrs.get('graph')!r} "
+                          f"(fingerprint {theirs}), not {g.name!r} ({g.fingerprint}); use "
+                          "another --study")
 
 
 class Store:

@@ -162,10 +162,11 @@ def test_a_plan_past_the_graphs_last_op_is_refused_where_it_would_be_the_best(tm
     assert log.read_bytes() == before
 
 
-def test_a_study_of_latency_refused_to_a_pipeline_search_is_left_as_it_was(tmp_path):
-    """The journal holds a tuning study (latency); a pipeline search asked to continue it is
-    refused in one line, and neither the journal nor the log is written (Optuna's create
-    with load_if_exists appended a create-study operation; the log was made empty)."""
+def test_a_study_of_another_objective_or_graph_is_refused_and_left_as_it_was(tmp_path):
+    """The journal holds a tuning study of seed_te (latency); a pipeline search, or a tuning
+    job of another graph, asked to continue it is refused in one line ("not a genome of 41
+    ops" before), and neither the journal nor the log is written (Optuna's create with
+    load_if_exists appended a create-study operation; the log was made empty)."""
     journal = tmp_path / "j.log"
     storage = ("--storage", f"journal:{journal}", "--study", "S")
     tuned = cli("tune", "seed_te", "--hw", "soc", "--trials", 3, "--log", tmp_path / "t.jsonl",
@@ -176,6 +177,10 @@ def test_a_study_of_latency_refused_to_a_pipeline_search_is_left_as_it_was(tmp_p
                               "--log", tmp_path / "p.jsonl", *storage),
                           "study 'S'", "minimises latency, not throughput")
     assert journal.read_bytes() == before and not (tmp_path / "p.jsonl").exists()
+    assert_one_line_error(cli("tune", "squeezenet", "--hw", "soc", "--trials", 3, "--log",
+                              tmp_path / "q.jsonl", "--no-progress", "--resume", *storage),
+                          "study 'S'", "is a study of graph 'seed_te'", "not 'squeezenet'")
+    assert journal.read_bytes() == before and not (tmp_path / "q.jsonl").exists()
 
 
 def test_a_pipeline_search_in_an_optuna_study_resumes_without_measuring_again(tmp_path):
