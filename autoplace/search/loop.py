@@ -86,6 +86,9 @@ class Tuner:
         self.resumed = 0
         self.measure_s = 0.0
         self.lost = 0  # candidates of the last round other workers had claimed first
+        #: candidates of the last round new to the job: measured now, or taken from the log
+        #: where a resumed job measured them in that round before it stopped
+        self.new = 0
 
     # -- resuming ----------------------------------------------------------------------------
     def replay(self) -> None:
@@ -207,6 +210,7 @@ class Tuner:
             self._add_done((label,))
         rows = [i for i in fresh if i in latency]
         self.strategy.observe(proposal.take(rows), np.array([latency[i] for i in rows]))
+        self.new = len(rows)
         if stopped is not None:
             raise stopped
         return len(rows) - len(logged)
@@ -297,8 +301,8 @@ class Tuner:
             if self.pending:  # not proposed again (the strategy changed): taken in as is
                 self._take_in(list(self.pending.values()))
                 self.pending.clear()
-            measured += n
-            stalled = 0 if n or self.lost else stalled + 1  # lost: others measure them
+            measured += n  # (a round served from the log stalled no more than it did)
+            stalled = 0 if self.new or self.lost else stalled + 1  # lost: others measure them
             progress(n)
         if remaining > 0:
             warnings.warn(f"search stopped after {measured} trials: no unmeasured "

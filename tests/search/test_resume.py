@@ -143,6 +143,31 @@ def test_a_job_killed_and_resumed_measures_what_the_uninterrupted_job_measures(t
     assert result.best.trial == min(read(full), key=lambda r: r.result.latency_s).trial
 
 
+@pytest.mark.parametrize("storage", ["", "sqlite"])
+def test_a_kill_between_a_rounds_last_record_and_its_checkpoint_resumes_exactly(tmp_path,
+                                                                                  storage):
+    """Killed right after the last record of a round, before the next round's checkpoint
+    (twice): the resumed job proposes that round again, finds all of it in the log, and goes
+    on as the uninterrupted job did (such a round counted as stalled, and stalled rounds
+    start descent: another best with SQLite, other trial numbers with the log alone)."""
+    import json
+
+    full = tmp_path / "full.jsonl"
+    with TuningLog(full) as tl:
+        tune(space(), Simulator(space()), tl, TuneConfig(trials=40, seed=5))
+    state = full.with_suffix(".state.jsonl")
+    rounds = [json.loads(line)["records"] for line in state.read_text().splitlines()[1:]]
+    ends = [n - 1 for n in rounds if n > n_baselines()][:3:2]  # a round's last trial
+    assert len(ends) == 2
+    log = tmp_path / "t.jsonl"
+    url = f"sqlite:///{tmp_path / 't.db'}" if storage else ""
+    for k, kill_at in enumerate(ends):
+        killed_run(log, url, "evolve", kill_at, *(["resume"] if k else []))
+        assert read(log)[-1].trial == kill_at
+    resume(log, url, "evolve")
+    assert measured(read(log)) == measured(read(full))
+
+
 def test_resume_without_storage_continues_from_the_log(tmp_path):
     log = tmp_path / "t.jsonl"
     killed_run(log, "", "evolve", 20)
