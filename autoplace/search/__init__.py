@@ -1,6 +1,7 @@
 """The search: a tuning loop over strategy objects, guided by a cost model.
 
-- :mod:`~autoplace.search.loop` — the tuning loop (baselines, rounds, resume) and :func:`tune`;
+- :mod:`~autoplace.search.loop` — the tuning loop (baselines, rounds, resume);
+  :mod:`~autoplace.search.job` — :func:`tune`, one job (its set-up, Ctrl-C, its result);
 - :mod:`~autoplace.search.store` — the log (source of truth) and the Optuna study;
 - :mod:`~autoplace.search.strategy` — the strategy interface (propose / observe);
 - :mod:`~autoplace.search.evolution_strategy`, :mod:`~autoplace.search.optuna_sampling` — the
@@ -25,7 +26,7 @@ _HOMES = {
     "SAMPLERS": "autoplace.search.config", "TuneConfig": "autoplace.search.config",
     "TuneResult": "autoplace.search.config", "SearchError": "autoplace.search.strategy",
     "Proposal": "autoplace.search.strategy", "SearchStrategy": "autoplace.search.strategy",
-    "Tuner": "autoplace.search.loop", "tune": "autoplace.search.loop",
+    "Tuner": "autoplace.search.loop", "tune": "autoplace.search.job",
     "baselines": "autoplace.baselines.named", "greedy": "autoplace.baselines.named",
     **{name: "autoplace.search.mesh" for name in ("mesh_config", "plan_space", "tune_mesh")},
     "PipelineMoves": "autoplace.search.pipeline_moves",

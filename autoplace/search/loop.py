@@ -1,4 +1,5 @@
-"""The tuning loop: baselines first, then a search strategy's proposals, measured and recorded.
+"""The tuning loop: baselines first, then a search strategy's proposals, measured and recorded
+(a job sets it up and runs it: :func:`autoplace.search.job.tune`).
 
 Flow of one round: the strategy proposes genomes; the loop drops those the job measured
 already (the log is the source of truth), decodes the rest, has the measurer measure them,
@@ -13,38 +14,29 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
-import optuna
 
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
 from autoplace.pipeline.plan_space import PlanSpace
-from autoplace.records.tuning_log import MODEL_STATS, Record, TuningLog, best, side_file
+from autoplace.records.tuning_log import Record
 from autoplace.search.checkpoint import (
     Checkpoint,
     CheckpointWriter,
     checkpoint_path,
     read_checkpoint,
 )
-from autoplace.search.config import TuneConfig, TuneResult
+from autoplace.search.config import TuneConfig
 from autoplace.search.descent import predicted
-from autoplace.search.interrupt import CtrlC, from_ctrl_c
+from autoplace.search.interrupt import from_ctrl_c
 from autoplace.search.local_search import LocalSearch
-from autoplace.search.store import Store, open_study
+from autoplace.search.store import Store
 from autoplace.search.strategies import (
-    check_given,
-    make_strategy,
     named_baselines,
-    needs_study,
-    study_sampler,
-    warm_rows,
 )
 from autoplace.search.strategy import Proposal, SearchStrategy
-from autoplace.search.study_storage import open_storage
 from autoplace.search.workers import (
     BASELINE,
     SEARCH,
     SharedStudy,
-    new_worker_id,
-    worker_seed,
 )
 from autoplace.space import Placement, SearchSpace
 
@@ -354,101 +346,3 @@ class Tuner:
         left = self.shared.remaining(self.config.trials)
         self._take_in(self.store.others())
         return left
-
-
-def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
-         config: TuneConfig, *, strategy: SearchStrategy | None = None) -> TuneResult:
-    """Run baselines then the search; Ctrl-C stops cleanly with everything measured logged,
-    after making the best a one-op local optimum (:meth:`Tuner.finish`; Ctrl-C again stops
-    at once).
-
-    ``space``: placements (:class:`~autoplace.space.SearchSpace`) or a mesh's pipeline plans
-    (:class:`~autoplace.pipeline.plan_space.PlanSpace`, tuned for throughput without
-    descent: :func:`autoplace.search.mesh.tune_mesh`). ``strategy``: a
-    :class:`SearchStrategy` of ``space`` that proposes the search's candidates (logged
-    with its labels); without it, the one ``config.sampler`` names (in a plan space, the
-    pipeline moves), built with the config's cost model. ValueError if both are given (a
-    ``config`` that sets its sampler or how to build one, beside a ``strategy``).
-    """
-    from tqdm import tqdm
-
-    if strategy is not None:
-        check_given(config, strategy)
-    if isinstance(space, PlanSpace) and (config.descent or config.objective != "throughput"):
-        raise ValueError("a plan space is tuned for throughput, without descent: "
-                         "autoplace.search.mesh.mesh_config")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    t0 = time.perf_counter()
-    interrupted = polished = False
-    with CtrlC() as ctrl_c, tqdm(total=config.trials, disable=not config.progress,
-                                 unit="trial") as bar:
-        def progress(n: int) -> None:  # after each round
-            bar.update(n)
-            ctrl_c.check()
-
-        bar.set_description_str("set-up (study, cost model, log)")
-        warm = warm_rows(space, config)
-        tuner = _tuner(space, measurer, log, config, warm, strategy)
-        bar.update(min(tuner.search_trials_done(), config.trials))
-        try:
-            bar.set_description_str("baselines")
-            tuner.run_baselines()
-            bar.set_description_str("search")
-            tuner.run_search(progress)
-            if config.save_model:
-                tuner.strategy.save_model(config.save_model)
-        except (KeyboardInterrupt, SystemError) as exc:
-            if not from_ctrl_c(exc):
-                raise
-            ctrl_c.seen()
-            interrupted = True
-            bar.set_description_str("interrupted: descent from the best (Ctrl-C: stop now)")
-            polished = tuner.finish(progress)
-        finally:
-            if tuner.shared is not None:
-                tuner.shared.close()
-    result = _result(tuner, interrupted, time.perf_counter() - t0)
-    return replace(result, warm_start=warm.summary() if warm is not None else "",
-                   polished=polished)
-
-
-def _tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog, config: TuneConfig,
-           warm, given: SearchStrategy | None = None) -> Tuner:
-    """The job's tuner, with what it measured before taken in (``resume``, a worker);
-    its strategy the ``given`` one, else the one ``config.sampler`` names."""
-    storage = open_storage(config.storage)
-    study = open_study(space, config, study_sampler(config), storage) \
-        if needs_study(config, given) else None
-    worker = new_worker_id() if config.worker else None
-    if worker is not None:  # workers proposing alike would only lose claims to each other
-        config = replace(config, seed=worker_seed(config.seed, worker))
-    strategy = given if given is not None else make_strategy(
-        space, study, config, warm=warm,
-        stats_path=side_file(log.path, MODEL_STATS))
-    store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
-                  objective=config.goal,
-                  study_params=strategy.study_params, study_numbers=worker is not None,
-                  continues=config.continues, append=config.append)
-    log.open()  # the job starts: its log exists from here, even if it measures nothing
-    shared = None
-    if worker is not None:
-        shared = SharedStudy(study, storage, grace_s=config.grace_s, worker=worker,
-                             log=log.path, recover=store.logged_attrs)
-        shared.reclaim()
-    named = given is not None or isinstance(space, PlanSpace)  # (not config.sampler's)
-    tuner = Tuner(space, measurer, store, strategy, config, shared,
-                  name=type(strategy).__name__ if named else None)
-    tuner.replay()
-    return tuner
-
-
-def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
-    """The job's result over its logged records before this run and this run's."""
-    job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
-    names = tuner.references
-    base = {r.strategy: r for r in job if r.strategy in names}
-    return TuneResult(best=best(job, objective=tuner.objective), baselines=base,
-                      measured=len(tuner.records), log10_space=tuner.space.log10_size,
-                      interrupted=interrupted, resumed=tuner.resumed, wall_s=wall_s,
-                      records=tuple(tuner.records),
-                      measure_s=tuner.measure_s, stats=tuple(tuner.strategy.stats))

@@ -6,7 +6,7 @@
 
 The dynamic program's plans are the baselines; :class:`~autoplace.search.pipeline_moves.
 PipelineMoves` proposes the search's plans and :class:`~autoplace.pipeline.stream_measurer.
-StreamMeasurer` measures them, in the one tuning loop (:func:`autoplace.search.loop.tune`):
+StreamMeasurer` measures them, in the one tuning loop (:func:`autoplace.search.job.tune`):
 its log, study, workers, resume and Ctrl-C are the placement search's.
 """
 
@@ -21,7 +21,7 @@ from autoplace.pipeline.plan_space import PlanSpace
 from autoplace.pipeline.stream_measurer import StreamMeasurer
 from autoplace.records.tuning_log import TuningLog
 from autoplace.search.config import TuneConfig, TuneResult
-from autoplace.search.loop import tune
+from autoplace.search.job import tune
 from autoplace.search.strategy import SearchStrategy
 
 

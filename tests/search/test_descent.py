@@ -130,10 +130,10 @@ class _DriesUp:
 
 @pytest.mark.parametrize("share", [0.125, 0.0])
 def test_descent_takes_over_when_the_strategy_runs_dry(tmp_path, monkeypatch, share):
-    from autoplace.search import loop
+    from autoplace.search import job
 
-    made = loop.make_strategy
-    monkeypatch.setattr(loop, "make_strategy", lambda *a, **k: _DriesUp(made(*a, **k)))
+    made = job.make_strategy
+    monkeypatch.setattr(job, "make_strategy", lambda *a, **k: _DriesUp(made(*a, **k)))
     sp = SearchSpace(load_graph("inception_v1"), load_profile("soc"))
     log = tmp_path / "t.jsonl"
     with TuningLog(log) as tl, pytest.warns(UserWarning, match="search stopped"):
@@ -210,12 +210,12 @@ class _Costly(Simulator):
 
 
 def test_with_a_costly_measurer_descent_ranks_moves_by_the_learned_model(tmp_path):
-    from autoplace.search import loop
+    from autoplace.search.job import make_tuner
 
     sp = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
     measurer = _Costly(sp)
-    tuner = loop._tuner(sp, measurer, TuningLog(tmp_path / "t.jsonl"),
-                        TuneConfig(trials=128, seed=0), None)
+    tuner = make_tuner(sp, measurer, TuningLog(tmp_path / "t.jsonl"),
+                       TuneConfig(trials=128, seed=0))
     tuner.run_baselines()
     tuner.run_search(lambda n: None)
     c, m = sp.encode([best(tuner.records).placement])
@@ -228,6 +228,6 @@ def test_with_a_costly_measurer_descent_ranks_moves_by_the_learned_model(tmp_pat
     err_sim = np.mean(np.abs(np.log(simulated[off] / truth[off])))
     err_ranked = np.mean(np.abs(np.log(ranked[off] / truth[off])))
     assert err_ranked < 0.8 * err_sim  # the learned residual: closer to the measurer
-    free = loop._tuner(sp, Simulator(sp), TuningLog(tmp_path / "f.jsonl"),
-                       TuneConfig(trials=64, seed=0), None)
+    free = make_tuner(sp, Simulator(sp), TuningLog(tmp_path / "f.jsonl"),
+                      TuneConfig(trials=64, seed=0))
     assert np.array_equal(free.predict(C, M), simulated)  # the simulator measures: itself
