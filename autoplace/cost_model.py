@@ -85,10 +85,10 @@ class Featurizer:
         unit, scope, dur = (table[at] for table in self._tables)
         cross, used, rid = t.copy_plan(choice, mode) if plan is None else plan
         r = t.routes
-        secs, per_mode, dma = _copies(cross, used, rid, t.nbytes, r.lat, r.inv, r.hop_res,
-                                      r.hop_lat, r.hop_bw, len(t.units), t.n_resources,
-                                      t.transfer_s)
-        top, second, host, units_used, pressure, biggest, switches, off_default = _op_sums(
+        secs, per_mode, dma = copy_sums(cross, used, rid, t.nbytes, r.lat, r.inv, r.hop_res,
+                                        r.hop_lat, r.hop_bw, len(t.units), t.n_resources,
+                                        t.transfer_s)
+        top, second, host, units_used, pressure, biggest, switches, off_default = op_sums(
             unit, scope, dur, t.out_bytes, t.capacity, t.src, t.dst, t.default_scope,
             len(t.units), len(t.scopes), t.host, per_mode[:, 0])
         cp = self._critical_path(dur, secs)
@@ -142,8 +142,8 @@ class Featurizer:
 
 
 @numba.njit(cache=True, nogil=True)
-def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_units,
-            n_res, transfer):  # pragma: no cover - compiled
+def copy_sums(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_units,
+              n_res, transfer):  # pragma: no cover - compiled
     """Per row: each edge's unloaded copy time (0 where no copy; the measured transfer
     time where the graph has one), the sync and async copy time and bytes
     (``per_mode[B, 4]``), and the busiest DMA engine's busy time (the async copies' hops it
@@ -179,8 +179,8 @@ def _copies(cross, used, rid, nbytes, lat, inv, hop_res, hop_lat, hop_bw, n_unit
 
 
 @numba.njit(cache=True, nogil=True)
-def _op_sums(unit, scope, dur, out_bytes, capacity, src, dst, default, n_units, n_scopes,
-             host, sync):  # pragma: no cover - compiled
+def op_sums(unit, scope, dur, out_bytes, capacity, src, dst, default, n_units, n_scopes,
+            host, sync):  # pragma: no cover - compiled
     """Per row, of the units' busy times (their ops' times; the host's with the ``sync``
     copies): the largest, the second largest and the host's, and how many units are busy;
     the most a scope holds of outputs kept there over its capacity (scope pressure), the

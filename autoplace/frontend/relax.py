@@ -114,7 +114,7 @@ def _tokens(name: str) -> list[str]:
     return [t.rstrip("0123456789") for t in name.split("_")]
 
 
-def _kind_from_name(name: str) -> str | None:
+def kind_from_name(name: str) -> str | None:
     """The dominant op named in a (fused) PrimFunc name, or None if the name does not tell."""
     toks = _tokens(name)
     if any(t.startswith("conv") for t in toks):
@@ -147,7 +147,7 @@ def _op_pattern(pf: tvm.tirx.PrimFunc) -> int | None:
 
 def op_kind(func_name: str, pf: tvm.tirx.PrimFunc) -> str:
     """Kind (one of ``OP_KINDS``) of kernel ``pf`` called ``func_name``."""
-    kind = _kind_from_name(func_name)
+    kind = kind_from_name(func_name)
     if kind is not None:
         return kind
     return _PATTERN_KINDS.get(_op_pattern(pf), "other")

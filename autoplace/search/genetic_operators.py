@@ -199,7 +199,7 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
     choice = space.canonical_choice(choice)  # relabellings of one placement are one key
     plan = space.copy_plan(choice, mode)
     mode = plan[1]
-    pop = _unique(choice, mode, *score(choice, mode, plan), ())
+    pop = unique_best(choice, mode, *score(choice, mode, plan), ())
     pool, scored = [pop], set(space.keys(choice, mode))
     for _ in range(generations):
         weights = 1.0 / (np.arange(len(pop[0])) + 2.0)
@@ -210,13 +210,13 @@ def evolve(genomes: Genomes, choice: np.ndarray, mode: np.ndarray, score: Score,
         m = plan[1]
         new = _first_unseen(space.keys(c, m), scored)  # many children equal a parent
         c, m, plan = c[new], m[new], tuple(x[new] for x in plan)
-        kids = _unique(c, m, *score(c, m, plan), ())
+        kids = unique_best(c, m, *score(c, m, plan), ())
         pool.append(kids)
-        pop = _unique(*(np.concatenate(x) for x in zip(pop[:3], kids[:3])),
-                      pop[3] + kids[3], ())
+        pop = unique_best(*(np.concatenate(x) for x in zip(pop[:3], kids[:3])),
+                          pop[3] + kids[3], ())
         pop = (pop[0][:keep], pop[1][:keep], pop[2][:keep], pop[3][:keep])
     c, m, s = (np.concatenate(x) for x in zip(*(p[:3] for p in pool)))
-    return _unique(c, m, s, [k for p in pool for k in p[3]], exclude)[:3]
+    return unique_best(c, m, s, [k for p in pool for k in p[3]], exclude)[:3]
 
 
 def _first_unseen(keys: list[bytes], seen: set[bytes]) -> np.ndarray:
@@ -229,7 +229,7 @@ def _first_unseen(keys: list[bytes], seen: set[bytes]) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def _unique(c, m, s, keys: list[bytes], exclude: Sequence[Container[bytes]]):
+def unique_best(c, m, s, keys: list[bytes], exclude: Sequence[Container[bytes]]):
     """Rows sorted by score (stable), the first of each key, keys in any of ``exclude``
     dropped (each looked up: the sets grow with the job, the pool does not)."""
     order = np.argsort(s, kind="stable")

@@ -35,7 +35,7 @@ def _learn(space, choice: np.ndarray, mode: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _find(keys, key):  # pragma: no cover - compiled
+def find_key(keys, key):  # pragma: no cover - compiled
     """Position of ``key`` in the sorted ``keys``, -1 if absent: a binary search whose
     steps are selects, not branches (the comparisons are unpredictable)."""
     n, lo = len(keys), 0
@@ -66,11 +66,11 @@ def _plan(c_scope, choice, mode, src, dst, keys, key_ids, n_scopes):  # pragma: 
             cross[b, k] = True
             m = mode[b, k]
             pair = (a * n_scopes + z) * 2
-            want = _find(keys, pair + m)
+            want = find_key(keys, pair + m)
             if want >= 0 and key_ids[want] > 0:  # the preferred mode has a route
                 used[b, k], rid[b, k] = m, key_ids[want]
                 continue
-            other = _find(keys, pair + 1 - m)
+            other = find_key(keys, pair + 1 - m)
             if want < 0 or other < 0:
                 missing[b] = True
             elif key_ids[other] > 0:

@@ -7,7 +7,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from autoplace.frontend.relax import _kind_from_name, from_relax, fuse, op_graph
+from autoplace.frontend.relax import from_relax, fuse, kind_from_name, op_graph
 from autoplace.graph import GraphError
 
 F32 = 4  # bytes per float32
@@ -174,4 +174,4 @@ def test_symbolic_shape_and_missing_function_are_graph_errors() -> None:
     ],
 )
 def test_kind_from_name(name: str, kind: str | None) -> None:
-    assert _kind_from_name(name) == kind
+    assert kind_from_name(name) == kind

@@ -71,7 +71,7 @@ def test_evolve_returns_distinct_unexcluded_genomes_best_first():
 
 def test_unique_keeps_the_best_of_each_key_in_score_order_without_excluded_ones():
     """Against the plain loop it replaced, on random scores (with ties) and keys."""
-    from autoplace.search.genetic_operators import _unique
+    from autoplace.search.genetic_operators import unique_best
 
     def plain(s, keys, exclude):
         seen, keep = set(exclude), []
@@ -88,7 +88,7 @@ def test_unique_keeps_the_best_of_each_key_in_score_order_without_excluded_ones(
         keys = [bytes([int(x)]) for x in rng.integers(0, 60, n)]
         exclude = {bytes([int(x)]) for x in rng.integers(0, 60, 10)} if case % 2 else set()
         rows = np.arange(n)[:, None]
-        c, m, score, got_keys = _unique(rows, rows, s, keys, exclude)
+        c, m, score, got_keys = unique_best(rows, rows, s, keys, exclude)
         want = plain(s, keys, exclude)
         assert c[:, 0].tolist() == want and got_keys == [keys[i] for i in want]
         assert (np.diff(score) >= 0).all() and not set(got_keys) & exclude

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoplace.space.copyplan import _find
+from autoplace.space.copyplan import find_key
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 7, 12, 64, 545])
@@ -15,4 +15,4 @@ def test_find_gives_the_position_of_a_present_key_and_minus_one_otherwise(size):
     for key in range(-3, 8 * size + 8):
         want = int(np.searchsorted(keys, key))
         want = want if want < len(keys) and keys[want] == key else -1
-        assert _find(keys, key) == want, (keys, key)
+        assert find_key(keys, key) == want, (keys, key)
