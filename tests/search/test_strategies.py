@@ -1,9 +1,13 @@
-"""Contract of the search-strategy extension point, for every strategy the tuner can use."""
+"""Contract of the search-strategy extension point, for every strategy the tuner can use:
+each sampler of the per-op space and the pipeline moves of a mesh's plan space."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +17,7 @@ import pytest
 from autoplace.hardware.load import load_profile
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
+from autoplace.pipeline import PipelinePlan
 from autoplace.search import SAMPLERS, Proposal, SearchStrategy, TuneConfig
 from autoplace.search.checkpoint import CheckpointWriter, read_checkpoint
 from autoplace.search.store import open_study
@@ -47,57 +52,135 @@ def valid(space, proposal: Proposal, n: int) -> None:
         assert space.check(space.decode(c, m)) is None  # a placement the space accepts
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['sampler']}-{c['cost_model']}")
-def test_proposals_are_placements_of_the_space_and_observe_takes_them_back(space, cfg):
-    s = strategy(space, **cfg)
-    seen = set()
+# -- the strategies under contract: each sampler of the per-op space, the pipeline moves -----
+@dataclass(frozen=True)
+class Case:
+    """A strategy of a space as the contract tests use it: ``make(seed)``; ``shown()``: what
+    the loop has it observe before its first round (baselines, the DP's plans), with their
+    values; ``measure``, ``valid`` of its proposals; ``fresh_only``: it never proposes what
+    it proposed or observed."""
+
+    name: str
+    space: object
+    make: Callable[[int], SearchStrategy]
+    shown: Callable[[], tuple[Proposal, np.ndarray] | None]
+    measure: Callable[[Proposal], np.ndarray]
+    valid: Callable[[Proposal, int], None]
+    fresh_only: bool
+    checkpoint_name: str
+
+
+def per_op_case(cfg: dict) -> Case:
+    sp = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    return Case(f"{cfg['sampler']}-{cfg['cost_model']}", sp,
+                lambda seed: strategy(sp, seed=seed, **cfg), lambda: None,
+                lambda p: measure(sp, p), lambda p, n: valid(sp, p, n),
+                cfg["sampler"] == "evolve", cfg["sampler"])
+
+
+def moves_case() -> Case:
+    """The pipeline moves over squeezenet's plans on the bundled 4x4 mesh."""
+    from autoplace.pipeline.stream_measurer import StreamMeasurer
+    from autoplace.search.mesh import plan_space
+    from autoplace.search.pipeline_moves import PipelineMoves
+
+    sp = plan_space(load_graph("squeezenet"), load_profile("mesh"))
+
+    def periods(proposal: Proposal) -> np.ndarray:
+        results = StreamMeasurer(sp.costs).measure(sp.decode_rows(proposal.choice,
+                                                                  proposal.mode))
+        return np.array([r.period_s if r.period_s is not None else np.nan for r in results])
+
+    def shown() -> tuple[Proposal, np.ndarray]:
+        choice, mode = sp.encode(list(sp.starts))
+        starts = Proposal(choice=choice, mode=mode, labels=("dp",) * len(choice))
+        return starts, periods(starts)
+
+    def plans_of_the_mesh(proposal: Proposal, n: int) -> None:
+        plans = sp.decode_rows(proposal.choice, proposal.mode)
+        assert 0 < len(plans) <= n and all(isinstance(p, PipelinePlan) for p in plans)
+        assert all(p.pes * p.replicas <= sp.pes for p in plans)
+        assert proposal.mode.shape == (len(proposal), 0) and all(proposal.labels)
+
+    return Case("pipeline-moves", sp, lambda seed: PipelineMoves(sp, seed=seed), shown,
+                periods, plans_of_the_mesh, True, "moves")
+
+
+CASE_NAMES = [*(f"{c['sampler']}-{c['cost_model']}" for c in CONFIGS), "pipeline-moves"]
+
+
+@functools.cache
+def case_named(name: str) -> Case:
+    if name == "pipeline-moves":
+        return moves_case()
+    return per_op_case(next(c for c in CONFIGS if f"{c['sampler']}-{c['cost_model']}" == name))
+
+
+@pytest.fixture(params=CASE_NAMES)
+def case(request) -> Case:
+    return case_named(request.param)
+
+
+def started(case: Case, seed: int = 4) -> SearchStrategy:
+    s = case.make(seed)
+    if (first := case.shown()) is not None:
+        s.observe(*first)
+    return s
+
+
+def test_proposals_are_candidates_of_the_space_and_observe_takes_them_back(case):
+    s = started(case)
+    first = case.shown()
+    seen = set(case.space.keys(first[0].choice, first[0].mode)) if first else set()
     for _ in range(4):
         proposal = s.propose(6)
-        valid(space, proposal, 6)
-        keys = space.keys(proposal.choice, space.normalize(proposal.choice, proposal.mode))
-        if cfg["sampler"] == "evolve":  # evolution never proposes what it observed
+        case.valid(proposal, 6)
+        choice, mode = case.space.canonical(proposal.choice, proposal.mode)
+        keys = case.space.keys(choice, mode)
+        if case.fresh_only:  # never proposes what it proposed or observed
             assert not set(keys) & seen
         seen.update(keys)
-        lat = measure(space, proposal)
-        s.observe(proposal.take(range(len(proposal) - 1)), lat[:-1])  # a candidate lost
+        value = case.measure(proposal)
+        s.observe(proposal.take(range(len(proposal) - 1)), value[:-1])  # a candidate lost
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['sampler']}-{c['cost_model']}")
-def test_observing_without_a_prediction_is_a_replay(space, cfg):
+def test_observing_without_a_prediction_is_a_replay(case):
     """Records of a resumed job and baselines come without predictions or trials."""
-    s = strategy(space, **cfg)
-    choice, mode = space.random_genomes(5, np.random.default_rng(0))
-    proposal = Proposal(choice=choice, mode=mode, labels=("replayed",) * 5)
-    s.observe(proposal, measure(space, proposal))
+    s = case.make(4)
+    first = case.shown()
+    if first is None:
+        choice, mode = case.space.random_genomes(5, np.random.default_rng(0))
+        replayed = Proposal(choice=choice, mode=mode, labels=("replayed",) * 5)
+        first = replayed, case.measure(replayed)
+    s.observe(*first)
     assert s.stats == []  # nothing was ranked
-    valid(space, s.propose(3), 3)
+    case.valid(s.propose(3), 3)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['sampler']}-{c['cost_model']}")
-def test_a_restored_state_proposes_what_the_strategy_proposed(space, cfg, tmp_path):
+def test_a_restored_state_proposes_what_the_strategy_proposed(case, tmp_path):
     """A strategy that gives its state (JSON) proposes, once a fresh one has observed the
     same candidates and restored it from the checkpoint's last round, the round it proposed
     when the state was taken."""
-    s = strategy(space, **cfg)
+    s = started(case)
     if s.state() is None:  # the Optuna samplers cannot say: their resumes are safe, not exact
-        assert cfg["sampler"] != "evolve"
+        assert case.checkpoint_name in ("tpe", "random")
         return
     shown, path = [], tmp_path / "t.state.jsonl"
-    writer = CheckpointWriter(path, run="r", sampler=cfg["sampler"], seed=4, batch_size=6,
-                              objective="latency")
+    writer = CheckpointWriter(path, run="r", sampler=case.checkpoint_name, seed=4,
+                              batch_size=6, objective="latency")
     for _ in range(3):
         writer.write(len(shown), s.state())  # as the loop does before each round
         proposal = s.propose(6)
-        lat = measure(space, proposal)
-        s.observe(proposal, lat)
-        shown.append((proposal, lat))
+        value = case.measure(proposal)
+        s.observe(proposal, value)
+        shown.append((proposal, value))
     writer.write(len(shown), s.state())
     json.dumps(s.state())  # strict JSON
     state = read_checkpoint(path, run="r").strategy
     nxt = s.propose(6)
-    fresh = strategy(space, seed=99, **cfg)  # another seed: the state is all it has
-    for proposal, lat in shown:
-        fresh.observe(proposal, lat)
+    fresh = started(case, seed=99)  # another seed: the state is all it has
+    for proposal, value in shown:
+        fresh.observe(proposal, value)
     fresh.restore(state)
     again = fresh.propose(6)
     assert again.labels == nxt.labels
