@@ -217,6 +217,57 @@ def test_workers_killed_at_random_moments_are_replaced_and_the_job_stays_one(tmp
     assert_one_job(storage, logs)
 
 
+#: the mesh job of the killed-workers test: squeezenet's plans on a 16x16 mesh
+MESH_TRIALS = 300
+
+
+def mesh_worker(storage: str, mesh: Path, log: Path, seed: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "autoplace", "pipeline", MODEL, "--hw", str(mesh), "--trials",
+           str(MESH_TRIALS), "--storage", storage, "--worker", "--log", str(log), "--seed",
+           str(seed), "--grace", "5"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_mesh_workers_killed_at_random_moments_are_replaced_and_the_job_stays_one(tmp_path):
+    """The same on a mesh's pipeline plans (the one loop's workers): every plan once, the
+    DP's plans once, trial numbers the study's and distinct, ``pipeline --trials`` the
+    study's total (plans in all), log and study one truth."""
+    from autoplace.pipeline.log import read_lines
+    from autoplace.pipeline.plan_space import plan_of
+
+    mesh = tmp_path / "mesh16.toml"
+    text = Path(load_profile("mesh").source).read_text()
+    mesh.write_text(text.replace("rows = 4", "rows = 16").replace("cols = 4", "cols = 16"))
+    storage, rng = f"journal:{tmp_path / 'study.journal'}", random.Random(12)
+    logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
+    procs = [mesh_worker(storage, mesh, log, k) for k, log in enumerate(logs)]
+    kills = 0
+    for n in range(2):
+        time.sleep(rng.uniform(1.0, 3.0))
+        k = rng.randrange(3)
+        if procs[k].poll() is None:
+            procs[k].send_signal(signal.SIGKILL)
+            procs[k].wait(timeout=60)
+            kills += 1
+        logs.append(tmp_path / f"w{k}-{n}.jsonl")
+        procs[k] = mesh_worker(storage, mesh, logs[-1], 10 + n)
+    finish(procs)
+    assert kills >= 1
+    lines = [x for log in logs if log.exists() for x in read_lines(log)]
+    plans = [plan_of(x) for x in lines]
+    assert len(plans) == len(set(plans)), "a plan measured twice"
+    numbers = [x["trial"] for x in lines]
+    assert len(numbers) == len(set(numbers)), "a trial number was used twice"
+    starts = [x for x in lines if x["move"].startswith("dp")]
+    assert len(starts) == len({x["move"] for x in starts}) >= 1, "the DP's plans once"
+    assert len(lines) == MESH_TRIALS, "--trials is the study's total (the DP's plans in it)"
+    study = the_study(storage)
+    measured = {t.number: t for t in study.get_trials(deepcopy=False)
+                if t.user_attrs.get("strategy")}
+    assert sorted(measured) == sorted(numbers), "log and study are one truth"
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+
+
 @pytest.mark.parametrize("storage", [None, "sqlite:///t.db"])
 def test_a_worker_needs_a_storage_workers_can_share(storage):
     from autoplace.search import TuneConfig
