@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import argparse
 
-from autoplace.cli.options import input_shapes_arg, positive_int, positive_seconds, seed_arg
+from autoplace.cli.options import (
+    cross_compiler_arg,
+    input_shapes_arg,
+    positive_int,
+    positive_seconds,
+    seed_arg,
+)
 
 #: trials per kernel unless told otherwise (MetaSchedule's examples tune with 64 and more)
 DEFAULT_TRIALS = 64
@@ -33,6 +39,7 @@ def register(sub) -> None:
     k.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
                    help="measure on the boards a TVM RPC tracker has under --rpc-key")
     k.add_argument("--rpc-key", default=None, help="device key on the tracker")
+    cross_compiler_arg(k)
     k.add_argument("--build-timeout", type=positive_seconds, default=120.0,
                    metavar="SECONDS", help="one candidate's build (MetaSchedule's builder)")
     k.add_argument("--run-timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
@@ -58,8 +65,12 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
         if unit not in names:
             raise ValueError(f"--unit {unit!r}: profile {profile.name!r} has no such unit "
                              f"(its units: {', '.join(names)})")
+    if args.rpc_tracker:
+        _board_is_there(args.rpc_tracker, args.rpc_key)
     mod, graph = load_module(args.model, args.input_shapes)
-    tasks = kernel_tasks(_prim_funcs(mod), graph, profile, args.unit)
+    tasks = kernel_tasks(_prim_funcs(mod), graph, profile, args.unit,
+                         on_board=args.rpc_tracker is not None,
+                         cross_compiler=args.cross_compiler)
     db = KernelDatabase(args.kernel_db, create=True)
     where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
     print(f"tuning {len(tasks)} kernels of {graph.name} for {_targets(tasks)} on {where}, "
@@ -69,6 +80,18 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
           f"{args.kernel_db} (the profile's kernel times from these kernels), then "
           f"autoplace tune/compile ... --kernel-db {args.kernel_db}")
     return 0
+
+
+def _board_is_there(tracker: str, key: str) -> None:
+    """A one-line error unless the tracker answers and has a server under ``key``
+    (MetaSchedule's RPC runner would retry a dead tracker for ever)."""
+    from autoplace.measure.rpc import NoServerError, servers_under
+    from autoplace.measure.server import parse_addr
+
+    if servers_under(parse_addr(tracker, "--rpc-tracker"), key) == 0:
+        raise NoServerError(f"--rpc-tracker {tracker}: no server is registered under key "
+                            f"{key!r} (start one on the board: python -m tvm.exec.rpc_server "
+                            f"--tracker {tracker} --key {key})")
 
 
 def _prim_funcs(mod) -> dict:

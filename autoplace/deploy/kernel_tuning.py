@@ -18,9 +18,10 @@ machine, which would tune a two-core unit's kernels for one core).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tvm
@@ -30,6 +31,7 @@ from tvm import tirx
 from autoplace.deploy.kernel_db import KernelDatabase, workload
 from autoplace.deploy.schedule import cores, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key, unit_target
+from autoplace.deploy.toolchain import compiler_for, host_arch, target_arch
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.workers import pool_setup
@@ -68,13 +70,20 @@ class KernelTask:
     units: tuple[str, ...]
     ops: int  # how many ops of the model call it
     cpus: tuple[int, ...] = ()  # the first unit's pinned CPUs (none: not pinned)
+    #: what links its candidates for a board of another architecture (None: the host's)
+    compiler: str | None = None
 
 
 def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profile,
-                 units: list[str] | None = None) -> list[KernelTask]:
+                 units: list[str] | None = None, *, on_board: bool = False,
+                 cross_compiler: str | None = None) -> list[KernelTask]:
     """The distinct kernels of ``graph`` per target of ``units`` (default: every unit), in
     the order the model first calls them; a kernel is distinct by its structure, so two
-    names of one kernel are tuned once."""
+    names of one kernel are tuned once. ``on_board``: measured on a board (RPC), whose
+    architecture may differ from this host's: its candidates are then linked here by the
+    unit's cross compiler, else ``cross_compiler``, else by the board's RPC server (which
+    then needs a compiler). BuildError, naming the unit, for a target without ``num-cores``
+    (MetaSchedule needs it) and for one of another architecture to be measured here."""
     names = units or [u.name for u in profile.units]
     per_target: dict[str, tuple[tvm.target.Target, list[str]]] = {}
     for name in names:
@@ -82,15 +91,30 @@ def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profi
         per_target.setdefault(target_key(target), (target, []))[1].append(name)
     tasks = []
     for target, on in per_target.values():
-        tasks += _target_tasks(funcs, graph, profile, target, tuple(on),
-                               profile.unit(on[0]).cpus)
+        unit = profile.unit(on[0])
+        compiler = _compiler(unit, profile, on_board, cross_compiler)
+        tasks += _target_tasks(funcs, graph, profile, target, tuple(on), unit.cpus, compiler)
     if not tasks:
         raise BuildError(f"no kernel to tune: units {', '.join(names)} accept none of "
                          f"{graph.name}'s ops")
     return tasks
 
 
-def _target_tasks(funcs, graph, profile, target, units, cpus) -> list[KernelTask]:
+def _compiler(unit, profile: Profile, on_board: bool, default: str | None) -> str | None:
+    """The compiler that links ``unit``'s candidates (None: the host's); refusals first."""
+    if "num-cores" not in unit.target:
+        raise BuildError(f"unit {unit.name!r}: MetaSchedule tunes for a number of cores: set "
+                         f"num-cores in its target in {profile.source}")
+    if not on_board and target_arch(unit.target) != host_arch():
+        raise BuildError(f"unit {unit.name!r} builds for {target_arch(unit.target)}, this host "
+                         f"is {host_arch()}: tune its kernels on the board (--rpc-tracker, "
+                         "--rpc-key)")
+    if on_board and unit.cross_compiler is None and default is None:
+        return None  # MetaSchedule's tar of objects: the board's RPC server links it
+    return compiler_for(unit, unit.target, profile, default)
+
+
+def _target_tasks(funcs, graph, profile, target, units, cpus, compiler) -> list[KernelTask]:
     seen: dict[int, int] = {}  # structural hash -> index in tasks
     tasks: list[KernelTask] = []
     for op in graph.ops:
@@ -100,11 +124,10 @@ def _target_tasks(funcs, graph, profile, target, units, cpus) -> list[KernelTask
         h = tvm_ffi.structural_hash(workload(funcs[func]))
         if h in seen:
             t = tasks[seen[h]]
-            tasks[seen[h]] = KernelTask(t.func, t.prim_func, t.target, t.units, t.ops + 1,
-                                        t.cpus)
+            tasks[seen[h]] = replace(t, ops=t.ops + 1)
             continue
         seen[h] = len(tasks)
-        tasks.append(KernelTask(func, funcs[func], target, units, 1, tuple(cpus)))
+        tasks.append(KernelTask(func, funcs[func], target, units, 1, tuple(cpus), compiler))
     return tasks
 
 
@@ -117,8 +140,8 @@ class KernelTuner:
         from tvm.s_tir import meta_schedule as ms
 
         self.db, self.tuning = db, tuning
-        self.builder = _builder(tuning)
         self.cost_model = ms.cost_model.XGBModel(num_tuning_cores=_cores())
+        self._builders: dict[str | None, object] = {}
         self._runners: dict[tuple, object] = {}
 
     def tune(self, task: KernelTask) -> int:
@@ -149,7 +172,7 @@ class KernelTuner:
             ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=str(logs),
                           max_trials_global=trials,
                           num_trials_per_iter=min(TRIALS_PER_ROUND, trials),
-                          builder=self.builder, runner=self.runner(task),
+                          builder=self.builder(task), runner=self.runner(task),
                           database=database, cost_model=self.cost_model)
 
     def _measure_default(self, task: KernelTask) -> None:
@@ -164,7 +187,7 @@ class KernelTuner:
         sch = traced_default_schedule(mod["main"], task.target)
         if sch is None:
             return
-        (built,) = self.builder.build([BuilderInput(sch.mod, task.target)])
+        (built,) = self.builder(task).build([BuilderInput(sch.mod, task.target)])
         if built.error_msg:
             return
         args = ArgInfo.from_prim_func(mod["main"])
@@ -175,6 +198,15 @@ class KernelTuner:
         database = self.db.database(task.target, create=True)
         database.commit_tuning_record(ms.database.TuningRecord(
             sch.trace, database.commit_workload(mod), ran.run_secs, task.target, args))
+
+    def builder(self, task: KernelTask):
+        """The builder of ``task``'s candidates: MetaSchedule's local builder, its artefacts
+        shared libraries linked by the task's cross compiler for a board of another
+        architecture (a board then needs no compiler of its own), else MetaSchedule's
+        default (a tar of objects, which the runner's side links)."""
+        if task.compiler not in self._builders:
+            self._builders[task.compiler] = _builder(self.tuning, task.compiler)
+        return self._builders[task.compiler]
 
     def runner(self, task: KernelTask):
         """The runner of ``task``'s candidates: on a board, its RPC runner; here, a local
@@ -213,10 +245,25 @@ def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-def _builder(tuning: KernelTuning):
+def _builder(tuning: KernelTuning, compiler: str | None):
     from tvm.s_tir.meta_schedule.builder import LocalBuilder
 
-    return LocalBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout)
+    export = None if compiler is None else functools.partial(export_linked, compiler)
+    return LocalBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout,
+                        f_export=export)
+
+
+def export_linked(compiler: str, mod) -> str:
+    """A candidate's module as a shared library linked by ``compiler`` (in a builder worker:
+    MetaSchedule's ``f_export``); the path of the library."""
+    import os
+    import tempfile
+
+    from tvm.support import cc
+
+    path = os.path.join(tempfile.mkdtemp(), "tvm_tmp_mod.so")
+    mod.export_library(path, fcompile=cc.cross_compiler(compiler))
+    return path
 
 
 def _runner(tuning: KernelTuning, threads: int, cpus: tuple[int, ...]):

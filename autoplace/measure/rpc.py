@@ -103,6 +103,20 @@ def _probe(addr: tuple[str, int]) -> None:
             time.sleep(1.0)
 
 
+def servers_under(tracker: tuple[str, int], key: str, *, probe: bool = True) -> int:
+    """Servers the tracker at ``tracker`` has registered under ``key`` (free or busy);
+    NoServerError, one line, when the tracker cannot be reached (``probe``: try a TCP
+    connection first: TVM retries a closed port for 60 s, warning 12 times)."""
+    try:
+        if probe:
+            _probe(tracker)
+        summary = rpc.connect_tracker(*tracker).summary()
+    except (OSError, RuntimeError) as exc:
+        raise NoServerError(f"cannot reach the RPC tracker at {tracker[0]}:{tracker[1]}: "
+                            f"{first_line(exc)}") from None
+    return sum(1 for s in summary.get("server_info", []) if s.get("key") == f"server:{key}")
+
+
 def _connection_lost(exc: BaseException) -> bool:
     text = str(exc)
     return isinstance(exc, OSError | EOFError) or any(
@@ -172,16 +186,9 @@ class RPCMeasurer(BuildingMeasurer):
     # -- tracker -------------------------------------------------------------------------
     def server_count(self) -> int:
         """Servers registered under the key (free or busy)."""
-        try:
-            if not self._tracker_seen:  # TVM retries a closed port for 60 s, warning 12 times
-                _probe(self.tracker)
-                self._tracker_seen = True
-            summary = rpc.connect_tracker(*self.tracker).summary()
-        except (OSError, RuntimeError) as exc:
-            raise NoServerError(f"cannot reach the RPC tracker at {self._addr()}: "
-                                f"{first_line(exc)}") from None
-        return sum(1 for s in summary.get("server_info", [])
-                   if s.get("key") == f"server:{self.key}")
+        n = servers_under(self.tracker, self.key, probe=not self._tracker_seen)
+        self._tracker_seen = True
+        return n
 
     def _addr(self) -> str:
         return f"{self.tracker[0]}:{self.tracker[1]}"

@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from factories import cli, conv_onnx, conv_reference, one_line_error
+from factories import (
+    NM,
+    board_toml,
+    cli,
+    conv_onnx,
+    conv_reference,
+    free_port,
+    need_cross,
+    one_line_error,
+)
 from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.kernel_db import (
@@ -302,3 +311,49 @@ def test_kernels_tuned_on_a_board_are_the_kernels_calibrate_times(tmp_path):
     tuned = KernelLibraries(read_program(mod), graph, load_profile("host"),
                             tmp_path / "cache", kernels=db).path("core0")
     assert [p.name for p in (tmp_path / "cache").glob("seed_te-*.so")] == [tuned.name]
+
+
+def test_a_boards_candidates_are_linked_here_by_its_cross_compiler(tmp_path):
+    """Kernels of an aarch64 board, tuned through RPC: MetaSchedule's builder links each
+    candidate (and the default schedule) into an aarch64 shared library exporting the
+    kernel, so a board without a compiler runs it; the default's record is built so too."""
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from autoplace.deploy.elf import AARCH64, elf_machine
+    from autoplace.deploy.schedule import traced_default_schedule
+
+    cross = need_cross()
+    board = tmp_path / "board.toml"
+    board.write_text(board_toml(target='kind = "llvm", mtriple = "aarch64-linux-gnu", '
+                                       'num-cores = 4'))
+    mod, graph = load_module("seed_te")
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc)}
+    profile = load_profile(str(board))
+    tasks = kernel_tasks(funcs, graph, profile, ["cpu"], on_board=True, cross_compiler=cross)
+    assert {t.compiler for t in tasks} == {cross}
+    tuner = KernelTuner(KernelDatabase(tmp_path / "k", create=True),
+                        KernelTuning(trials=1, tracker="127.0.0.1:9", key="board"))
+    sch = traced_default_schedule(workload(tasks[0].prim_func)["main"], tasks[0].target)
+    (built,) = tuner.builder(tasks[0]).build([BuilderInput(sch.mod, tasks[0].target)])
+    assert built.error_msg is None, built.error_msg
+    assert elf_machine(built.artifact_path) == AARCH64
+    symbols = subprocess.run([NM, "-D", built.artifact_path], capture_output=True, text=True)
+    assert " T main" in symbols.stdout or " T __tvm_ffi_main" in symbols.stdout, symbols.stdout
+
+
+def test_what_tune_kernels_cannot_do_here_is_one_line(tmp_path):
+    """A target without num-cores (MetaSchedule needs one), a board's architecture measured
+    on this host, a tracker nobody answers at: one line each, before any tuning."""
+    board = tmp_path / "board.toml"
+    board.write_text(board_toml())
+    args = ("tune-kernels", "seed_te", "--hw", board, "--unit", "cpu", "--trials", 1,
+            "--kernel-db", tmp_path / "k")
+    one_line_error(cli(*args), "unit 'cpu': MetaSchedule tunes for a number of cores",
+                   "board.toml")
+    board.write_text(board_toml(target='kind = "llvm", mtriple = "aarch64-linux-gnu", '
+                                       'num-cores = 4'))
+    one_line_error(cli(*args), "unit 'cpu' builds for aarch64", "on the board (--rpc-tracker")
+    one_line_error(cli(*args, "--rpc-tracker", f"127.0.0.1:{free_port()}", "--rpc-key", "b"),
+                   "cannot reach the RPC tracker at 127.0.0.1:")
+    assert not (tmp_path / "k").exists()
