@@ -18,6 +18,11 @@ class BuildError(ValueError):
     """A placement cannot be built: the message names the op, unit or target at fault."""
 
 
+class InvalidTarget(BuildError):
+    """A profile's target dict that TVM refuses (an unknown key, a bad value): an error of
+    the profile, not of a placement."""
+
+
 def has_codegen(kind: str) -> bool:
     """Whether this TVM build can generate code for target kind ``kind``."""
     return kind in tvm.target.Target.list_kinds() and (
@@ -30,14 +35,14 @@ def make_target(spec: Mapping[str, object], where: str) -> tvm.target.Target:
         return tvm.target.Target(dict(spec))
     except (ValueError, TypeError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BuildError(f"{where}: invalid TVM target {dict(spec)!r}: {first}") from None
+        raise InvalidTarget(f"{where}: invalid TVM target {dict(spec)!r}: {first}") from None
 
 
 def host_target(profile: Profile) -> tvm.target.Target:
     """The host unit's target when it has a code generator here, else plain ``llvm``."""
     unit = profile.unit(profile.host)
     if has_codegen(str(unit.target.get("kind"))):
-        return make_target(unit.target, f"profile {profile.name!r}, unit {unit.name!r}")
+        return make_target(unit.target, f"{profile.source}: unit {unit.name!r}")
     return tvm.target.Target(DEFAULT_HOST)
 
 
@@ -50,7 +55,7 @@ def unit_target(unit: Unit, profile: Profile) -> tvm.target.Target:
     """
     kind = str(unit.target.get("kind"))
     if has_codegen(kind):
-        return make_target(unit.target, f"profile {profile.name!r}, unit {unit.name!r}")
+        return make_target(unit.target, f"{profile.source}: unit {unit.name!r}")
     host = host_target(profile)
     warnings.warn(f"unit {unit.name!r}: target kind {kind!r} has no code generator here; "
                   f"its kernels are built for the host target {host.kind.name!r} "

@@ -24,7 +24,7 @@ from tvm.support.popen_pool import PopenWorker
 from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.pool import Artifact, BuildPool
 from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
-from autoplace.deploy.targets import BuildError, unit_target
+from autoplace.deploy.targets import BuildError, InvalidTarget, unit_target
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.measure.base import Measurer, MeasureResult
@@ -198,7 +198,9 @@ class LocalMeasurer(Measurer):
         for unit in profile.units:  # every library compiled (or found) before any run
             try:
                 self.libraries.build(unit.name)
-            except BuildError as exc:
+            except InvalidTarget:  # the profile's error: refused before any run
+                raise
+            except BuildError as exc:  # that unit's placements fail; the others run
                 self.libraries.broken.setdefault(unit.name, exc)
         self._tmp = tempfile.mkdtemp(prefix="autoplace-")
         save_program(program, self._tmp)

@@ -30,7 +30,7 @@ from tvm import rpc
 
 from autoplace.deploy.pool import first_line
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
-from autoplace.deploy.targets import BuildError
+from autoplace.deploy.targets import BuildError, InvalidTarget
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.measure.base import MeasurementStopped, MeasureResult
@@ -177,7 +177,9 @@ class RPCMeasurer(BuildingMeasurer):
         for unit in self.profile.units:
             try:
                 libraries.build(unit.name)
-            except BuildError as exc:
+            except InvalidTarget:  # the profile's error: refused before any run
+                raise
+            except BuildError as exc:  # that unit's placements fail; the others run
                 libraries.broken.setdefault(unit.name, exc)
         self.broken = libraries.broken
         return Sessions(lambda stop: self._open(JOB_SESSION_S, stop),

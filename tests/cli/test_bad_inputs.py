@@ -254,6 +254,12 @@ def option_cases() -> list[Case]:
                                               "{dir}/missing/new.jsonl", "--no-progress"),
              ("missing/new.jsonl", "No such file or directory")),
     ]
+    host = bundled_profiles()["host"].read_text()
+    cases.append(Case("option --measurer local with a target key TVM lacks",
+                      tune("--hw", "{dir}/hw.toml", "--measurer", "local"),
+                      ("hw.toml", "unit 'cpu'", "invalid TVM target", "'bogus'"),
+                      (("hw.toml", host.replace('"num-cores" = 2 }', '"num-cores" = 2, '
+                                                '"bogus" = 1 }', 1)),)))
     if Path("/dev/full").exists():  # a device every write to fails with ENOSPC (issue 31)
         cases.append(Case("option --log on a full disk", ("tune", "seed_te", "--trials", "2",
                                                           "--log", "/dev/full",
