@@ -175,6 +175,7 @@ def cmd_compile(args) -> int:
     if given:
         raise ValueError(f"compile: {', '.join(given)} only go with --objective throughput on "
                          "a profile with a [mesh] (a pipeline)")
+    from autoplace.deploy.targets import BuildError
     from autoplace.runtime import Runtime
     from autoplace.runtime.artefact import write_artefact
 
@@ -182,7 +183,11 @@ def cmd_compile(args) -> int:
                                             args.input_shapes)
     with Runtime(mod, graph, profile, cache_dir=_cache(args),
                  cross_compiler=args.cross_compiler, kernels=kernels(args)) as rt:
-        rt.check(rec.placement)  # refused here, not on the board, if it cannot run
+        try:
+            rt.check(rec.placement)  # refused here, not on the board, if it cannot run
+        except BuildError as exc:  # which placement, from where
+            raise BuildError(f"{args.log}: the best record (trial {rec.trial}): "
+                             f"{exc}") from None
         path = write_artefact(args.output, rt, rec.placement, model=args.model,
                               input_shapes=args.input_shapes,
                               record={"trial": rec.trial, "strategy": rec.strategy,

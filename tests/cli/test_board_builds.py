@@ -46,7 +46,7 @@ def test_without_a_cross_compiler_compile_names_the_unit_and_what_to_set(board):
     proc = cli("compile", "seed_te", "--hw", hw, "--log", log, "-o", tmp / "none",
                "--cache-dir", tmp / "kernels")
     one_line_error(proc, "unit '", f"mtriple '{TRIPLE}'", f'cross_compiler = "{CROSS}"',
-                   str(hw), "--cross-compiler")
+                   str(hw), "--cross-compiler", f"{log}: the best record (trial ")
     missing = cli("compile", "seed_te", "--hw", hw, "--log", log, "-o", tmp / "none",
                   "--cache-dir", tmp / "kernels", "--cross-compiler", "no-such-g++")
     one_line_error(missing, "cross compiler 'no-such-g++' not found on PATH")
