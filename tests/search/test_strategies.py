@@ -213,6 +213,7 @@ def test_optuna_trials_are_finished_by_the_store_not_left_running(space, tmp_pat
              TuneConfig(trials=12, sampler="tpe", cost_model="none", storage=storage))
     study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
     assert all(t.state.is_finished() for t in study.trials)
+    assert study.metric_names == ["latency_s"]  # what the dashboard calls the values
 
 
 class Sampled(SearchStrategy):
