@@ -327,7 +327,9 @@ class GuidedProposer:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Spearman's rank correlation, ties ranked by their mean (None if a side is constant)."""
+    """Spearman's rank correlation, ties ranked by their mean (None if a side is constant).
+    Not ``scipy.stats.spearmanr``: importing ``scipy.stats`` takes 0.9 s here, half of a
+    20-trial tuning job, for six lines."""
     ra, rb = _ranks(a), _ranks(b)
     if np.ptp(ra) == 0 or np.ptp(rb) == 0:
         return None
