@@ -73,16 +73,18 @@ def lanes(plan: PipelinePlan, costs: StageCosts) -> list[str]:
 
 
 def steady_window(plan: PipelinePlan, costs: StageCosts, *, inferences: int = 64,
-                  window: int | None = None) -> tuple[float, float, list[tuple]]:
-    """One period of the stream in steady state: ``(start, period, work)``, where work is
-    ``(resource, start, end, inference, item)`` of everything that runs in
-    ``[start, start + period)`` (clipped to it), for a Gantt chart."""
+                  window: int | None = None, periods: int = 1) -> tuple[float, float, list[tuple]]:
+    """``periods`` periods of the stream in steady state: ``(start, period, work)``, where
+    work is ``(resource, start, end, inference, item)`` of everything that runs in
+    ``[start, start + periods * period)`` (clipped to it), for a Gantt chart. A stream runs
+    in bursts (a stage may work on two inferences back to back, then wait): one period
+    alone can miss a stage's compute; a picture shows several."""
     window = 2 * len(plan.stages) if window is None else window
     ran: list[tuple] = []
     finish = np.sort(run_stream(pipeline_items(plan, costs), inferences, window, record=ran))
     period = middle_period(finish)
-    start = float(finish[inferences // 2])
-    end = start + period
+    start = float(finish[inferences // 2 - periods // 2])
+    end = start + periods * period
     return start, period, [(r, max(a, start), min(b, end), i, j) for r, a, b, i, j in ran
                            if a < end and b > start and b > a]
 

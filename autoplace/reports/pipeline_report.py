@@ -29,6 +29,9 @@ from autoplace.reports.placement_report import (
     logged_inputs,
 )
 
+#: periods of the stream the period picture shows (one can miss a bursty stage's work)
+PERIODS_SHOWN = 3
+
 
 def is_pipeline_log(path: str | Path) -> bool:
     """Whether the first line of ``path`` is a pipeline search trial."""
@@ -106,10 +109,11 @@ def plan_pictures(plan, costs: StageCosts, out: Path) -> dict[str, Path]:
     steady state) in ``out``; their paths by name."""
     out.mkdir(parents=True, exist_ok=True)
     name = f"{costs.graph.name} on {costs.machine.name}"
-    start, period, work = steady_window(plan, costs)
+    start, period, work = steady_window(plan, costs, periods=PERIODS_SHOWN)
     return _save(out, {
         "grid": plots.pipeline_grid(*grid_maps(plan, costs), title=name),
-        "period": plots.pipeline_period(work, start, period, lanes(plan, costs))})
+        "period": plots.pipeline_period(work, start, period, lanes(plan, costs),
+                                        periods=PERIODS_SHOWN)})
 
 
 def _pictures(plan, costs: StageCosts, trials: pd.DataFrame, bound: float,

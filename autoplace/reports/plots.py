@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from autoplace.graph import OP_KINDS, OpGraph
 from autoplace.measure.base import Event
@@ -255,34 +255,38 @@ def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Fi
     """A pipelined plan on the mesh (:func:`autoplace.pipeline.layout.grid_maps`): each PE's
     stage (-1: unused, blank) and the share of each period its busiest unit computes."""
     rows, cols = stage.shape
-    width = min(16.0, 2.5 + 0.12 * cols * 2)
-    fig = Figure(figsize=(width, 1.5 + width * rows / (2.2 * cols)), layout="constrained")
+    width = min(16.0, max(9.0, 2.5 + 0.24 * cols))
+    fig = Figure(figsize=(width, max(4.0, 1.6 + width * rows / (2.4 * cols))),
+                 layout="constrained")
     left, right = fig.subplots(1, 2)
     n = int(stage.max()) + 1
     cmap = colormaps["tab20"].resampled(max(n, 1))
     im = left.imshow(np.ma.masked_less(stage, 0), cmap=cmap, vmin=-0.5, vmax=n - 0.5,
                      interpolation="nearest")
-    left.set_title("stage of each PE")
-    fig.colorbar(im, ax=left, label="stage", ticks=range(n), fraction=0.04)
+    left.set_title("stage of each PE (blank: unused)")
+    fig.colorbar(im, ax=left, label="stage", ticks=range(0, n, max(1, n // 12)), shrink=0.9)
     im = right.imshow(np.ma.masked_less(busy, 0), cmap="Blues", vmin=0.0, vmax=1.0,
                       interpolation="nearest")
-    right.set_title("busy share of a period (the busiest unit)")
-    fig.colorbar(im, ax=right, label="busy", fraction=0.04)
+    right.set_title("busy share of a period")
+    fig.colorbar(im, ax=right, label="its busiest unit's share", shrink=0.9)
     for ax in (left, right):
         ax.set_xlabel("column")
         ax.set_ylabel("row")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title or "the plan on the grid")
     return fig
 
 
 def pipeline_period(work: Sequence[tuple], start: float, period: float,
-                    lanes_: Sequence[str], *, title: str = "") -> Figure:
-    """One period of a pipeline's stream in steady state (``work`` of
+                    lanes_: Sequence[str], *, periods: int = 1, title: str = "") -> Figure:
+    """``periods`` periods of a pipeline's stream in steady state (``work`` of
     :func:`autoplace.pipeline.stream.steady_window`): per stage (``lanes_``:
     :func:`autoplace.pipeline.stream.lanes`), its PEs' units and its DMA engines, each
-    piece of work coloured by the inference it belongs to."""
+    piece of work coloured by the inference it belongs to (DMA work hatched), the periods'
+    bounds dashed."""
     row = {name: i for i, name in enumerate(lanes_)}
-    fig = Figure(figsize=(11, 1.4 + 0.32 * len(lanes_)), layout="constrained")
+    fig = Figure(figsize=(11, 1.6 + 0.32 * len(lanes_)), layout="constrained")
     ax = fig.add_subplot()
     colours = colormaps["tab10"].colors
     for res, a, b, inference, _ in work:
@@ -292,11 +296,15 @@ def pipeline_period(work: Sequence[tuple], start: float, period: float,
         if (b - a) > 0.08 * period:
             ax.text((a + b - 2 * start) / 2 * 1e3, row[res], str(inference), ha="center",
                     va="center", fontsize="x-small", color="white")
+    for k in range(1, periods):
+        ax.axvline(k * period * 1e3, color="0.4", linestyle="--", linewidth=0.8)
     ax.set_yticks(range(len(lanes_)), lanes_)
     ax.invert_yaxis()
-    ax.set_xlim(0, period * 1e3)
-    ax.set_xlabel("time within one period (ms); bars: which inference (number)")
-    ax.set_title(title or f"one period in steady state: {period * 1e3:.4f} ms")
+    ax.set_xlim(0, periods * period * 1e3)
+    ax.set_xlabel("time in steady state (ms); bars: which inference (number); hatched: DMA")
+    ax.set_title(title or (f"{periods} periods of {period * 1e3:.4f} ms in steady state"
+                           if periods > 1 else
+                           f"one period in steady state: {period * 1e3:.4f} ms"))
     return fig
 
 

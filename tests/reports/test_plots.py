@@ -151,6 +151,32 @@ def test_figures_render_to_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_period_picture_shows_every_stages_compute_though_the_stream_is_bursty():
+    """A plan whose second stage, bound by its DMA, computes two inferences back to back
+    then waits longer than a period: one period missed its compute (an empty lane in the
+    report's picture); three show it, on every stage."""
+    from autoplace.hardware.load import load_profile
+    from autoplace.models import load_graph
+    from autoplace.pipeline.plan_space import parse_plan
+    from autoplace.pipeline.stream import lanes, steady_window
+    from autoplace.search.mesh import mesh_costs
+
+    costs, _ = mesh_costs(load_graph("squeezenet"), load_profile("mesh"))
+    plan = parse_plan("0:3:3 3:7:3/1,2,3,3 7:12:3 12:26:2 26:36:2 36:41:2/2,2,2,1,2 x1")
+
+    def computing(work) -> set[str]:
+        return {r for r, *_ in work if r.endswith(".pes")}
+
+    every = {f"stage{n}.pes" for n in range(len(plan.stages))}
+    assert computing(steady_window(plan, costs)[2]) != every  # what one period showed
+    start, period, work = steady_window(plan, costs, periods=3)
+    assert computing(work) == every
+    assert all(start <= a < b <= start + 3 * period for _, a, b, _, _ in work)
+    fig = plots.pipeline_period(work, start, period, lanes(plan, costs), periods=3)
+    ax = fig.axes[0]
+    assert ax.get_xlim() == (0, 3 * period * 1e3) and len(ax.lines) == 2  # bounds dashed
+
+
 def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
     import dataclasses
 
