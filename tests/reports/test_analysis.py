@@ -211,7 +211,7 @@ def test_study_joins_the_log_on_trial_number(tmp_path):
     assert len(joined) == len(df)
     assert (joined["study.user_attrs_strategy"] == joined["strategy"].astype(str)).all()
     feasible = joined[joined["ok"]]
-    assert (feasible["study.value"] == feasible["latency_s"]).all()
+    assert (feasible["study.value_latency_s"] == feasible["latency_s"]).all()  # its named value
     with pytest.raises(ValueError, match="name the study"):
         optuna.create_study(study_name="other", storage=storage)
         analysis.study_trials(storage)
