@@ -116,7 +116,7 @@ class KernelDatabase:
     def best_seconds(self, func: tirx.PrimFunc, target: tvm.target.Target) -> float | None:
         """The best measured time of ``func`` on ``target`` (mean of its runs), or None."""
         best = self.records(func, target)[:1]
-        return _seconds(best[0]) if best else None
+        return record_seconds(best[0]) if best else None
 
     def schedule(self, func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc | None:
         """``func`` as the fastest record of ``target`` schedules it, or None (never tuned,
@@ -196,6 +196,7 @@ def _trace_text(trace) -> str:
     return json.dumps(trace.as_json(), default=str)
 
 
-def _seconds(record) -> float:
+def record_seconds(record) -> float:
+    """A record's measured time: the mean of its runs (s)."""
     runs = [float(x) for x in record.run_secs]
     return sum(runs) / len(runs)

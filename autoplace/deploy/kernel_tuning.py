@@ -28,7 +28,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from autoplace.deploy.kernel_db import KernelDatabase, workload
+from autoplace.deploy.kernel_db import KernelDatabase, record_seconds, workload
 from autoplace.deploy.schedule import cores, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, host_arch, target_arch
@@ -236,7 +236,7 @@ class KernelTuner:
         whose = ("the default schedule" if self.db.is_default(best[0], task.prim_func,
                                                                 task.target)
                  else "MetaSchedule's")
-        return f"best {self.db.best_seconds(task.prim_func, task.target) * 1e6:.1f} us ({whose})"
+        return f"best {record_seconds(best[0]) * 1e6:.1f} us ({whose})"
 
 
 def _cores() -> int:

@@ -57,8 +57,7 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
     else:  # (workers started together may both get here: the second loads the first's)
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                     direction="minimize", load_if_exists=config.continues)
-    if not exists:  # the dashboard's axis: "latency_s", not "Objective 0"
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # the dashboard's axis: "latency_s", not "Objective 0"
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names([config.goal.field])
     _check_objective(study, config.objective, f"study {name!r} in {shown}")

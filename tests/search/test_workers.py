@@ -199,22 +199,32 @@ def test_workers_agree_on_the_run_id_whoever_computes_it_first(tmp_path):
 def test_workers_killed_at_random_moments_are_replaced_and_the_job_stays_one(tmp_path):
     """Three workers; twice, one of them (a random one) is SIGKILLed at a random moment and
     a new worker with a log of its own takes its place; the job's invariants still hold."""
-    storage, rng = f"journal:{tmp_path / 'study.journal'}", random.Random(11)
+    storage = f"journal:{tmp_path / 'study.journal'}"
+    logs = kill_and_replace(lambda log, seed: worker(storage, log, seed, "--grace", "5"),
+                            tmp_path, random.Random(11), (0.5, 2.5))
+    assert_one_job(storage, logs)
+
+
+def kill_and_replace(start, tmp_path: Path, rng: random.Random, wait: tuple[float, float]
+                     ) -> list[Path]:
+    """Three workers (``start(log, seed)``); twice, after a random wait, a random one is
+    SIGKILLed (if still running) and a new one with a log of its own takes its place; the
+    logs of all of them once every worker has finished (at least one was killed)."""
     logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
-    procs = [worker(storage, log, k, "--grace", "5") for k, log in enumerate(logs)]
+    procs = [start(log, k) for k, log in enumerate(logs)]
     kills = 0
     for n in range(2):
-        time.sleep(rng.uniform(0.5, 2.5))
+        time.sleep(rng.uniform(*wait))
         k = rng.randrange(3)
         if procs[k].poll() is None:
             procs[k].send_signal(signal.SIGKILL)
             procs[k].wait(timeout=60)
             kills += 1
         logs.append(tmp_path / f"w{k}-{n}.jsonl")
-        procs[k] = worker(storage, logs[-1], 10 + n, "--grace", "5")
+        procs[k] = start(logs[-1], 10 + n)
     finish(procs)
     assert kills >= 1
-    assert_one_job(storage, logs)
+    return logs
 
 
 #: the mesh job of the killed-workers test: squeezenet's plans on a 16x16 mesh
@@ -238,21 +248,9 @@ def test_mesh_workers_killed_at_random_moments_are_replaced_and_the_job_stays_on
     mesh = tmp_path / "mesh16.toml"
     text = Path(load_profile("mesh").source).read_text()
     mesh.write_text(text.replace("rows = 4", "rows = 16").replace("cols = 4", "cols = 16"))
-    storage, rng = f"journal:{tmp_path / 'study.journal'}", random.Random(12)
-    logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
-    procs = [mesh_worker(storage, mesh, log, k) for k, log in enumerate(logs)]
-    kills = 0
-    for n in range(2):
-        time.sleep(rng.uniform(1.0, 3.0))
-        k = rng.randrange(3)
-        if procs[k].poll() is None:
-            procs[k].send_signal(signal.SIGKILL)
-            procs[k].wait(timeout=60)
-            kills += 1
-        logs.append(tmp_path / f"w{k}-{n}.jsonl")
-        procs[k] = mesh_worker(storage, mesh, logs[-1], 10 + n)
-    finish(procs)
-    assert kills >= 1
+    storage = f"journal:{tmp_path / 'study.journal'}"
+    logs = kill_and_replace(lambda log, seed: mesh_worker(storage, mesh, log, seed), tmp_path,
+                            random.Random(12), (1.0, 3.0))
     lines = [x for log in logs if log.exists() for x in read_lines(log)]
     plans = [plan_of(x) for x in lines]
     assert len(plans) == len(set(plans)), "a plan measured twice"
