@@ -5,8 +5,9 @@ finalizer (``__del__``: an XGBoost booster freed by the garbage collector) it is
 "Exception ignored in ..." with a traceback and lost, and the job runs on, deaf to it.
 :class:`CtrlC` records every Ctrl-C (and keeps a finalizer's from being printed); the loop
 calls :meth:`CtrlC.check` between rounds, which raises one that was recorded and not seen
-since. :func:`from_ctrl_c` tells a Ctrl-C that a numba
-kernel wrapped in a SystemError.
+since. :func:`uninterrupted` holds a Ctrl-C back to the end of a step that must run whole
+(a record logged and counted). :func:`from_ctrl_c` tells a Ctrl-C that a numba kernel
+wrapped in a SystemError.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class CtrlC:
@@ -59,6 +62,31 @@ class CtrlC:
         if self.pending:
             self.pending = False
             raise KeyboardInterrupt
+
+
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Run the block whole: a Ctrl-C in it is handed to the SIGINT handler there was (which
+    raises KeyboardInterrupt) when the block ends; a second Ctrl-C in it is not held. Only
+    in the main thread, where Python runs signal handlers, and over a Python handler."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    held = []
+
+    def hold(signum, frame):
+        if held:  # pressed again: the user means it
+            raise KeyboardInterrupt
+        held.append((signum, frame))
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(*held[0])
 
 
 def from_ctrl_c(exc: BaseException) -> bool:

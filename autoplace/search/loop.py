@@ -26,7 +26,7 @@ from autoplace.search.checkpoint import (
 )
 from autoplace.search.config import TuneConfig
 from autoplace.search.descent import predicted
-from autoplace.search.interrupt import from_ctrl_c
+from autoplace.search.interrupt import from_ctrl_c, uninterrupted
 from autoplace.search.local_search import LocalSearch
 from autoplace.search.store import Store
 from autoplace.search.strategies import (
@@ -250,7 +250,9 @@ class Tuner:
             return
         genome = None if self.store.study is None else \
             self.space.format_genome(proposal.choice[i], mode)  # (the study's only)
-        self.records.append(self.store.add(proposal.labels[i], placement, result, genome, trial))
+        with uninterrupted():  # a Ctrl-C between the log's line and its count here miscounts
+            self.records.append(self.store.add(proposal.labels[i], placement, result, genome,
+                                               trial))
         self._seen(key, self.objective.value(result))
         self._add_done((proposal.labels[i],))
 

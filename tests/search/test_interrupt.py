@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from autoplace.search.interrupt import CtrlC
+from autoplace.search.interrupt import CtrlC, uninterrupted
 
 
 class Finalized:
@@ -58,3 +58,47 @@ def test_a_ctrl_c_caught_is_not_raised_again_and_the_handler_is_put_back():
         ctrl_c.seen()
         ctrl_c.check()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def ctrl_c_now():
+    """Press Ctrl-C and let Python run the SIGINT handler (between two bytecodes)."""
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(100_000):
+        pass
+
+
+def test_a_ctrl_c_in_an_uninterrupted_block_is_raised_when_the_block_has_run_whole():
+    ran = []
+    with pytest.raises(KeyboardInterrupt):
+        with uninterrupted():
+            ctrl_c_now()
+            ran.append("after the Ctrl-C")
+    assert ran == ["after the Ctrl-C"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_ctrl_c_in_the_block_is_not_held():
+    ran = []
+    with pytest.raises(KeyboardInterrupt):
+        with uninterrupted():
+            ctrl_c_now()
+            ran.append("first held")
+            ctrl_c_now()
+            ran.append("second not held")
+    assert ran == ["first held"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_held_ctrl_c_goes_to_the_handler_there_was():
+    with CtrlC() as ctrl_c:
+        with pytest.raises(KeyboardInterrupt):
+            with uninterrupted():
+                ctrl_c_now()
+                assert not ctrl_c.pending  # held: CtrlC has not seen it yet
+        assert ctrl_c.pending  # handed on when the block ended
+
+
+def test_a_block_without_ctrl_c_runs_as_any_other():
+    with uninterrupted():
+        value = 1 + 1
+    assert value == 2 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
