@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoplace.patterns import PATTERNS
+
 #: Op kinds used for capability matching (a profile unit's ``accepts`` list).
 OP_KINDS = (
     "conv2d",
@@ -160,6 +162,29 @@ class Edge:
                              "(ops are in topological order)")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Match:
+    """Ops ``ops`` (indices, ascending) that together are composite ``pattern`` (a name of
+    :data:`autoplace.patterns.PATTERNS`): one op when TVM's fusion made the composite one
+    kernel, several when it split it (attention across its softmax)."""
+
+    pattern: str
+    ops: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.pattern not in PATTERNS:
+            raise GraphError(f"match {self.pattern!r}: unknown pattern (known: "
+                             f"{', '.join(PATTERNS)})")
+        if not isinstance(self.ops, (tuple, list)) or not self.ops:
+            raise GraphError(f"match {self.pattern!r}: ops must be a non-empty list of op "
+                             f"indices, got {self.ops!r}")
+        ops = tuple(_check_count(f"match {self.pattern!r}", "ops", i) for i in self.ops)
+        if list(ops) != sorted(set(ops)):
+            raise GraphError(f"match {self.pattern!r}: ops must be ascending and distinct, "
+                             f"got {list(ops)}")
+        object.__setattr__(self, "ops", ops)
+
+
 def topological_order(priority: Mapping, edges: Iterable[tuple]) -> list | None:
     """The keys of ``priority`` in a topological order of ``edges`` (``(a, b)``: ``a``
     first; repeats and self-loops ignored), the ready key of lowest priority first (so the
@@ -219,13 +244,23 @@ def _check_layout(d: object, source: str) -> None:
                   "transfer_us]")
 
 
+def _match(item: object) -> Match:
+    """A match from its JSON form ``[pattern, [op, ...]]``."""
+    if not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], list):
+        raise GraphError(f"a match must be [pattern, [op, ...]], got {item!r}")
+    return Match(pattern=item[0], ops=tuple(item[1]))
+
+
 @dataclass(frozen=True, kw_only=True)
 class OpGraph:
-    """Ops in topological order and the edges between them (at most one per pair)."""
+    """Ops in topological order and the edges between them (at most one per pair), and
+    where composite patterns match them (``matches``: the frontend finds them; they are
+    no part of :attr:`fingerprint`, which a model's graph keeps whatever the table)."""
 
     name: str
     ops: tuple[Op, ...]
     edges: tuple[Edge, ...]
+    matches: tuple[Match, ...] = ()
 
     def __post_init__(self) -> None:
         names = [op.name for op in self.ops]
@@ -239,6 +274,10 @@ class OpGraph:
             if (e.src, e.dst) in seen:
                 raise GraphError(f"graph {self.name!r}: duplicate edge {e.src}->{e.dst}")
             seen.add((e.src, e.dst))
+        for m in self.matches:
+            if m.ops[-1] >= len(self.ops):
+                raise GraphError(f"graph {self.name!r}: match {m.pattern!r}: op {m.ops[-1]} "
+                                 "out of range")
 
     # -- derived views -----------------------------------------------------------------
     def index(self, name: str) -> int:
@@ -282,13 +321,16 @@ class OpGraph:
     def to_dict(self) -> dict:
         """The graph as JSON-ready data (read back by :meth:`from_dict`); an edge with a
         measured transfer cost has it as a fourth item."""
-        return {
+        d = {
             "name": self.name,
             "ops": [_op_dict(op) for op in self.ops],
             "edges": [[e.src, e.dst, e.nbytes] + ([] if e.transfer_us is None
                                                   else [e.transfer_us])
                       for e in self.edges],
         }
+        if self.matches:
+            d["matches"] = [[m.pattern, list(m.ops)] for m in self.matches]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict, *, source: str = "<dict>") -> OpGraph:
@@ -298,7 +340,8 @@ class OpGraph:
             ops = tuple(Op(**o) for o in d["ops"])
             edges = tuple(Edge(src=e[0], dst=e[1], nbytes=e[2],
                                transfer_us=e[3] if len(e) > 3 else None) for e in d["edges"])
-            return cls(name=d["name"], ops=ops, edges=edges)
+            return cls(name=d["name"], ops=ops, edges=edges,
+                       matches=tuple(_match(m) for m in d.get("matches", ())))
         except (KeyError, TypeError, ValueError) as exc:
             raise GraphError(f"{source}: not an op graph: {exc}") from None
 
@@ -320,5 +363,6 @@ class OpGraph:
         """Stable hash of the structure (names, kinds, costs, edges); the name is excluded."""
         body = self.to_dict()
         body.pop("name")
+        body.pop("matches", None)
         blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

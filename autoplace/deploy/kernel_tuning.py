@@ -35,6 +35,7 @@ from autoplace.deploy.toolchain import compiler_for, host_arch, target_arch
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.workers import pool_setup
+from autoplace.space.capability import capable
 
 #: MetaSchedule measures this many candidates per round (fewer when the budget is smaller)
 TRIALS_PER_ROUND = 16
@@ -117,9 +118,10 @@ def _compiler(unit, profile: Profile, on_board: bool, default: str | None) -> st
 def _target_tasks(funcs, graph, profile, target, units, cpus, compiler) -> list[KernelTask]:
     seen: dict[int, int] = {}  # structural hash -> index in tasks
     tasks: list[KernelTask] = []
-    for op in graph.ops:
+    runs = capable(graph, profile)[:, [profile.unit_index[u] for u in units]].any(axis=1)
+    for op, ok in zip(graph.ops, runs):
         func = op.func or op.name
-        if not any(profile.unit(u).accepts_kind(op.kind) for u in units):
+        if not ok:
             continue
         h = tvm_ffi.structural_hash(workload(funcs[func]))
         if h in seen:

@@ -13,6 +13,7 @@ function has no ``num_input``) is a graph input.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
 
+from autoplace.frontend.patterns import find_matches
 from autoplace.graph import Edge, GraphError, Op, OpGraph
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
@@ -68,6 +70,12 @@ def fold_weights(mod: tvm.IRModule) -> tvm.IRModule:
     return out
 
 
+def _legalize(mod: tvm.IRModule) -> tvm.IRModule:
+    seq = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+           relax.transform.FoldConstant()]
+    return tvm.transform.Sequential(seq)(mod)
+
+
 def fuse(mod: tvm.IRModule) -> tvm.IRModule:
     """Legalize and fuse ``mod`` into TIR kernels (one ``call_tir`` per fused kernel).
 
@@ -75,22 +83,22 @@ def fuse(mod: tvm.IRModule) -> tvm.IRModule:
     FuseOps and FuseTIR. FoldConstant comes after LegalizeOps so that weights built at run
     time (the light ONNX models' ``broadcast_to(const)``) become constants, not kernels.
     """
-    seq = tvm.transform.Sequential(
-        [
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ]
-    )
-    return seq(fold_weights(mod))
+    return relax.transform.FuseTIR()(relax.transform.FuseOps()(_legalize(fold_weights(mod))))
 
 
 def from_relax(mod: tvm.IRModule, name: str) -> tuple[tvm.IRModule, OpGraph]:
-    """Fuse ``mod`` and return the fused module with its op graph."""
-    fused = fuse(mod)
-    return fused, op_graph(fused, name)
+    """Fuse ``mod`` as :func:`fuse` does and return the fused module with its op graph,
+    whose ``matches`` say where the composite patterns cover its kernels
+    (:func:`autoplace.frontend.patterns.find_matches`)."""
+    before = fold_weights(mod)
+    legal = _legalize(before)
+    grouped = relax.transform.FuseOps()(legal)
+    fused = relax.transform.FuseTIR()(grouped)
+    graph = op_graph(fused, name)
+    if "main" not in [gv.name_hint for gv in before.get_global_vars()]:
+        return fused, graph
+    matches = find_matches(before["main"], legal["main"], grouped)
+    return fused, dataclasses.replace(graph, matches=matches)
 
 
 # -- sizes -----------------------------------------------------------------------------

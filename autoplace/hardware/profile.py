@@ -12,6 +12,8 @@ frozen dataclasses below. The TOML schema, in units a datasheet uses::
     target = { kind = "llvm", num-cores = 1 }   # a TVM target dict
     rpc_key = "soc-cpu1"       # optional: the RPC tracker key of a real board
     accepts = ["*"]            # op kinds it runs (see autoplace.graph.OP_KINDS), "*" = all
+    # patterns = ["conv2d_bias_relu", "attention"]  # or, instead of accepts: the composites
+    #                          # it runs (autoplace.patterns.PATTERNS), gflops per pattern
     launch_overhead_us = 2.0   # fixed cost per kernel launch
     handover_us = 17.0         # optional: its wait for work on another unit (default 0)
     power_w = 1.5              # optional: active power, for energy (default 0)
@@ -97,6 +99,9 @@ class Unit:
     #: board of another architecture); "": the host's. How a build is made, not what the
     #: hardware is: it is not part of :attr:`Profile.hash`
     cross_compiler: str = ""
+    #: its pattern table (names of :data:`autoplace.patterns.PATTERNS`): it runs an op only
+    #: where one of them matches it (``OpGraph.matches``); empty: ``accepts`` says
+    patterns: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -104,10 +109,13 @@ class Unit:
         return self.class_name or self.name
 
     def accepts_kind(self, kind: str) -> bool:
+        """Whether it runs every op of ``kind`` (a unit with a pattern table runs none
+        by kind: see :func:`autoplace.space.capability.runs`)."""
         return "*" in self.accepts or kind in self.accepts
 
     def flops_per_s(self, kind: str) -> float:
-        """Throughput for ``kind`` in FLOP/s (``gflops[kind]`` or ``gflops["default"]``)."""
+        """Throughput for ``kind`` (an op kind or a pattern) in FLOP/s (``gflops[kind]`` or
+        ``gflops["default"]``)."""
         return 1e9 * float(self.gflops[kind] if kind in self.gflops else self.gflops["default"])
 
 
@@ -269,6 +277,7 @@ class Profile:
                     **({"execution": u.execution} if u.execution != "stream" else {}),
                     **({"cores": u.cores} if u.cores else {}),
                     **({"cpus": list(u.cpus)} if u.cpus else {}),
+                    **({"patterns": sorted(u.patterns)} if u.patterns else {}),
                 }
                 for u in self.units
             ],

@@ -23,6 +23,7 @@ from autoplace.hardware.profile import (
     Scope,
     Unit,
 )
+from autoplace.patterns import PATTERNS
 
 REQUIRED: Any = object()
 #: the largest number a profile may hold (1e12 MiB, GB/s, GFLOP/s or us: far past any
@@ -128,31 +129,54 @@ def _target(t: Table) -> dict[str, Any]:
     return dict(target)
 
 
-def _gflops(t: Table, accepts: list[str]) -> dict[str, float]:
+def _gflops(t: Table, accepts: list[str], patterns: list[str]) -> dict[str, float]:
+    """The ``gflops`` table: per op kind the unit accepts, or per pattern of its table (the
+    rate of that composite), or ``default``."""
     table = t.table("gflops")
     for kind in table.data:
-        if kind != "default" and kind not in OP_KINDS:
+        if patterns and kind != "default" and kind not in patterns:
+            raise t.error(table.key(kind), f"{kind!r} is not in the unit's patterns (expected "
+                          f"'default' or one of {', '.join(patterns)})")
+        if kind != "default" and kind not in OP_KINDS and not patterns:
             raise t.error(table.key(kind), f"unknown op kind {kind!r} (expected 'default' or "
                           f"one of {', '.join(OP_KINDS)})")
     gflops = {kind: table.number(kind, positive=True) for kind in table.data}
     if "default" not in gflops:
         if "*" in accepts:
             raise t.error(table.key("default"), "missing: required when accepts is '*'")
-        for kind in accepts:
+        for key, kind in [("accepts", k) for k in accepts] + [("pattern", p) for p in patterns]:
             if kind not in gflops:
-                raise t.error(table.key("default"), f"missing: accepts {kind!r} has no entry")
+                raise t.error(table.key("default"), f"missing: {key} {kind!r} has no entry")
     return gflops
+
+
+def _capability(t: Table) -> tuple[list[str], list[str]]:
+    """``(accepts, patterns)``: the op kinds a unit runs, or its pattern table (the
+    composites it runs, :data:`autoplace.patterns.PATTERNS`); one or the other."""
+    if "patterns" not in t.data:
+        accepts = t.strings("accepts")
+        for kind in accepts:
+            if kind != "*" and kind not in OP_KINDS:
+                raise t.error(t.key("accepts"), f"unknown op kind {kind!r} (expected '*' or "
+                              f"one of {', '.join(OP_KINDS)})")
+        return accepts, []
+    patterns = t.strings("patterns")
+    if "accepts" in t.data:
+        raise t.error(t.key("accepts"), "a unit with a pattern table runs what its patterns "
+                      "match: give patterns or accepts, not both")
+    for name in patterns:
+        if name not in PATTERNS:
+            raise t.error(t.key("patterns"), f"unknown pattern {name!r} (expected one of "
+                          f"{', '.join(PATTERNS)})")
+    return [], patterns
 
 
 def parse_unit(t: Table, name: str) -> Unit:
     """Read one ``[units.<name>]`` table (or a mesh unit template) into a :class:`Unit`."""
     target = _target(t)
-    accepts = t.strings("accepts")
-    for kind in accepts:
-        if kind != "*" and kind not in OP_KINDS:
-            raise t.error(t.key("accepts"), f"unknown op kind {kind!r} (expected '*' or one "
-                          f"of {', '.join(OP_KINDS)})")
-    unit = Unit(name=name, target=target, accepts=frozenset(accepts), gflops=_gflops(t, accepts),
+    accepts, patterns = _capability(t)
+    unit = Unit(name=name, target=target, accepts=frozenset(accepts),
+                patterns=frozenset(patterns), gflops=_gflops(t, accepts, patterns),
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
                 handover_s=1e-6 * t.number("handover_us", 0.0),
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),

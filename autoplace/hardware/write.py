@@ -49,6 +49,7 @@ def _pe_names(items, mesh: MeshGrid | None) -> set[str]:
 
 def _unit_lines(table: str, u: Unit) -> list[str]:
     out = ["", f"[{table}]", f"target = {_value(dict(u.target))}",
+           f"patterns = {_value(sorted(u.patterns))}" if u.patterns else
            f"accepts = {_value(sorted(u.accepts))}",
            f"launch_overhead_us = {_number(u.launch_overhead_s, 1e-6)}",
            f"power_w = {_value(u.power_w)}"]

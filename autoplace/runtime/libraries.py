@@ -33,6 +33,7 @@ from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, 
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.program import Program
+from autoplace.space.capability import capable
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used
 LIBRARY_VERSION = 4
@@ -96,8 +97,9 @@ class KernelLibraries:
         self._unit_key[name] = key
         self._targets.setdefault(key, target)
         funcs = self._funcs.setdefault(key, set())
-        for op, kernel in zip(self.graph.ops, self.program.kernels):
-            if unit.accepts_kind(op.kind):
+        runs = capable(self.graph, self.profile)[:, self.profile.unit_index[name]]
+        for ok, kernel in zip(runs, self.program.kernels):
+            if ok:
                 funcs.add(kernel.func)
 
     def path(self, unit: str) -> Path:

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from autoplace.space.capability import Composites, composites
 from autoplace.space.classes import Symmetry, relabel, symmetries
 
 
@@ -34,6 +35,11 @@ class CanonicalForms:
         return tuple(np.array(x, dtype=np.int64).reshape(-1) for x in zip(*pairs)) if pairs \
             else (np.zeros(0, dtype=np.int64),) * 2
 
+    @functools.cached_property
+    def composites(self) -> Composites:
+        """Op pairs of the multi-op matches a pattern unit runs only whole."""
+        return composites(self.graph, self.profile)
+
     def canonical(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The genomes (``[B, ops]``, ``[B, edges]``) as measured: co-location groups moved
         onto their leader's unit (:meth:`colocate`), interchangeable units named in order of
@@ -45,7 +51,7 @@ class CanonicalForms:
 
     def canonical_choice(self, choice: np.ndarray) -> np.ndarray:
         """The op choices of :meth:`canonical` (the same array where nothing moves)."""
-        return self.relabel(self.colocate(choice))
+        return self.relabel(self.keep_composites(self.colocate(choice)))
 
     def relabel(self, choice: np.ndarray) -> np.ndarray:
         """``choice`` with each class of interchangeable units (:attr:`symmetries`) renamed in
@@ -63,6 +69,35 @@ class CanonicalForms:
             return choice
         out = self.choice_index(ops, new_unit, new_scope, self.c_resident[ops, choice])
         return np.where(out >= 0, out, choice)
+
+    def keep_composites(self, choice: np.ndarray) -> np.ndarray:
+        """``choice`` with each composite a pattern unit runs only whole (:attr:`composites`)
+        whole: where its first op or another of its ops is on such a unit, the others
+        join the first op's unit (in their own scope where that unit has it)."""
+        c = self.composites
+        choice = np.asarray(choice, dtype=np.int64)
+        if not len(c.followers):
+            return choice
+        for k, (f, lead) in enumerate(zip(c.followers, c.leaders)):
+            unit = self.c_unit[lead, choice[:, lead]]
+            mine = self.c_unit[f, choice[:, f]]
+            move = (mine != unit) & (c.units[k, unit] | c.units[k, mine])
+            if move.any():
+                choice = self._move(choice, f, lead, unit, move)
+        return choice
+
+    def _move(self, choice, f: int, lead: int, unit, move) -> np.ndarray:
+        """``choice`` with op ``f`` on ``unit`` (per row) where ``move``: in its own scope
+        and weight placement where that unit has them, else in op ``lead``'s."""
+        ops = np.full(len(choice), f)
+        same = self.choice_index(ops, unit, self.c_scope[f, choice[:, f]],
+                                 self.c_resident[f, choice[:, f]])
+        theirs = self.choice_index(ops, unit, self.c_scope[lead, choice[:, lead]],
+                                   self.c_resident[lead, choice[:, lead]])
+        out = choice.copy()
+        out[:, f] = np.where(move & (same >= 0), same, np.where(move & (theirs >= 0), theirs,
+                                                                 choice[:, f]))
+        return out
 
     def colocate(self, choice: np.ndarray) -> np.ndarray:
         """``choice`` with every op of a co-location group on its leader's unit: in its own

@@ -27,6 +27,7 @@ import numpy as np
 from autoplace.graph import OP_KINDS, OpGraph
 from autoplace.hardware.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 from autoplace.space.canonical import CanonicalForms
+from autoplace.space.capability import capable
 from autoplace.space.classes import refine, unit_classes
 from autoplace.space.copyplan import plan
 from autoplace.space.placement import Placement, PlacementError
@@ -38,13 +39,13 @@ SYNC, ASYNC = COPY_MODES.index("sync"), COPY_MODES.index("async")
 
 
 def check_graph(profile: Profile, graph: OpGraph) -> None:
-    """Raise :class:`ProfileError` if some op of ``graph`` is accepted by no unit of ``profile``."""
-    kinds = {op.kind for op in graph.ops}
-    accepted = {k for k in kinds if any(u.accepts_kind(k) for u in profile.units)}
-    for op in graph.ops:
-        if op.kind not in accepted:
-            raise ProfileError(f"{profile.source}: no unit accepts op {op.name!r} of kind "
-                               f"{op.kind!r} (graph {graph.name})")
+    """Raise :class:`ProfileError` if some op of ``graph`` is run by no unit of ``profile``
+    (by kind or by pattern)."""
+    able = capable(graph, profile).any(axis=1)
+    if not able.all():
+        op = graph.ops[int(np.argmin(able))]
+        raise ProfileError(f"{profile.source}: no unit accepts op {op.name!r} of kind "
+                           f"{op.kind!r} (graph {graph.name})")
 
 
 class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
@@ -326,6 +327,18 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
             unit, scope = placement.ops[op.name]
             if self.choice_of(i, unit, scope) < 0:
                 return self._explain_choice(op, unit, scope)
+        return self._check_composites(placement)
+
+    def _check_composites(self, placement: Placement) -> str | None:
+        """What splits a composite a unit runs only whole (:attr:`composites`)."""
+        c, g = self.composites, self.graph
+        index = self.profile.unit_index
+        for f, lead, units, pattern in zip(c.followers, c.leaders, c.units, c.patterns):
+            a, b = (placement.ops[g.ops[i].name][0] for i in (lead, f))
+            if a != b and (units[index[a]] or units[index[b]]):
+                return (f"ops {g.ops[lead].name!r} (on {a}) and {g.ops[f].name!r} (on {b}) "
+                        f"are one {pattern!r}, which unit {a if units[index[a]] else b!r} "
+                        "runs only whole")
         return None
 
     def _check_copies(self, placement: Placement) -> Problem | None:
@@ -390,7 +403,11 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         if unit not in self.profile.unit_index:
             return f"op {op.name!r}: unknown unit {unit!r} (profile has {self.units[:8]}" \
                    f"{' ...' if len(self.units) > 8 else ''})"
-        if not self.profile.unit(unit).accepts_kind(op.kind):
+        spec = self.profile.unit(unit)
+        if spec.patterns:
+            return (f"op {op.name!r}: unit {unit!r} runs its patterns "
+                    f"({', '.join(sorted(spec.patterns))}), none of which matches it")
+        if not spec.accepts_kind(op.kind):
             return f"op {op.name!r}: unit {unit!r} does not accept kind {op.kind!r}"
         return f"op {op.name!r}: unit {unit!r} cannot write scope {scope!r}"
 

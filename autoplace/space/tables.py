@@ -11,14 +11,9 @@ import functools
 import numba
 import numpy as np
 
-from autoplace.graph import OP_KINDS, GraphError, OpGraph
+from autoplace.graph import GraphError, OpGraph
 from autoplace.hardware.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
-
-
-def _throughput(profile: Profile) -> np.ndarray:
-    """FLOP/s of each (unit, op kind)."""
-    return np.array([[u.flops_per_s(k) if u.accepts_kind(k) else np.nan for k in OP_KINDS]
-                     for u in profile.units])
+from autoplace.space.capability import capable, flops_per_s
 
 
 def roofline_seconds(flops, internal, inputs, weights, throughput, bw_scope, bw_default,
@@ -31,16 +26,16 @@ def roofline_seconds(flops, internal, inputs, weights, throughput, bw_scope, bw_
     return launch + np.maximum(flops / throughput, memory)
 
 
-def _group_choices(profile: Profile, kind: str, weighty: bool,
-                   barred: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """Unit, scope and weight placement (1: resident) of each choice of an op of ``kind``
-    (with weights, if ``weighty``) on the units not ``barred``, in profile order. An op
-    without weights has one choice per (unit, scope); with weights, one per weight
-    placement the unit supports, except in the default scope, where resident and streamed
-    weights are one and the same."""
+def _group_choices(profile: Profile, allowed: tuple[int, ...],
+                   weighty: bool) -> tuple[np.ndarray, ...]:
+    """Unit, scope and weight placement (1: resident) of each choice of an op (with
+    weights, if ``weighty``) on the units ``allowed``, in profile order. An op without
+    weights has one choice per (unit, scope); with weights, one per weight placement the
+    unit supports, except in the default scope, where resident and streamed weights are one
+    and the same."""
     sidx, default, out = profile.scope_index, profile.default_scope, []
     for u, unit in enumerate(profile.units):
-        if not unit.accepts_kind(kind) or u in barred:
+        if u not in allowed:
             continue
         first = 0 if "streamed" in unit.weights else 1
         for s in profile.scopes_of(unit.name):
@@ -62,7 +57,7 @@ class Measured:
     win over class labels.
     """
 
-    def __init__(self, graph: OpGraph, profile: Profile):
+    def __init__(self, graph: OpGraph, profile: Profile, capable: np.ndarray):
         self.rows = [i for i, op in enumerate(graph.ops) if op.latency_us]
         self._row = {i: r for r, i in enumerate(self.rows)}
         n_units = len(profile.units)
@@ -83,9 +78,10 @@ class Measured:
                                        f"{profile.name} ({profile.source})")
                 self.seconds[r, units] = np.nan if us is None else us * 1e-6
                 cannot[r, units] = us is None
-        self.barred = self._bar(graph, profile, cannot)
+        self.barred = self._bar(graph, profile, cannot, capable)
 
-    def _bar(self, graph: OpGraph, profile: Profile, cannot: np.ndarray) -> list[tuple]:
+    def _bar(self, graph: OpGraph, profile: Profile, cannot: np.ndarray,
+             accepts: np.ndarray) -> list[tuple]:
         """Per op, the units it may not run on, co-location groups taken into account."""
         members: dict[str, list[int]] = {}
         for i, op in enumerate(graph.ops):
@@ -93,8 +89,6 @@ class Measured:
                 members.setdefault(op.group, []).append(i)
         if not self.rows and not members:  # an unprofiled graph: nothing barred
             return [()] * len(graph.ops)
-        kinds = {k: np.array([u.accepts_kind(k) for u in profile.units]) for k in OP_KINDS}
-        accepts = np.array([kinds[op.kind] for op in graph.ops])
         able = accepts.copy()
         able[self.rows] &= ~cannot
         for name, ops in members.items():
@@ -127,14 +121,16 @@ class ChoiceTables:
 
     def _build_choices(self, graph: OpGraph, profile: Profile) -> None:
         self.n_ops = len(graph.ops)
-        self.measured = Measured(graph, profile)
-        barred = self.measured.barred
-        keys = [(OP_KINDS.index(op.kind), op.weight_bytes > 0, barred[i])
+        able = capable(graph, profile)
+        self.measured = Measured(graph, profile, able)
+        for i, units in enumerate(self.measured.barred):
+            able[i, list(units)] = False
+        keys = [(op.weight_bytes > 0, tuple(np.flatnonzero(able[i]).tolist()))
                 for i, op in enumerate(graph.ops)]
         groups = sorted(set(keys))
         number = {k: g for g, k in enumerate(groups)}
         self._op_group = np.array([number[k] for k in keys], dtype=np.int64)
-        table = [_group_choices(profile, OP_KINDS[k], w, b) for k, w, b in groups]
+        table = [_group_choices(profile, units, w) for w, units in groups]
         if any(not len(t[0]) for t in table):  # the loader rejects scope-less units
             bad = next(op for i, op in enumerate(graph.ops) if not len(table[self._op_group[i]][0]))
             raise ProfileError(f"{profile.source}: no unit that may run op {bad.name!r} "
@@ -144,12 +140,12 @@ class ChoiceTables:
         shape = (self.n_ops, width)
         self.c_unit, self.c_scope = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
         self.c_resident, self.c_dur = np.zeros(shape, np.int64), np.zeros(shape)
-        thr = _throughput(profile)
+        thr = flops_per_s(graph, profile)
         bw = np.array([s.bandwidth_bps for s in profile.scopes])
         for i, op in enumerate(graph.ops):
             units, scopes, resident = table[self._op_group[i]]
             pad = np.zeros(width - len(units), dtype=np.int64)
-            dur = self._op_seconds(op, units, scopes, resident, thr, bw, profile)
+            dur = self._op_seconds(op, units, scopes, resident, thr[i], bw, profile)
             dur = self.measured.apply(i, units, dur)
             for out, values in ((self.c_unit, units), (self.c_scope, scopes),
                                 (self.c_resident, resident), (self.c_dur, dur)):
@@ -172,7 +168,7 @@ class ChoiceTables:
         internal = op.bytes_read - op.external_bytes + op.output_bytes
         weight_bw = np.where(resident > 0, bw[scopes], bw[self.default_scope])
         dur = roofline_seconds(op.flops, internal, op.input_bytes, op.weight_bytes,
-                               thr[units, OP_KINDS.index(op.kind)], bw[scopes],
+                               thr[units], bw[scopes],
                                bw[self.default_scope], weight_bw, self.launch[units])
         for u in np.unique(units):
             known = profile.units[u].kernel_s.get(op.kernel_key)

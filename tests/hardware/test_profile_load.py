@@ -101,6 +101,21 @@ TOP_UNIT = ('[units."pe0.arm"]\ntarget = { kind = "llvm" }\naccepts = ["*"]\n'
 
 # (id, the bad file's text, key named in the message, what the message says)
 ERRORS = [
+    ("patterns-unknown", _edit(BASE, 'accepts = ["conv2d"]', 'patterns = ["conv2d_relu6"]'),
+     "units.acc.patterns", "unknown pattern 'conv2d_relu6'"),
+    ("patterns-and-accepts", _edit(BASE, 'accepts = ["conv2d"]',
+                                   'accepts = ["conv2d"]\npatterns = ["conv2d"]'),
+     "units.acc.accepts", "give patterns or accepts, not both"),
+    ("patterns-empty", _edit(BASE, 'accepts = ["conv2d"]', "patterns = []"),
+     "units.acc.patterns", "must not be empty"),
+    ("patterns-gflops-not-in-table", _edit(BASE, 'accepts = ["conv2d"]',
+                                           'patterns = ["conv2d_bias_relu"]',
+                                           "conv2d = 100.0", "attention = 4.0"),
+     "units.acc.gflops.attention", "'attention' is not in the unit's patterns"),
+    ("patterns-gflops-missing", _edit(BASE, 'accepts = ["conv2d"]',
+                                      'patterns = ["conv2d_bias_relu", "matmul_bias"]',
+                                      "conv2d = 100.0", "conv2d_bias_relu = 100.0"),
+     "units.acc.gflops.default", "pattern 'matmul_bias' has no entry"),
     ("weights-unknown", _edit(BASE, 'accepts = ["conv2d"]',
                               'accepts = ["conv2d"]\nweights = ["cached"]'),
      "units.acc.weights", "unknown weight placement 'cached'"),

@@ -1,0 +1,33 @@
+"""The composite patterns a unit may declare it runs (a profile unit's ``patterns``).
+
+The names are those of TVM's pattern tables (``tvm.relax.backend.patterns``, as the
+CUTLASS and cuBLAS backends name their entries); :mod:`autoplace.frontend.patterns` builds
+each as a ``tvm.relax.dpl`` pattern and finds where it matches a model. Pure data: no TVM.
+"""
+
+from __future__ import annotations
+
+_ACTIVATIONS = {"": "", "_relu": " then relu", "_gelu": " then gelu"}
+
+
+def _variants(op: str, what: str, activations: tuple[str, ...]) -> dict[str, str]:
+    """``op``, ``op_bias``, ``op_<act>``, ``op_bias_<act>``: what each matches."""
+    out = {}
+    for bias in ("", "_bias"):
+        for act in activations:
+            out[f"{op}{bias}{act}"] = (what + (" plus a bias" if bias else "")
+                                       + _ACTIVATIONS[act])
+    return out
+
+
+#: pattern name -> what it matches (in Relax ops, before legalization)
+PATTERNS: dict[str, str] = {
+    **_variants("conv2d", "relax.nn.conv2d", ("", "_relu")),
+    **_variants("matmul", "relax.matmul", ("", "_relu", "_gelu")),
+    **_variants("matmul_transposed", "relax.matmul by a permute_dims of its right operand",
+                ("", "_relu", "_gelu")),
+    "layer_norm": "relax.nn.layer_norm",
+    "rms_norm": "relax.nn.rms_norm",
+    "attention": "softmax(q @ k [* or / scale] [+ mask]) @ v, as ONNX models write "
+                 "attention (relax.matmul, relax.nn.softmax, relax.matmul)",
+}

@@ -1,0 +1,93 @@
+"""Where composite patterns match a model's fused kernels (real TVM pattern matching and
+fusion): a kernel matched whole, a kernel matched only in part (not a match), a composite
+fusion split over several kernels, and kernels that share one fused function."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import relax
+
+from autoplace.frontend.patterns import table
+from autoplace.frontend.relax import from_relax
+from autoplace.graph import Match
+from autoplace.models import bundled_onnx_path
+from autoplace.patterns import PATTERNS
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+RNG = np.random.default_rng(0)
+
+
+def const(*shape: int) -> relax.Expr:
+    return relax.const(RNG.standard_normal(shape).astype("float32"))
+
+
+def conv_module(bias_relu: bool) -> tuple:
+    """main(x) = conv2d(x, w) [+ b, relu], then a bare conv2d: two kernels."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, const(4, 4, 3, 3), padding=1))
+            if bias_relu:
+                y = bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, const(1, 4, 1, 1)))))
+            out = bb.emit_output(relax.op.nn.conv2d(y, const(4, 4, 1, 1)))
+        bb.emit_func_output(out)
+    return from_relax(bb.finalize(), "conv")
+
+
+def test_every_pattern_name_has_a_tvm_pattern():
+    assert set(table()) == set(PATTERNS)
+
+
+def test_a_kernel_is_matched_by_the_pattern_that_covers_it_whole():
+    _, g = conv_module(bias_relu=True)
+    assert [op.kind for op in g.ops] == ["conv2d", "conv2d"]
+    # conv2d+add+relu is one kernel: conv2d_bias_relu covers it, conv2d alone only a part
+    assert g.matches == (Match(pattern="conv2d", ops=(1,)),
+                         Match(pattern="conv2d_bias_relu", ops=(0,)))
+
+
+def test_without_bias_and_relu_the_kernel_is_a_bare_conv2d():
+    _, g = conv_module(bias_relu=False)
+    assert g.matches == (Match(pattern="conv2d", ops=(0,)), Match(pattern="conv2d", ops=(1,)))
+
+
+def attention_module(heads: int = 2, seq: int = 8, dim: int = 4):
+    """softmax(q @ k^T / sqrt(d) + mask) @ v, then layer norm: attention spans kernels."""
+    bb = relax.BlockBuilder()
+    shape = (1, heads, seq, dim)
+    q, k, v = (relax.Var(n, relax.TensorType(shape, "float32")) for n in "qkv")
+    with bb.function("main", [q, k, v]):
+        with bb.dataflow():
+            kt = bb.emit(relax.op.permute_dims(k, [0, 1, 3, 2]))
+            s = bb.emit(relax.op.divide(bb.emit(relax.op.matmul(q, kt)),
+                                        relax.const(np.float32(np.sqrt(dim)))))
+            s = bb.emit(relax.op.add(s, const(1, 1, seq, seq)))
+            a = bb.emit(relax.op.matmul(bb.emit(relax.op.nn.softmax(s)), v))
+            out = bb.emit_output(relax.op.nn.layer_norm(a, const(dim), const(dim), [-1]))
+        bb.emit_func_output(out)
+    return from_relax(bb.finalize(), "attention")
+
+
+def test_an_attention_fusion_split_is_one_match_over_its_kernels():
+    _, g = attention_module()
+    attention = [m for m in g.matches if m.pattern == "attention"]
+    assert len(attention) == 1 and len(attention[0].ops) > 1
+    kinds = [g.ops[i].kind for i in attention[0].ops]
+    assert "softmax" in kinds and kinds.count("matmul") == 2
+    norm = [i for i, op in enumerate(g.ops) if op.kind == "norm"]
+    assert Match(pattern="layer_norm", ops=tuple(norm)) in g.matches
+    assert not set(norm) & set(attention[0].ops)
+
+
+def test_kernels_that_share_one_fused_function_are_each_matched():
+    """squeezenet's fire modules call one fused conv2d_add_relu function from several
+    kernels: each is its own match (every conv2d kernel of it is conv2d+bias+relu)."""
+    from autoplace.frontend.onnx import from_onnx
+
+    _, g = from_onnx(bundled_onnx_path("squeezenet"))
+    convs = [i for i, op in enumerate(g.ops) if op.kind == "conv2d"]
+    shared = [op.func for op in g.ops if op.name != op.func]
+    assert shared  # some kernels do share a function
+    assert sorted(m.ops[0] for m in g.matches if m.pattern == "conv2d_bias_relu") == convs
