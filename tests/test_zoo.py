@@ -111,6 +111,20 @@ def test_tvm_build_computes_what_onnxruntime_does(name: str, tmp_path, cache_dir
     assert Counter(op.kind for op in graph.ops) == expected_kinds(cfg)
 
 
+def test_gpt2_attention_is_causal(tmp_path) -> None:
+    """A change to the last token changes only the last position's output."""
+    cfg = SMALL["gpt2_small_width"]
+    path = tmp_path / "gpt2.onnx"
+    onnx.save(build(cfg, "gpt2"), str(path))
+    rng = np.random.default_rng(0)
+    x = rng.random((1, cfg.seq, cfg.hidden), dtype=np.float32)
+    y = x.copy()
+    y[0, -1] = rng.random(cfg.hidden)  # not a constant shift: the layer norms remove it
+    (a,), (b,) = _onnxruntime(path, [x]), _onnxruntime(path, [y])
+    np.testing.assert_array_equal(a[0, :-1], b[0, :-1])
+    assert np.abs(a[0, -1] - b[0, -1]).max() > 0.1
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_shipped_graph_kinds_follow_the_config(name: str) -> None:
     graph = load_graph(name)
