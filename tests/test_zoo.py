@@ -4,6 +4,7 @@ derived from the config, the file cache, and graphs loaded without TVM."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import time
@@ -180,3 +181,24 @@ def test_a_bundled_transformer_graph_loads_without_tvm_nor_onnx() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == [str(len(load_graph("bert_base").ops)), "[]"]
+
+
+def test_cli_tunes_compiles_and_checks_a_transformer(tmp_path) -> None:
+    """graph, a simulated tune, compile and run --check of bert_tiny, its ONNX file
+    written into the cache of a fresh home directory."""
+    env = {**os.environ, "HOME": str(tmp_path)}
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "autoplace", *args], capture_output=True,
+                              text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert cli("graph", "bert_tiny").startswith("bert_tiny: 30 ops")
+    log, out = str(tmp_path / "t.jsonl"), str(tmp_path / "placed")
+    cli("tune", "bert_tiny", "--hw", "soc", "--trials", "8", "--log", log, "--no-progress")
+    cli("compile", "bert_tiny", "--hw", "soc", "--log", log, "-o", out,
+        "--cache-dir", str(tmp_path / "kernels"))
+    assert "check: all 1 outputs equal the unplaced bert_tiny's" in cli("run", out, "--check")
+    written = [p.name for p in (tmp_path / ".cache/autoplace/models").iterdir()]
+    assert written == [f"bert_tiny-{cache.model_key('bert_tiny')}.onnx"]

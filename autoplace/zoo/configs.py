@@ -1,9 +1,10 @@
 """Configurations of the generated transformer models (no onnx import: a light leaf).
 
 Each bundled transformer is one frozen config; :mod:`autoplace.zoo.nets` builds its ONNX
-model from it. Sizes follow the published models (BERT: Devlin et al. 2019 and the
-"well-read students" tiny BERT; ViT-Ti: Touvron et al. 2021; GPT-2 small: Radford et al.
-2019), with a fixed sequence length so every shape is static.
+model from it. Widths follow the published models (BERT-base: Devlin et al. 2019; BERT-tiny:
+Turc et al. 2019; ViT-Ti: Touvron et al. 2021; GPT-2 small: Radford et al. 2019); the ViT
+has 4 of ViT-Ti's 12 layers and ``gpt2_block`` 2 of GPT-2's 12, so that they compile and run
+in seconds. Every shape is static (a fixed sequence length, batch 1).
 """
 
 from __future__ import annotations
