@@ -23,7 +23,7 @@ RANK = {
     "patterns": -1, "lazy": 0, "graph": 0, "hardware.profile": 0, "hardware.toml_tables": 1,
     "hardware.mesh_expansion": 2, "hardware.load": 3,
     "hardware.write": 3.5,
-    "frontend": 1, "models": 2, "space": 4, "deploy": 5, "baselines.heft": 5,
+    "frontend": 1, "zoo": 1, "models": 2, "space": 4, "deploy": 5, "baselines.heft": 5,
     # applying a log's best record picks it as every reader does (records.tuning_log.best)
     "deploy.vm_build": 7.2,
     "baselines.contiguous": 5.4, "baselines.named": 5.5, "measure": 6, "runtime": 6.3,

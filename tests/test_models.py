@@ -18,10 +18,11 @@ from autoplace.models import BUNDLED, GRAPH_DIR, bundled_onnx_path, load_graph, 
 
 ONNX_NAMES = ["squeezenet", "resnet50", "densenet121", "inception_v1", "inception_v2",
               "shufflenet", "vgg19", "alexnet", "zfnet512"]
+ZOO_NAMES = ["bert_tiny", "bert_base", "vit_tiny", "gpt2_block"]
 
 
 def test_bundled_names_files_and_json() -> None:
-    assert list(BUNDLED) == [*ONNX_NAMES, "seed_te"]
+    assert list(BUNDLED) == [*ONNX_NAMES, *ZOO_NAMES, "seed_te"]
     assert bundled_onnx_path("alexnet").name == "light_bvlc_alexnet.onnx"
     for name in ONNX_NAMES:
         assert bundled_onnx_path(name).is_file()
