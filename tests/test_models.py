@@ -47,6 +47,16 @@ def test_load_graph_by_onnx_path_equals_shipped() -> None:
     assert g.fingerprint == load_graph("squeezenet").fingerprint
 
 
+@pytest.mark.parametrize("name", ["squeezenet", "resnet50", "bert_tiny", "vit_tiny"])
+def test_a_shipped_graph_is_a_fresh_import_matches_and_all(name: str) -> None:
+    """The pattern matches are no part of the fingerprint: compared here, so that shipped
+    graphs do not go stale when the pattern table or its matching changes."""
+    fresh = load_graph(bundled_onnx_path(name))
+    shipped = load_graph(name)
+    assert fresh.matches and fresh.matches == shipped.matches
+    assert fresh.ops == shipped.ops and fresh.edges == shipped.edges
+
+
 @pytest.mark.parametrize("spec", ["nosuchnet", "missing.json", "missing.onnx", "graph.txt"])
 def test_unknown_spec_lists_bundled_names(spec: str) -> None:
     with pytest.raises(GraphError) as info:

@@ -91,3 +91,16 @@ def test_kernels_that_share_one_fused_function_are_each_matched():
     shared = [op.func for op in g.ops if op.name != op.func]
     assert shared  # some kernels do share a function
     assert sorted(m.ops[0] for m in g.matches if m.pattern == "conv2d_bias_relu") == convs
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "bert_base", "vit_tiny", "gpt2_block"])
+def test_each_transformer_layer_has_one_attention_over_matmul_softmax_matmul(name):
+    from autoplace.models import load_graph
+    from autoplace.zoo.configs import MODELS
+
+    g = load_graph(name)
+    attention = [m for m in g.matches if m.pattern == "attention"]
+    assert len(attention) == MODELS[name].layers
+    for m in attention:
+        assert [g.ops[i].kind for i in m.ops] == ["matmul", "softmax", "matmul"]
+    assert len({i for m in attention for i in m.ops}) == 3 * len(attention)

@@ -68,7 +68,8 @@ def test_random_placements_compute_the_unplaced_outputs(name, kernel_cache):
 
 
 @pytest.mark.slow
+# (bert_base's unscheduled kernels take a minute here: its graph and search are tested)
 @pytest.mark.parametrize("name", sorted(n for n in BUNDLED if n not in
-                                        ("squeezenet", "inception_v1")))
+                                        ("squeezenet", "inception_v1", "bert_base")))
 def test_every_bundled_model_computes_the_unplaced_outputs(name, kernel_cache):
     check_model(name, kernel_cache, placements=1)
