@@ -140,6 +140,9 @@ def kind_from_name(name: str) -> str | None:
         return "elementwise"
     if any(t in _REDUCE_TOKENS for t in toks):
         return "reduce"
+    first = toks[1] if toks[0] == "fused" and len(toks) > 1 else toks[0]
+    if first in ("take", "gather"):  # ONNX Gather, which TVM marks opaque (op_pattern 8)
+        return "injective"
     return None
 
 
