@@ -21,7 +21,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
 
-from autoplace.frontend.patterns import find_matches
+from autoplace.frontend.patterns import find_matches, kernel_calls
 from autoplace.graph import Edge, GraphError, Op, OpGraph
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
@@ -84,6 +84,14 @@ def fuse(mod: tvm.IRModule) -> tvm.IRModule:
     time (the light ONNX models' ``broadcast_to(const)``) become constants, not kernels.
     """
     return relax.transform.FuseTIR()(relax.transform.FuseOps()(_legalize(fold_weights(mod))))
+
+
+def kernel_of_calls(before: tvm.IRModule) -> dict[str, int]:
+    """The name of each Relax call of ``before["main"]`` (weights folded: :func:`fold_weights`)
+    -> the index of the kernel (op) that runs it once fused as :func:`fuse` fuses."""
+    legal = _legalize(before)
+    kernels = kernel_calls(legal["main"], relax.transform.FuseOps()(legal))
+    return {name: k for k, names in enumerate(kernels) for name in names}
 
 
 def from_relax(mod: tvm.IRModule, name: str) -> tuple[tvm.IRModule, OpGraph]:

@@ -14,6 +14,7 @@ frozen dataclasses below. The TOML schema, in units a datasheet uses::
     accepts = ["*"]            # op kinds it runs (see autoplace.graph.OP_KINDS), "*" = all
     # patterns = ["conv2d_bias_relu", "attention"]  # or, instead of accepts: the composites
     #                          # it runs (autoplace.patterns.PATTERNS), gflops per pattern
+    # codegen = "autoplace_ref"  # with patterns: the relax.ext.<name> BYOC code generator
     launch_overhead_us = 2.0   # fixed cost per kernel launch
     handover_us = 17.0         # optional: its wait for work on another unit (default 0)
     power_w = 1.5              # optional: active power, for energy (default 0)
@@ -102,6 +103,10 @@ class Unit:
     #: its pattern table (names of :data:`autoplace.patterns.PATTERNS`): it runs an op only
     #: where one of them matches it (``OpGraph.matches``); empty: ``accepts`` says
     patterns: frozenset[str] = frozenset()
+    #: the Relax BYOC code generator (``relax.ext.<codegen>``) that builds the matches placed
+    #: on it (a unit with a pattern table); "": its kernels are built for its target. How a
+    #: build is made: not part of :attr:`Profile.hash`
+    codegen: str = ""
 
     @property
     def label(self) -> str:

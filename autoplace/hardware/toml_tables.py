@@ -182,9 +182,22 @@ def parse_unit(t: Table, name: str) -> Unit:
                 power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
                 kernel_s=_kernel_table(t), weights=_weight_modes(t),
                 class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t),
-                cpus=_cpus(t, target), cross_compiler=_compiler(t))
+                cpus=_cpus(t, target), cross_compiler=_compiler(t), codegen=_codegen(t, patterns))
     t.finish()
     return unit
+
+
+def _codegen(t: Table, patterns: list[str]) -> str:
+    """The ``codegen`` key: the name of a ``relax.ext.<name>`` code generator, on a unit
+    with a pattern table (default "": none)."""
+    value = t.string("codegen", "")
+    if "codegen" in t.data and not value.isidentifier():
+        raise t.error(t.key("codegen"), f"must be a code generator's name (relax.ext.<name>), "
+                      f"got {value!r}")
+    if value and not patterns:
+        raise t.error(t.key("codegen"), "needs a pattern table (patterns = [...]): a code "
+                      "generator builds the matches placed on the unit")
+    return value
 
 
 def _cpus(t: Table, target: dict) -> tuple[int, ...]:

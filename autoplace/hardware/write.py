@@ -61,6 +61,7 @@ def _unit_lines(table: str, u: Unit) -> list[str]:
     out += [f"cores = {_value(u.cores)}"] if u.cores else []
     out += [f"cpus = {_value(list(u.cpus))}"] if u.cpus else []
     out += [f"cross_compiler = {_value(u.cross_compiler)}"] if u.cross_compiler else []
+    out += [f"codegen = {_value(u.codegen)}"] if u.codegen else []
     out += [f"[{table}.gflops]"]
     out += [f"{json.dumps(k)} = {_value(float(v))}" for k, v in sorted(u.gflops.items())]
     if u.kernel_s:

@@ -101,6 +101,12 @@ TOP_UNIT = ('[units."pe0.arm"]\ntarget = { kind = "llvm" }\naccepts = ["*"]\n'
 
 # (id, the bad file's text, key named in the message, what the message says)
 ERRORS = [
+    ("codegen-without-patterns", _edit(BASE, 'accepts = ["conv2d"]',
+                                       'accepts = ["conv2d"]\ncodegen = "autoplace_ref"'),
+     "units.acc.codegen", "needs a pattern table"),
+    ("codegen-not-a-name", _edit(BASE, 'accepts = ["conv2d"]',
+                                 'patterns = ["conv2d"]\ncodegen = "relax.ext.x"'),
+     "units.acc.codegen", "must be a code generator's name"),
     ("patterns-unknown", _edit(BASE, 'accepts = ["conv2d"]', 'patterns = ["conv2d_relu6"]'),
      "units.acc.patterns", "unknown pattern 'conv2d_relu6'"),
     ("patterns-and-accepts", _edit(BASE, 'accepts = ["conv2d"]',

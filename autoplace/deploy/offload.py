@@ -1,0 +1,135 @@
+"""Partition a model for the accelerators of a placement, as TVM's BYOC flow does.
+
+For every unit with a pattern table and a code generator (``codegen``), the build runs
+``FuseOpsByPattern`` over the unit's patterns (``<codegen>.<pattern>``, longest first) with
+a check that follows the placement: a match is grouped for the unit only if it is one of
+the graph's matches (``OpGraph.matches``) and the placement put all its ops there. Then
+``MergeCompositeFunctions`` merges adjacent composites of one code generator into regions
+(it keeps apart those whose merge would make a cycle: TVM issue 19887) and ``RunCodegen``
+hands each region to ``relax.ext.<codegen>``. :class:`Offload` says what was built: the
+matches offloaded, the regions, and the placed groups the merge split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+from tvm.relax.backend.pattern_registry import FusionPattern
+
+from autoplace.deploy import reference_accelerator  # noqa: F401  (registers its generator)
+from autoplace.deploy.targets import BuildError
+from autoplace.frontend.patterns import table
+from autoplace.frontend.relax import fold_weights, kernel_of_calls
+from autoplace.graph import Match, OpGraph
+from autoplace.hardware.profile import Profile, Unit
+from autoplace.patterns import PATTERNS
+from autoplace.space import Placement
+
+
+@dataclass(frozen=True)
+class Offload:
+    """What a partition offloaded: per unit, the matches (graph op indices) and the number
+    of regions its code generator built; ``groups``: the placed groups (ops on the unit
+    joined by edges), which the merge should make one region each; ``split``: how many
+    more regions the merge built than there are groups."""
+
+    matches: dict[str, tuple[Match, ...]]
+    regions: dict[str, int]
+    groups: dict[str, int]
+
+    @property
+    def split(self) -> int:
+        return sum(max(0, self.regions[u] - self.groups[u]) for u in self.regions)
+
+
+def offload_units(profile: Profile) -> list[Unit]:
+    """The units whose placed matches a code generator builds."""
+    return [u for u in profile.units if u.codegen]
+
+
+def _check(unit: Unit, pattern: str, graph: OpGraph, placement: Placement,
+           kernel_of: dict[str, int], taken: list):
+    """FuseOpsByPattern's check for ``pattern`` on ``unit``: the match is a graph match
+    whose ops the placement put on the unit (recorded in ``taken``)."""
+    def check(ctx) -> bool:
+        names = {v.name for v in ctx.matched_bindings.keys()}
+        ops = tuple(sorted({kernel_of[n] for n in names if n in kernel_of}))
+        match = Match(pattern=pattern, ops=ops) if ops else None
+        ok = match in graph.matches and all(
+            placement.ops[graph.ops[i].name][0] == unit.name for i in ops)
+        if ok:
+            taken.append(match)
+        return ok
+    return check
+
+
+def _patterns(unit: Unit, graph, placement, kernel_of, taken) -> list[FusionPattern]:
+    """The unit's pattern table as TVM's, in :data:`PATTERNS` order reversed (the longer
+    composites of a family come later there: they must match first)."""
+    names = [n for n in reversed(PATTERNS) if n in unit.patterns]
+    return [FusionPattern(f"{unit.codegen}.{n}", table()[n], {},
+                          _check(unit, n, graph, placement, kernel_of, taken)) for n in names]
+
+
+def _groups(graph: OpGraph, ops: set[int]) -> int:
+    """The number of groups of ``ops`` joined by the graph's edges among them."""
+    parent = {i: i for i in ops}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for e in graph.edges:
+        if e.src in ops and e.dst in ops:
+            parent[root(e.src)] = root(e.dst)
+    return len({root(i) for i in ops})
+
+
+def _regions(mod: tvm.IRModule, codegen: str) -> int:
+    return sum(1 for _, f in mod.functions_items() if isinstance(f, relax.Function)
+               and f.attrs is not None and str(f.attrs.get("Codegen", "")) == codegen)
+
+
+def _options(unit: Unit) -> dict:
+    """What the code generator is told of the unit (its modelled time)."""
+    return {"launch_s": unit.launch_overhead_s, "gflops": dict(unit.gflops)}
+
+
+def partition(mod: tvm.IRModule, graph: OpGraph, placement: Placement,
+              profile: Profile) -> tuple[tvm.IRModule, Offload]:
+    """``mod`` (as imported, the graph's model) with the matches placed on code-generator
+    units offloaded to their generators, and what was offloaded."""
+    units = offload_units(profile)
+    for unit in units:
+        if tvm.get_global_func(f"relax.ext.{unit.codegen}", allow_missing=True) is None:
+            raise BuildError(f"{profile.source}: units.{unit.name}.codegen: no code generator "
+                             f"relax.ext.{unit.codegen} is registered")
+    before = fold_weights(mod)
+    kernel_of, taken = kernel_of_calls(before), {u.name: [] for u in units}
+    patterns = [p for u in units
+                for p in _patterns(u, graph, placement, kernel_of, taken[u.name])]
+    grouped = relax.transform.FuseOpsByPattern(patterns, bind_constants=True)(before)
+    merged = relax.transform.MergeCompositeFunctions()(grouped)
+    offload = Offload(matches={u: tuple(dict.fromkeys(ms)) for u, ms in taken.items()},
+                      regions={u.name: _regions(merged, u.codegen) for u in units},
+                      groups={u.name: _groups(graph, {i for m in taken[u.name] for i in m.ops})
+                              for u in units})
+    _check_placed(graph, placement, offload)
+    options = {u.codegen: _options(u) for u in units}
+    return relax.transform.RunCodegen(target_options=options)(merged), offload
+
+
+def _check_placed(graph: OpGraph, placement: Placement, offload: Offload) -> None:
+    """Every op placed on a code-generator unit was offloaded (else the build would run it
+    elsewhere than placed)."""
+    for unit, matches in offload.matches.items():
+        done = {i for m in matches for i in m.ops}
+        for i, op in enumerate(graph.ops):
+            if placement.ops[op.name][0] == unit and i not in done:
+                raise BuildError(f"op {op.name!r} is placed on {unit}, but no match of its "
+                                 "pattern table there was offloaded")
+
+
