@@ -7,7 +7,8 @@ each as a ``tvm.relax.dpl`` pattern and finds where it matches a model. Pure dat
 
 from __future__ import annotations
 
-_ACTIVATIONS = {"": "", "_relu": " then relu", "_gelu": " then gelu"}
+_ACTIVATIONS = {"": "", "_relu": " then relu", "_gelu": " then gelu",
+                "_gelu_tanh": " then gelu (tanh approximation)"}
 
 
 def _variants(op: str, what: str, activations: tuple[str, ...]) -> dict[str, str]:
@@ -23,9 +24,9 @@ def _variants(op: str, what: str, activations: tuple[str, ...]) -> dict[str, str
 #: pattern name -> what it matches (in Relax ops, before legalization)
 PATTERNS: dict[str, str] = {
     **_variants("conv2d", "relax.nn.conv2d", ("", "_relu")),
-    **_variants("matmul", "relax.matmul", ("", "_relu", "_gelu")),
+    **_variants("matmul", "relax.matmul", ("", "_relu", "_gelu", "_gelu_tanh")),
     **_variants("matmul_transposed", "relax.matmul by a permute_dims of its right operand",
-                ("", "_relu", "_gelu")),
+                ("", "_relu", "_gelu", "_gelu_tanh")),
     "layer_norm": "relax.nn.layer_norm",
     "rms_norm": "relax.nn.rms_norm",
     "attention": "softmax(q @ k [* or / scale] [+ mask]) @ v, as ONNX models write "

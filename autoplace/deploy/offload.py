@@ -31,7 +31,7 @@ from autoplace.space import Placement
 @dataclass(frozen=True)
 class Offload:
     """What a partition offloaded: per unit, the matches (graph op indices) and the number
-    of regions its code generator built; ``groups``: the placed groups (ops on the unit
+    of regions its code generator built (calls in ``main``); ``groups``: the placed groups (ops on the unit
     joined by edges), which the merge should make one region each; ``split``: how many
     more regions the merge built than there are groups."""
 
@@ -89,8 +89,11 @@ def _groups(graph: OpGraph, ops: set[int]) -> int:
 
 
 def _regions(mod: tvm.IRModule, codegen: str) -> int:
-    return sum(1 for _, f in mod.functions_items() if isinstance(f, relax.Function)
-               and f.attrs is not None and str(f.attrs.get("Codegen", "")) == codegen)
+    """The calls of ``codegen``'s regions in ``main`` (regions alike share one function)."""
+    ours = {gv for gv, f in mod.functions_items() if isinstance(f, relax.Function)
+            and f.attrs is not None and str(f.attrs.get("Codegen", "")) == codegen}
+    return sum(1 for block in mod["main"].body.blocks for b in block.bindings
+               if isinstance(b.value, relax.Call) and b.value.op in ours)
 
 
 def _options(unit: Unit) -> dict:

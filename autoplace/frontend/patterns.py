@@ -23,7 +23,8 @@ from autoplace.graph import Match
 from autoplace.patterns import PATTERNS
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
-_ACTIVATION_OPS = {"": None, "_relu": "relax.nn.relu", "_gelu": "relax.nn.gelu"}
+_ACTIVATION_OPS = {"": None, "_relu": "relax.nn.relu", "_gelu": "relax.nn.gelu",
+                   "_gelu_tanh": "relax.nn.gelu_tanh"}
 
 
 def _attention() -> DFPattern:
@@ -36,7 +37,7 @@ def _attention() -> DFPattern:
 
 def _bias_activation(name: str) -> DFPattern:
     """conv2d / matmul / matmul_transposed, then ``_bias``, then ``_relu`` or ``_gelu``."""
-    act = next((a for a in ("_relu", "_gelu") if name.endswith(a)), "")
+    act = next((a for a in ("_relu", "_gelu_tanh", "_gelu") if name.endswith(a)), "")
     base = name.removesuffix(act)
     kwargs = {"with_bias": base.endswith("_bias"), "activation": _ACTIVATION_OPS[act]}
     base = base.removesuffix("_bias")
