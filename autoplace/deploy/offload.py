@@ -31,9 +31,9 @@ from autoplace.space import Placement
 @dataclass(frozen=True)
 class Offload:
     """What a partition offloaded: per unit, the matches (graph op indices) and the number
-    of regions its code generator built (calls in ``main``); ``groups``: the placed groups (ops on the unit
-    joined by edges), which the merge should make one region each; ``split``: how many
-    more regions the merge built than there are groups."""
+    of regions its code generator built (calls in ``main``); ``groups``: the placed groups
+    (ops on the unit joined by edges), which the merge should make one region each;
+    ``split``: how many more regions the merge built than there are groups."""
 
     matches: dict[str, tuple[Match, ...]]
     regions: dict[str, int]
