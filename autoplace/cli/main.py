@@ -489,7 +489,7 @@ def _run(args) -> int:
         print(f"autoplace: error: {_shortened(str(exc))}", file=sys.stderr)
         return 2
     except MemoryError as exc:  # (numpy's says what it could not allocate)
-        print(f"autoplace: error: out of memory: {exc or 'an allocation failed'}",
+        print(f"autoplace: error: out of memory: {str(exc) or 'an allocation failed'}",
               file=sys.stderr)
         return 2
     except (KeyboardInterrupt, SystemError) as exc:

@@ -6,6 +6,9 @@ the op; it runs it at that pattern's rate (``gflops[pattern]``, else ``gflops.de
 the best of them where several match. A match over several ops (a composite TVM's fusion
 split into kernels) runs on such a unit whole or not at all: :func:`composites` gives the
 space what it needs to keep its ops together there.
+
+Work is per unit *with* a pattern table (a few), never per (op, unit) in Python: a mesh
+has a hundred thousand units.
 """
 
 from __future__ import annotations
@@ -14,23 +17,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoplace.graph import OP_KINDS, OpGraph
+from autoplace.graph import OP_KINDS, Match, OpGraph
 from autoplace.hardware.profile import Profile
-
-
-def _table_matches(graph: OpGraph, profile: Profile) -> list[list[list]]:
-    """``[op][unit]``: the matches covering the op whose pattern is in the unit's table."""
-    out = [[[] for _ in profile.units] for _ in graph.ops]
-    for m in graph.matches:
-        for u, unit in enumerate(profile.units):
-            if m.pattern in unit.patterns:
-                for i in m.ops:
-                    out[i][u].append(m)
-    return out
 
 
 def _kind_index(graph: OpGraph) -> list[int]:
     return [OP_KINDS.index(op.kind) for op in graph.ops]
+
+
+def _tables(profile: Profile) -> list[tuple[int, list]]:
+    """``(unit index, unit)`` of each unit with a pattern table."""
+    return [(u, unit) for u, unit in enumerate(profile.units) if unit.patterns]
+
+
+def _matches_of(graph: OpGraph, unit) -> list[Match]:
+    """The graph's matches of ``unit``'s pattern table."""
+    return [m for m in graph.matches if m.pattern in unit.patterns]
 
 
 def by_kind(graph: OpGraph, profile: Profile) -> np.ndarray:
@@ -42,10 +44,11 @@ def by_kind(graph: OpGraph, profile: Profile) -> np.ndarray:
 
 def capable(graph: OpGraph, profile: Profile) -> np.ndarray:
     """``[ops, units]`` bool: whether the unit may run the op (by kind or by pattern)."""
-    kinds = by_kind(graph, profile)
-    matched = _table_matches(graph, profile)
-    by_pattern = np.array([[bool(ms) for ms in row] for row in matched], dtype=bool)
-    return kinds | by_pattern.reshape(kinds.shape)
+    out = by_kind(graph, profile)
+    for u, unit in _tables(profile):
+        for m in _matches_of(graph, unit):
+            out[list(m.ops), u] = True
+    return out
 
 
 def flops_per_s(graph: OpGraph, profile: Profile) -> np.ndarray:
@@ -54,10 +57,9 @@ def flops_per_s(graph: OpGraph, profile: Profile) -> np.ndarray:
     table = np.array([[u.flops_per_s(k) if u.accepts_kind(k) else np.nan for k in OP_KINDS]
                       for u in profile.units]).reshape(len(profile.units), len(OP_KINDS))
     out = table[:, _kind_index(graph)].T.copy()
-    for u, unit in enumerate(profile.units):
-        for m in (m for m in graph.matches if m.pattern in unit.patterns):
-            rate = unit.flops_per_s(m.pattern)
-            out[list(m.ops), u] = np.fmax(out[list(m.ops), u], rate)
+    for u, unit in _tables(profile):
+        for m in _matches_of(graph, unit):
+            out[list(m.ops), u] = np.fmax(out[list(m.ops), u], unit.flops_per_s(m.pattern))
     return out
 
 
@@ -73,25 +75,26 @@ class Composites:
     patterns: tuple[str, ...]  # the match's pattern, per pair
 
 
-def _only_as(m, i: int, u: int, matched, kinds: np.ndarray) -> bool:
-    """Whether unit ``u`` runs op ``i`` only as (multi-op) match ``m``."""
-    return not kinds[i, u] and all(len(x.ops) > 1 for x in matched[i][u]) and \
-        m in matched[i][u]
+def _only_as(graph: OpGraph, unit, m: Match) -> set[int]:
+    """The ops of multi-op match ``m`` that ``unit`` (with a pattern table) runs only as a
+    multi-op match: no single-op match of its table covers them."""
+    single = {x.ops[0] for x in _matches_of(graph, unit) if len(x.ops) == 1}
+    return set(m.ops) - single
 
 
 def composites(graph: OpGraph, profile: Profile) -> Composites:
     """The :class:`Composites` of the graph's multi-op matches on pattern units."""
-    matched = _table_matches(graph, profile)
-    kinds, rows = by_kind(graph, profile), []
-    for m in (m for m in graph.matches if len(m.ops) > 1):
-        lead = m.ops[0]
-        for f in m.ops[1:]:
-            units = [_only_as(m, f, u, matched, kinds) or _only_as(m, lead, u, matched, kinds)
-                     for u in range(len(profile.units))]
-            if any(units):
-                rows.append((f, lead, units, m.pattern))
-    n = len(profile.units)
-    return Composites(followers=np.array([r[0] for r in rows], dtype=np.int64),
-                      leaders=np.array([r[1] for r in rows], dtype=np.int64),
-                      units=np.array([r[2] for r in rows], dtype=bool).reshape(-1, n),
-                      patterns=tuple(r[3] for r in rows))
+    rows = {}  # (follower, leader, pattern) -> units
+    for u, unit in _tables(profile):
+        for m in (m for m in _matches_of(graph, unit) if len(m.ops) > 1):
+            only = _only_as(graph, unit, m)
+            for f in m.ops[1:]:
+                if f in only or m.ops[0] in only:
+                    rows.setdefault((f, m.ops[0], m.pattern), set()).add(u)
+    units = np.zeros((len(rows), len(profile.units)), dtype=bool)
+    for k, us in enumerate(rows.values()):
+        units[k, list(us)] = True
+    keys = list(rows)
+    return Composites(followers=np.array([k[0] for k in keys], dtype=np.int64),
+                      leaders=np.array([k[1] for k in keys], dtype=np.int64),
+                      units=units, patterns=tuple(k[2] for k in keys))

@@ -54,7 +54,7 @@ def test_tune_best_graph_profiles(tmp_path):
     prof = cli("profiles")
     assert prof.returncode == 0
     names = [ln.split()[0] for ln in prof.stdout.splitlines()]
-    assert names == ["biglittle", "host", "mesh", "soc"]
+    assert names == ["biglittle", "host", "mesh", "npu", "soc"]
 
 
 def test_best_of_a_glob_reads_the_logs_not_their_side_files(tmp_path):
