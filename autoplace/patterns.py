@@ -27,6 +27,9 @@ PATTERNS: dict[str, str] = {
     **_variants("matmul", "relax.matmul", ("", "_relu", "_gelu", "_gelu_tanh")),
     **_variants("matmul_transposed", "relax.matmul by a permute_dims of its right operand",
                 ("", "_relu", "_gelu", "_gelu_tanh")),
+    **{f"{op}_bias_residual{act}": f"{op} plus a bias, plus a residual (relax.add){tail}"
+       for op in ("conv2d", "matmul", "matmul_transposed")
+       for act, tail in (("", ""), ("_relu", " then relu"))},
     "layer_norm": "relax.nn.layer_norm",
     "rms_norm": "relax.nn.rms_norm",
     "attention": "softmax(q @ k [* or / scale] [+ mask]) @ v, as ONNX models write "

@@ -35,8 +35,19 @@ def _attention() -> DFPattern:
     return is_op("relax.matmul")(is_op("relax.nn.softmax")(masked), wildcard())
 
 
+def _residual(name: str) -> DFPattern:
+    """``<op>_bias_residual[_relu]``: the op with its bias, plus a residual input (TVM's
+    residual block, as CUTLASS's ``*_residual_add`` entries), then the activation."""
+    base, _, act = name.partition("_residual")
+    pattern = _bias_activation(base)
+    return tvm_patterns.make_residual_block_pattern(pattern, "relax.add",
+                                                    _ACTIVATION_OPS[act])[0]
+
+
 def _bias_activation(name: str) -> DFPattern:
     """conv2d / matmul / matmul_transposed, then ``_bias``, then ``_relu`` or ``_gelu``."""
+    if "_residual" in name:
+        return _residual(name)
     act = next((a for a in ("_relu", "_gelu_tanh", "_gelu") if name.endswith(a)), "")
     base = name.removesuffix(act)
     kwargs = {"with_bias": base.endswith("_bias"), "activation": _ACTIVATION_OPS[act]}

@@ -104,3 +104,9 @@ def test_each_transformer_layer_has_one_attention_over_matmul_softmax_matmul(nam
     for m in attention:
         assert [g.ops[i].kind for i in m.ops] == ["matmul", "softmax", "matmul"]
     assert len({i for m in attention for i in m.ops}) == 3 * len(attention)
+    # every dense layer too: the residual add TVM fuses into the output projections and
+    # the MLP's second matmul is matched by matmul_bias_residual
+    covered = {i for m in g.matches for i in m.ops}
+    assert all(i in covered for i, op in enumerate(g.ops) if op.kind == "matmul")
+    residual = [m for m in g.matches if m.pattern == "matmul_bias_residual"]
+    assert len(residual) == 2 * MODELS[name].layers
