@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoplace.patterns import PATTERNS
+from autoplace.patterns import PATTERNS, known
 
 #: Op kinds used for capability matching (a profile unit's ``accepts`` list).
 OP_KINDS = (
@@ -165,16 +165,17 @@ class Edge:
 @dataclass(frozen=True, kw_only=True)
 class Match:
     """Ops ``ops`` (indices, ascending) that together are composite ``pattern`` (a name of
-    :data:`autoplace.patterns.PATTERNS`): one op when TVM's fusion made the composite one
-    kernel, several when it split it (attention across its softmax)."""
+    :data:`autoplace.patterns.PATTERNS`, or a unit's own entry point): one op when TVM's
+    fusion made the composite one kernel, several when it split it (attention across its
+    softmax)."""
 
     pattern: str
     ops: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if self.pattern not in PATTERNS:
+        if not isinstance(self.pattern, str) or not known(self.pattern):
             raise GraphError(f"match {self.pattern!r}: unknown pattern (known: "
-                             f"{', '.join(PATTERNS)})")
+                             f"{', '.join(PATTERNS)}, or an entry point module:function)")
         if not isinstance(self.ops, (tuple, list)) or not self.ops:
             raise GraphError(f"match {self.pattern!r}: ops must be a non-empty list of op "
                              f"indices, got {self.ops!r}")

@@ -86,12 +86,14 @@ def _resolve_path(spec: str | Path, suffixes: tuple[str, ...]) -> Path:
     return path
 
 
-def load_module(spec: str | Path, shapes: Shapes | None = None
-                ) -> tuple[tvm.IRModule, OpGraph]:
+def load_module(spec: str | Path, shapes: Shapes | None = None,
+                patterns: tuple[str, ...] = ()) -> tuple[tvm.IRModule, OpGraph]:
     """The Relax module (fused for ONNX, per-op for TE) and op graph of ``spec``.
 
     ``spec`` is a bundled name or the path of an ``.onnx`` file; ``shapes`` (input name ->
-    shape) fixes an ONNX model's symbolic input dimensions. Imports TVM.
+    shape) fixes an ONNX model's symbolic input dimensions; ``patterns``: the entry points
+    a profile's units name (``Profile.entry_points``), matched beside the table's.
+    Imports TVM.
     """
     if str(spec) in BUNDLED and BUNDLED[str(spec)] is None:
         if shapes:
@@ -102,9 +104,9 @@ def load_module(spec: str | Path, shapes: Shapes | None = None
     from autoplace.frontend.onnx import from_onnx
 
     if str(spec) in BUNDLED:
-        return from_onnx(bundled_onnx_path(str(spec)), str(spec), shapes)
+        return from_onnx(bundled_onnx_path(str(spec)), str(spec), shapes, tuple(patterns))
     path = _resolve_path(spec, (".onnx",))
-    return from_onnx(path, path.stem, shapes)
+    return from_onnx(path, path.stem, shapes, tuple(patterns))
 
 
 def load_module_for(spec: str | Path, graph: OpGraph, shapes: Shapes | None = None
@@ -119,24 +121,44 @@ def load_module_for(spec: str | Path, graph: OpGraph, shapes: Shapes | None = No
     return mod
 
 
-def load_graph(spec: str | Path, shapes: Shapes | None = None) -> OpGraph:
+def load_graph(spec: str | Path, shapes: Shapes | None = None,
+               patterns: tuple[str, ...] = ()) -> OpGraph:
     """The op graph of ``spec``: a bundled name, an ``.onnx`` path or an ``OpGraph.save`` JSON;
-    ``shapes``: see :func:`load_module`.
+    ``shapes``, ``patterns``: see :func:`load_module`.
 
     Bundled names read the shipped JSON (no TVM import) and fall back to importing the
-    model if that file is missing (or ``shapes`` are given).
+    model if that file is missing (or ``shapes`` or ``patterns`` are given).
     """
     if str(spec) in BUNDLED:
         shipped = GRAPH_DIR / f"{spec}.json"
-        if shipped.is_file() and not shapes:
+        if shipped.is_file() and not shapes and not patterns:
             return OpGraph.load(shipped)
-        return load_module(spec, shapes)[1]
+        return load_module(spec, shapes, patterns)[1]
     path = _resolve_path(spec, (".onnx", ".json"))
     if path.suffix.lower() == ".json":
-        if shapes:
-            raise GraphError(f"{spec}: --input-shapes: an op graph (.json) has fixed shapes")
+        for given, what in ((shapes, "--input-shapes"), (patterns, "patterns by entry point")):
+            if given:
+                raise GraphError(f"{spec}: {what}: an op graph (.json) is fixed: give the "
+                                 "model (.onnx)")
         return OpGraph.load(path)
-    return load_module(path, shapes)[1]
+    return load_module(path, shapes, patterns)[1]
+
+
+def entry_points(profile) -> tuple[str, ...]:
+    """The patterns ``profile``'s units name by entry point, each resolved (a failure is a
+    ProfileError naming the unit's key); importing TVM only if there are some."""
+    if not profile.entry_points:
+        return ()
+    from autoplace.frontend.patterns import check_entry_points
+
+    check_entry_points(profile)
+    return tuple(profile.entry_points)
+
+
+def graph_for(spec: str | Path, profile, shapes: Shapes | None = None) -> OpGraph:
+    """:func:`load_graph` for ``profile``: matched also by the patterns its units name by
+    entry point (:func:`entry_points`)."""
+    return load_graph(spec, shapes, entry_points(profile))
 
 
 def _summary(g: OpGraph) -> str:

@@ -2,10 +2,28 @@
 
 The names are those of TVM's pattern tables (``tvm.relax.backend.patterns``, as the
 CUTLASS and cuBLAS backends name their entries); :mod:`autoplace.frontend.patterns` builds
-each as a ``tvm.relax.dpl`` pattern and finds where it matches a model. Pure data: no TVM.
+each as a ``tvm.relax.dpl`` pattern and finds where it matches a model. A unit may also
+name its own pattern by a Python entry point, ``package.module:function`` (a function that
+returns a ``tvm.relax.dpl`` pattern, or TVM's ``(pattern, annotations)`` pair). Pure data:
+no TVM.
 """
 
 from __future__ import annotations
+
+import re
+
+_ENTRY_POINT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
+def is_entry_point(name: str) -> bool:
+    """Whether ``name`` is a ``package.module:function`` entry point."""
+    return bool(_ENTRY_POINT.fullmatch(name))
+
+
+def known(name: str) -> bool:
+    """Whether a unit may name ``name`` in its pattern table: one of :data:`PATTERNS`, or
+    an entry point."""
+    return name in PATTERNS or is_entry_point(name)
 
 _ACTIVATIONS = {"": "", "_relu": " then relu", "_gelu": " then gelu",
                 "_gelu_tanh": " then gelu (tanh approximation)"}

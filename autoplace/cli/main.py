@@ -214,13 +214,13 @@ def _compile_kernels(space) -> None:
 
 def _load(model: str, hw: str, shapes=None):
     from autoplace.hardware.load import load_profile
-    from autoplace.models import load_graph
+    from autoplace.models import graph_for
     from autoplace.space import SearchSpace
 
-    with phase(f"loading model {model}"):
-        graph = load_graph(model, shapes)
     with phase(f"loading profile {hw}"):
         profile = load_profile(hw)
+    with phase(f"loading model {model}"):
+        graph = graph_for(model, profile, shapes)
     with phase(f"compiling the search space ({len(graph.ops)} ops x {len(profile.units)} units)"):
         return graph, profile, SearchSpace(graph, profile)
 

@@ -146,11 +146,11 @@ def _best_record(model: str, hw: str, log: str, objective: str = "latency", shap
     and the best placement record of ``log``."""
     from autoplace.hardware.load import load_profile
     from autoplace.measure.objective import objective_named
-    from autoplace.models import load_module
+    from autoplace.models import entry_points, load_module
     from autoplace.records.tuning_log import best, read
 
-    mod, graph = load_module(model, shapes)
     profile = load_profile(hw)
+    mod, graph = load_module(model, shapes, entry_points(profile))
     records = read(log)
     rec = best(records, graph_fp=graph.fingerprint, profile_hash=profile.hash,
                objective=objective_named(objective), plans=False)

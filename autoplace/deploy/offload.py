@@ -20,7 +20,7 @@ from tvm.relax.backend.pattern_registry import FusionPattern
 
 from autoplace.deploy import reference_accelerator  # noqa: F401  (registers its generator)
 from autoplace.deploy.targets import BuildError
-from autoplace.frontend.patterns import table
+from autoplace.frontend.patterns import pattern
 from autoplace.frontend.relax import fold_weights, kernel_of_calls
 from autoplace.graph import Match, OpGraph
 from autoplace.hardware.profile import Profile, Unit
@@ -67,9 +67,11 @@ def _check(unit: Unit, pattern: str, graph: OpGraph, placement: Placement,
 
 def _patterns(unit: Unit, graph, placement, kernel_of, taken) -> list[FusionPattern]:
     """The unit's pattern table as TVM's, in :data:`PATTERNS` order reversed (the longer
-    composites of a family come later there: they must match first)."""
+    composites of a family come later there: they must match first), then its entry
+    points."""
     names = [n for n in reversed(PATTERNS) if n in unit.patterns]
-    return [FusionPattern(f"{unit.codegen}.{n}", table()[n], {},
+    names += sorted(unit.patterns - set(PATTERNS))  # (entry points: first-come)
+    return [FusionPattern(f"{unit.codegen}.{n}", pattern(n), {},
                           _check(unit, n, graph, placement, kernel_of, taken)) for n in names]
 
 

@@ -96,13 +96,14 @@ def import_onnx(path: str | Path,
 
 
 def from_onnx(path: str | Path, name: str | None = None,
-              shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[tvm.IRModule, OpGraph]:
+              shapes: Mapping[str, Sequence[int]] | None = None,
+              patterns: tuple[str, ...] = ()) -> tuple[tvm.IRModule, OpGraph]:
     """Import (``shapes``: see :func:`import_onnx`) and fuse ``path``; return ``(fused
-    module, OpGraph)``.
+    module, OpGraph)`` (``patterns``: entry points matched beside the table's).
 
     The graph is called ``name``, by default the file's stem without a ``light_`` prefix.
     """
     path = Path(path)
     if name is None:
         name = path.stem.removeprefix("light_")
-    return from_relax(import_onnx(path, shapes), name)
+    return from_relax(import_onnx(path, shapes), name, patterns)

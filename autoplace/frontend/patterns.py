@@ -13,6 +13,7 @@ match only where it covers whole kernels: one (the kernel *is* the composite) or
 from __future__ import annotations
 
 import functools
+import importlib
 
 import tvm
 from tvm import relax
@@ -70,18 +71,56 @@ def table() -> dict[str, DFPattern]:
     return out
 
 
+def entry_point(name: str) -> DFPattern:
+    """The pattern a unit names by entry point ``package.module:function``: the function's
+    result (a dpl pattern, or TVM's ``(pattern, annotations)``). ValueError saying what is
+    wrong, in one line."""
+    module, _, attr = name.partition(":")
+    try:
+        made = getattr(importlib.import_module(module), attr)()
+    except Exception as exc:  # a user's module: anything from ImportError on
+        raise ValueError(f"entry point {name!r}: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")) \
+            from None
+    made = made[0] if isinstance(made, tuple) and made else made
+    if not isinstance(made, DFPattern):
+        raise ValueError(f"entry point {name!r} returned {type(made).__name__}, not a "
+                         "tvm.relax.dpl pattern")
+    return made
+
+
+def pattern(name: str) -> DFPattern:
+    """The dpl pattern of ``name``: one of the table's, or an entry point's."""
+    return table()[name] if name in PATTERNS else entry_point(name)
+
+
+def check_entry_points(profile) -> None:
+    """Resolve every pattern the profile's units name by entry point; a failure is a
+    ProfileError naming the file and the unit's key."""
+    from autoplace.hardware.profile import ProfileError
+
+    for name, unit in profile.entry_points.items():
+        try:
+            entry_point(name)
+        except ValueError as exc:
+            raise ProfileError(f"{profile.source}: units.{unit}.patterns: {exc}") from None
+
+
 def _bindings(func: relax.Function) -> list[relax.Binding]:
     return [b for block in func.body.blocks for b in block.bindings]
 
 
-def pattern_matches(func: relax.Function) -> list[tuple[str, frozenset[str]]]:
-    """(pattern name, names of the Relax calls it covers) of every match in ``func``."""
+def pattern_matches(func: relax.Function, extra: tuple[str, ...] = ()
+                    ) -> list[tuple[str, frozenset[str]]]:
+    """(pattern name, names of the Relax calls it covers) of every match in ``func``, of
+    the table's patterns and the entry points ``extra``."""
     var2val = relax.analysis.get_var2val(func)
     named = {b.value: b.var.name for b in _bindings(func)}
     found = []
-    for name, pattern in table().items():
+    patterns = {**table(), **{name: entry_point(name) for name in extra}}
+    for name, dpl in patterns.items():
         for b in _bindings(func):
-            got = pattern.extract_matched_expr(b.value, var2val)
+            got = dpl.extract_matched_expr(b.value, var2val)
             if got is not None:
                 calls = {named[e] for p, e in got.items() if isinstance(p, CallPattern)
                          and e in named}
@@ -161,17 +200,17 @@ def _run_fused(func: relax.Function, args, outer: _Dataflow, calls: dict):
     return names, inner.of(func.body.body)
 
 
-def find_matches(before: relax.Function, legalized: relax.Function,
-                 fused: tvm.IRModule) -> tuple[Match, ...]:
-    """The matches of every pattern in ``before`` (the Relax function before legalization)
-    that cover whole kernels of ``fused`` (before FuseTIR; ``legalized`` between them),
-    by pattern name, then ops."""
+def find_matches(before: relax.Function, legalized: relax.Function, fused: tvm.IRModule,
+                 extra: tuple[str, ...] = ()) -> tuple[Match, ...]:
+    """The matches of every pattern (the table's, and the entry points ``extra``) in
+    ``before`` (the Relax function before legalization) that cover whole kernels of
+    ``fused`` (before FuseTIR; ``legalized`` between them), by pattern name, then ops."""
     kernels = kernel_calls(legalized, fused)
     kernel_of = {name: k for k, names in enumerate(kernels) for name in names}
     found = set()
-    for pattern, calls in pattern_matches(before):
+    for name, calls in pattern_matches(before, extra):
         ops = sorted({kernel_of[c] for c in calls if c in kernel_of})
         if ops and all(kernels[k] <= calls for k in ops):
-            found.add(Match(pattern=pattern, ops=tuple(ops)))
-    order = list(PATTERNS)
+            found.add(Match(pattern=name, ops=tuple(ops)))
+    order = [*PATTERNS, *extra]
     return tuple(sorted(found, key=lambda m: (order.index(m.pattern), m.ops)))

@@ -94,10 +94,11 @@ def kernel_of_calls(before: tvm.IRModule) -> dict[str, int]:
     return {name: k for k, names in enumerate(kernels) for name in names}
 
 
-def from_relax(mod: tvm.IRModule, name: str) -> tuple[tvm.IRModule, OpGraph]:
+def from_relax(mod: tvm.IRModule, name: str, patterns: tuple[str, ...] = ()
+               ) -> tuple[tvm.IRModule, OpGraph]:
     """Fuse ``mod`` as :func:`fuse` does and return the fused module with its op graph,
-    whose ``matches`` say where the composite patterns cover its kernels
-    (:func:`autoplace.frontend.patterns.find_matches`)."""
+    whose ``matches`` say where the composite patterns (the table's, and the entry points
+    ``patterns``) cover its kernels (:func:`autoplace.frontend.patterns.find_matches`)."""
     before = fold_weights(mod)
     legal = _legalize(before)
     grouped = relax.transform.FuseOps()(legal)
@@ -105,7 +106,7 @@ def from_relax(mod: tvm.IRModule, name: str) -> tuple[tvm.IRModule, OpGraph]:
     graph = op_graph(fused, name)
     if "main" not in [gv.name_hint for gv in before.get_global_vars()]:
         return fused, graph
-    matches = find_matches(before["main"], legal["main"], grouped)
+    matches = find_matches(before["main"], legal["main"], grouped, tuple(patterns))
     return fused, dataclasses.replace(graph, matches=matches)
 
 

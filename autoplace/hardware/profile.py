@@ -51,6 +51,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from autoplace.patterns import is_entry_point
+
 COPY_MODES = ("sync", "async")
 #: how a unit runs the ops placed on it (docs/simulator.md): ``stream`` one at a time in
 #: program order; ``parallel`` as many at once as are ready (no contention: a pool of cores
@@ -252,6 +254,16 @@ class Profile:
     def scopes_of(self, unit: str) -> list[str]:
         """Scopes ``unit`` may read and write, in profile order."""
         return list(self._scopes_by_unit.get(unit, ()))
+
+    @functools.cached_property
+    def entry_points(self) -> dict[str, str]:
+        """The patterns units name by entry point (``package.module:function``) -> the
+        first unit naming it."""
+        out: dict[str, str] = {}
+        for u in self.units:
+            for name in sorted(p for p in u.patterns if is_entry_point(p)):
+                out.setdefault(name, u.name)
+        return out
 
     def home_scope(self, unit: str) -> str:
         """The scope a unit writes by default: the default scope if it can, else its first."""

@@ -23,7 +23,7 @@ from autoplace.hardware.profile import (
     Scope,
     Unit,
 )
-from autoplace.patterns import PATTERNS
+from autoplace.patterns import PATTERNS, known
 
 REQUIRED: Any = object()
 #: the largest number a profile may hold (1e12 MiB, GB/s, GFLOP/s or us: far past any
@@ -165,9 +165,9 @@ def _capability(t: Table) -> tuple[list[str], list[str]]:
         raise t.error(t.key("accepts"), "a unit with a pattern table runs what its patterns "
                       "match: give patterns or accepts, not both")
     for name in patterns:
-        if name not in PATTERNS:
+        if not known(name):
             raise t.error(t.key("patterns"), f"unknown pattern {name!r} (expected one of "
-                          f"{', '.join(PATTERNS)})")
+                          f"{', '.join(PATTERNS)}, or an entry point package.module:function)")
     return [], patterns
 
 

@@ -4,6 +4,8 @@ fusion split over several kernels, and kernels that share one fused function."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from tvm import relax
@@ -110,3 +112,59 @@ def test_each_transformer_layer_has_one_attention_over_matmul_softmax_matmul(nam
     assert all(i in covered for i, op in enumerate(g.ops) if op.kind == "matmul")
     residual = [m for m in g.matches if m.pattern == "matmul_bias_residual"]
     assert len(residual) == 2 * MODELS[name].layers
+
+
+def npu_with(*patterns: str, tmp_path):
+    """The npu profile, its npu's table the bundled one plus ``patterns``."""
+    from autoplace.hardware.load import load_profile
+
+    text = (Path(__file__).parents[2] / "hwprofiles" / "npu.toml").read_text()
+    names = ", ".join(f'"{p}"' for p in patterns)
+    text = text.replace('patterns = ["conv2d",', f'patterns = [{names}, "conv2d",')
+    rates = "".join(f'"{p}" = 50.0\n' for p in patterns)
+    text = text.replace("[units.npu.gflops]\n", f"[units.npu.gflops]\n{rates}")
+    path = tmp_path / "npu_own.toml"
+    path.write_text(text)
+    return load_profile(path)
+
+
+@pytest.mark.parametrize("entry", ["custom_patterns:max_pool",
+                                   "custom_patterns:with_annotations"])
+def test_a_units_own_pattern_by_entry_point_is_matched_and_offered(entry, tmp_path):
+    from autoplace.models import graph_for
+    from autoplace.space import SearchSpace
+
+    profile = npu_with(entry, tmp_path=tmp_path)
+    g = graph_for("squeezenet", profile)
+    pools = [i for i, op in enumerate(g.ops) if op.func.startswith("max_pool2d")]
+    assert pools and [m.ops[0] for m in g.matches if m.pattern == entry] == pools
+    space = SearchSpace(g, profile)
+    assert all("npu" in {space.units[u] for u in space.c_unit[i, :space.n_choices[i]]}
+               for i in pools)
+
+
+@pytest.mark.parametrize(("entry", "what"), [
+    ("custom_patterns:missing", "AttributeError"),
+    ("no_such_vendor.patterns:dw", "ModuleNotFoundError: No module named 'no_such_vendor'"),
+    ("custom_patterns:not_a_pattern", "returned int, not a tvm.relax.dpl pattern"),
+])
+def test_a_bad_entry_point_is_a_one_line_error_naming_the_key(entry, what, tmp_path):
+    from autoplace.hardware.profile import ProfileError
+    from autoplace.models import graph_for
+
+    profile = npu_with(entry, tmp_path=tmp_path)
+    with pytest.raises(ProfileError) as info:
+        graph_for("squeezenet", profile)
+    message = str(info.value)
+    assert message.startswith(f"{profile.source}: units.npu.patterns: entry point {entry!r}")
+    assert what in message and "\n" not in message
+
+
+def test_tune_with_a_bad_entry_point_exits_2_in_one_line(tmp_path):
+    from factories import cli, one_line_error
+
+    profile = npu_with("no_such_vendor.patterns:dw", tmp_path=tmp_path)
+    proc = cli("tune", "squeezenet", "--hw", profile.source, "--trials", "4", "--log",
+               tmp_path / "t.jsonl", "--no-progress")
+    one_line_error(proc, "units.npu.patterns: entry point 'no_such_vendor.patterns:dw'")
+    assert not (tmp_path / "t.jsonl").exists()  # nothing recorded
