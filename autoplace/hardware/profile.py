@@ -1,7 +1,8 @@
 """Hardware profiles: named compute units, memory scopes and copy paths.
 
 A profile is data: a TOML file (``hwprofiles/*.toml``) read with :mod:`tomllib` into the
-frozen dataclasses below. The TOML schema, in units a datasheet uses::
+frozen dataclasses below. Every key is in docs/profile.md; the TOML schema, in units a
+datasheet uses::
 
     name = "soc"
     description = "two CPUs, two accelerators, DRAM + on-chip SRAM"
