@@ -35,7 +35,7 @@ RANK = {
     "measure.rpc_runtime": 6.65, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
     "records.schema": 6.9, "records.tuning_log": 7, "baselines.optimum": 7, "pipeline": 7.5,
     "calibrate": 8,
-    "reports.analysis": 8, "search": 8,
+    "reports.analysis": 8.5, "search": 8,
     "reports.plots": 9, "reports.placement_report": 10, "reports.pipeline_report": 10.2,
     "cli.options": 10.5, "cli.real_commands": 11,
     "cli.report_command": 11, "cli.tune_kernels_command": 11, "cli.calibrate_command": 11,

@@ -203,15 +203,19 @@ def strategy_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def study_trials(storage: str, study_name: str | None = None) -> pd.DataFrame:
     """``study.trials_dataframe()`` of an Optuna study (the only one in ``storage`` if no
-    name is given)."""
+    name is given); ``storage`` as ``--storage`` takes it (``journal:PATH``, a journal
+    file's bare path, ``sqlite:///PATH``, ``postgresql://...``)."""
     import optuna
 
+    from autoplace.search.study_storage import open_storage
+
+    store = open_storage(storage)
     if study_name is None:
-        names = optuna.get_all_study_names(storage)
+        names = optuna.get_all_study_names(store)
         if len(names) != 1:
             raise ValueError(f"{storage}: name the study, it holds {len(names)}: {names}")
         study_name = names[0]
-    return optuna.load_study(study_name=study_name, storage=storage).trials_dataframe()
+    return optuna.load_study(study_name=study_name, storage=store).trials_dataframe()
 
 
 def join_study(df: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,8 @@
 
 - ``journal:PATH``: Optuna's journal file (``JournalStorage``): no server, safe for several
   processes on one host, even ones killed mid-write (:mod:`autoplace.search.journal`);
-  ``journal:///abs/path`` works too;
+  ``journal:///abs/path`` works too, and so does the bare path of an existing journal file
+  (as ``optuna-dashboard PATH`` takes it);
 - ``sqlite:///PATH``: one process at a time (SQLite is not meant for concurrent writers);
 - ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``: Optuna's RDB storage on PostgreSQL, for
   workers on several hosts, through psycopg (``pip install autoplace[postgres]``) unless
@@ -41,11 +42,25 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage | None:
         return _rdb(url, url, _sqlite_check)
     if scheme in ("postgresql", "postgres"):
         return _rdb(url, _with_driver(url), _postgres_check)
+    if not scheme and Path(url).is_file():
+        return _bare_file(url)
     shown = redact(url)
     raise StorageError(f"--storage {shown}: unknown scheme {scheme!r}; use one of "
                        "journal:PATH, sqlite:///PATH, postgresql://USER@HOST/DB"
                        if scheme else f"--storage {shown}: no scheme; use journal:PATH, "
                        "sqlite:///PATH or postgresql://USER@HOST/DB")
+
+
+def _bare_file(path: str) -> optuna.storages.BaseStorage:
+    """An existing file named without a scheme: a journal, as optuna-dashboard takes it."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(_SQLITE_MAGIC))
+    if head == _SQLITE_MAGIC:
+        raise StorageError(f"--storage {path}: an SQLite database: use sqlite:///{path}")
+    if not _is_journal(Path(path)):
+        raise StorageError(f"--storage {path}: not an Optuna journal file (and no scheme: "
+                           "journal:PATH, sqlite:///PATH or postgresql://USER@HOST/DB)")
+    return _journal(f"journal:{path}")
 
 
 def redact(url: str) -> str:

@@ -301,3 +301,24 @@ def test_a_pipeline_log_as_a_frame(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(ValueError, match="empty.jsonl: no pipeline trial"):
         analysis.load_pipeline(tmp_path / "empty.jsonl")
+
+
+def test_a_journal_study_reads_by_its_path_as_optuna_dashboard_opens_it(tmp_path):
+    """``journal:PATH`` and the bare path give one study; Optuna's own journal backend
+    (what ``optuna-dashboard PATH`` opens) reads the same trials."""
+    g, p = load_graph("seed_te"), load_profile("soc")
+    space = SearchSpace(g, p)
+    journal = tmp_path / "study.journal"
+    with TuningLog(tmp_path / "log.jsonl") as log:
+        tune(space, Simulator(space), log,
+             TuneConfig(trials=6, seed=0, batch_size=3, storage=f"journal:{journal}"))
+    by_scheme = analysis.study_trials(f"journal:{journal}")
+    by_path = analysis.study_trials(str(journal))
+    assert len(by_scheme) >= 6 and by_scheme.equals(by_path)
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    plain = JournalStorage(JournalFileBackend(str(journal)))
+    name = optuna.get_all_study_names(plain)[0]
+    values = [t.values for t in optuna.load_study(study_name=name, storage=plain).trials]
+    assert values == [None if v != v else [v] for v in by_scheme["value_latency_s"]]

@@ -22,6 +22,20 @@ def test_a_journal_file_and_an_sqlite_file_open_and_hold_a_study(tmp_path):
         assert len(again.trials) == 2, url
 
 
+def _sqlite_file(tmp):
+    path = tmp / "real.db"
+    optuna.create_study(study_name="s", storage=f"sqlite:///{path}")
+    return path
+
+
+def test_the_bare_path_of_a_journal_file_opens_it(tmp_path):
+    """As ``optuna-dashboard PATH`` takes a journal file."""
+    path = tmp_path / "a.journal"
+    optuna.create_study(study_name="s", storage=open_storage(f"journal:{path}")).optimize(
+        lambda t: 1.0, 2)
+    assert len(optuna.load_study(study_name="s", storage=open_storage(str(path))).trials) == 2
+
+
 def bad_urls(tmp):
     (tmp / "text.db").write_text("not a database\n")
     (tmp / "text.journal").write_text("not a journal\n")
@@ -36,6 +50,8 @@ def bad_urls(tmp):
         (f"journal:{tmp / 'text.journal'}", "is not an Optuna journal file"),
         ("journal:", "no journal file named"),
         ("journal://host/j.log", "a journal is a file"),
+        (str(tmp / "text.journal"), "not an Optuna journal file (and no scheme"),
+        (str(_sqlite_file(tmp)), "an SQLite database: use sqlite:///"),
         ("postgresql+nodriver://u@127.0.0.1/db", "driver nodriver is not installed"),
         (f"postgresql://u:secret@127.0.0.1:{free_port()}/db", "cannot open it"),
     ]
