@@ -10,8 +10,9 @@ come before it. Claiming before reading makes this race-free: of two workers cla
 genome, both see the earlier claim, so exactly one measures it. Trial numbers are the
 study's; a trial whose claim lost is finished as failed, without a strategy (no record).
 
-Each worker writes a heartbeat (study attribute ``worker:ID``: the time) at start and then
-every quarter of ``grace_s``; a worker silent for ``grace_s`` is dead, and the next worker
+Each worker writes a heartbeat (a study *system* attribute ``worker:ID``: the time, kept
+apart from the user attributes a dashboard shows) at start and then every quarter of
+``grace_s``; a worker silent for ``grace_s`` is dead, and the next worker
 that looks finishes its running trials (reclaims them). A claim names the worker's log
 (``log``; workers share a log directory), and a worker logs a measured candidate before
 writing it on its trial, so a reclaimed trial is finished as measured, with its record's
@@ -59,6 +60,7 @@ class SharedStudy:
                  recover: Callable[[FrozenTrial], dict | None] = lambda t: None):
         self.study, self.storage, self.grace_s = study, storage, float(grace_s)
         self.worker, self.log, self.recover = worker, str(Path(log).resolve()), recover
+        self._study_id = storage.get_study_id_from_name(study.study_name)
         self._stop = threading.Event()
         self.beat()
         self._thread = threading.Thread(target=self._beating, name="autoplace-heartbeat",
@@ -66,7 +68,7 @@ class SharedStudy:
         self._thread.start()
 
     def beat(self) -> None:
-        self.study.set_user_attr(_PREFIX + self.worker, time.time())
+        self.storage.set_study_system_attr(self._study_id, _PREFIX + self.worker, time.time())
 
     def _beating(self) -> None:
         while not self._stop.wait(self.grace_s / 4):
@@ -177,7 +179,8 @@ class SharedStudy:
 
     def _alive(self) -> set[str]:
         now = time.time()
-        return {key[len(_PREFIX):] for key, at in self.study.user_attrs.items()
+        beats = self.storage.get_study_system_attrs(self._study_id)
+        return {key[len(_PREFIX):] for key, at in beats.items()
                 if key.startswith(_PREFIX) and now - float(at) <= self.grace_s}
 
     def reclaim(self, alive: set[str] | None = None) -> int:

@@ -94,6 +94,18 @@ def three_workers(storage: str, tmp_path: Path) -> None:
     finish([worker(storage, log, seed=0) for log in logs])  # same seed: they must not collide
     assert_one_job(storage, logs)
     assert all(log.exists() and log.stat().st_size for log in logs), "every worker measured"
+    assert_heartbeats_apart(storage, 3)
+
+
+def assert_heartbeats_apart(storage: str, workers: int) -> None:
+    """The workers' heartbeats are system attributes: none among the user attributes a
+    dashboard shows."""
+    store = open_storage(storage)
+    (name,) = optuna.get_all_study_names(store)
+    study = optuna.load_study(study_name=name, storage=store)
+    assert not [k for k in study.user_attrs if k.startswith("worker:")]
+    beats = store.get_study_system_attrs(store.get_study_id_from_name(name))
+    assert len([k for k in beats if k.startswith("worker:")]) == workers
 
 
 def test_three_workers_on_a_journal_file(tmp_path):
