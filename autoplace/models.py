@@ -109,6 +109,19 @@ def load_module(spec: str | Path, shapes: Shapes | None = None,
     return from_onnx(path, path.stem, shapes, tuple(patterns))
 
 
+def import_model(spec: str | Path, shapes: Shapes | None = None) -> tvm.IRModule | None:
+    """The Relax module of ``spec`` as imported, before any fusion (what a BYOC partition
+    takes: :func:`autoplace.deploy.offload.partition`); None for a TE graph (its ops are
+    kernels already). Imports TVM."""
+    if str(spec) in BUNDLED and BUNDLED[str(spec)] is None:
+        return None
+    from autoplace.frontend.onnx import import_onnx
+
+    path = bundled_onnx_path(str(spec)) if str(spec) in BUNDLED else \
+        _resolve_path(spec, (".onnx",))
+    return import_onnx(path, shapes)
+
+
 def load_module_for(spec: str | Path, graph: OpGraph, shapes: Shapes | None = None
                     ) -> tvm.IRModule:
     """The fused module of ``spec`` (``shapes``: see :func:`load_module`), whose op graph

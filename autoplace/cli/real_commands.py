@@ -198,7 +198,27 @@ def cmd_compile(args) -> int:
     print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
           f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
           f"{len(rec.placement.copies)} copies, kernels for {', '.join(archs)} -> {path}")
+    _report_offload(args, graph, profile, rec.placement)
     return 0
+
+
+def _report_offload(args, graph, profile, placement) -> None:
+    """For each unit with a code generator, what its BYOC build of the placement offloads
+    (:func:`autoplace.deploy.offload.partition`: matches, regions, groups the merge split)."""
+    from autoplace.deploy.offload import offload_units, partition
+    from autoplace.models import import_model
+
+    if not offload_units(profile):
+        return
+    mod = import_model(args.model, args.input_shapes)
+    if mod is None:
+        return
+    _, offload = partition(mod, graph, placement, profile)
+    for unit in offload_units(profile):
+        name, split = unit.name, offload.split_of(unit.name)
+        print(f"  {name} ({unit.codegen}): {len(offload.matches[name])} matches offloaded in "
+              f"{offload.regions[name]} regions ({offload.groups[name]} placed groups"
+              f"{f'; the merge split {split}' if split > 0 else ''})")
 
 
 def cmd_run(args) -> int:

@@ -39,9 +39,13 @@ class Offload:
     regions: dict[str, int]
     groups: dict[str, int]
 
+    def split_of(self, unit: str) -> int:
+        """How many more regions the merge built on ``unit`` than it has placed groups."""
+        return max(0, self.regions[unit] - self.groups[unit])
+
     @property
     def split(self) -> int:
-        return sum(max(0, self.regions[u] - self.groups[u]) for u in self.regions)
+        return sum(self.split_of(u) for u in self.regions)
 
 
 def offload_units(profile: Profile) -> list[Unit]:
@@ -118,13 +122,23 @@ def partition(mod: tvm.IRModule, graph: OpGraph, placement: Placement,
                 for p in _patterns(u, graph, placement, kernel_of, taken[u.name])]
     grouped = relax.transform.FuseOpsByPattern(patterns, bind_constants=True)(before)
     merged = relax.transform.MergeCompositeFunctions()(grouped)
-    offload = Offload(matches={u: tuple(dict.fromkeys(ms)) for u, ms in taken.items()},
+    offload = Offload(matches={u: _distinct(ms) for u, ms in taken.items()},
                       regions={u.name: _regions(merged, u.codegen) for u in units},
                       groups={u.name: _groups(graph, {i for m in taken[u.name] for i in m.ops})
                               for u in units})
     _check_placed(graph, placement, offload)
     options = {u.codegen: _options(u) for u in units}
     return relax.transform.RunCodegen(target_options=options)(merged), offload
+
+
+def _distinct(matches: list[Match]) -> tuple[Match, ...]:
+    """One match per op set, the first accepted (TVM groups the ops once: a later check of
+    the same ops under another pattern, as matmul_bias and matmul_transposed_bias on one
+    classifier, offloads nothing more)."""
+    first: dict[tuple[int, ...], Match] = {}
+    for m in matches:
+        first.setdefault(m.ops, m)
+    return tuple(first.values())
 
 
 def _check_placed(graph: OpGraph, placement: Placement, offload: Offload) -> None:

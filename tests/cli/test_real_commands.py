@@ -74,3 +74,30 @@ def test_tune_with_the_local_measurer(tmp_path):
     records = read(log)
     assert records and {r.measurer for r in records} == {"local"}
     assert all(r.result.ok and r.result.latency_s < 0.1 for r in records)
+
+
+def test_compile_reports_what_a_code_generator_offloads(tmp_path):
+    """On a profile whose npu has a code generator, compile says what its BYOC build of the
+    best placement offloads: the matches placed on the npu, in regions; run --check holds."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "hwprofiles" / "npu.toml").read_text()
+    hw = tmp_path / "npu_byoc.toml"
+    hw.write_text(text.replace("[units.npu]\n", '[units.npu]\ncodegen = "autoplace_ref"\n'))
+    log, out = tmp_path / "tune.jsonl", tmp_path / "out"
+    cache = ["--cache-dir", str(tmp_path / "kernels")]
+    tuned = cli("tune", "bert_tiny", "--hw", str(hw), "--trials", "24", "--log", str(log),
+                "--no-progress")
+    assert tuned.returncode == 0, tuned.stderr
+    built = cli("compile", "bert_tiny", "--hw", str(hw), "--log", str(log), "-o", str(out),
+                *cache)
+    assert built.returncode == 0, built.stderr
+    graph, profile = load_graph("bert_tiny"), load_profile(hw)
+    rec = best(read(log), graph_fp=graph.fingerprint, profile_hash=profile.hash)
+    on_npu = {graph.index(op) for op, (unit, _) in rec.placement.ops.items() if unit == "npu"}
+    placed = {m.ops for m in graph.matches if m.pattern in profile.unit("npu").patterns
+              and set(m.ops) <= on_npu}
+    assert placed  # the best offloads something
+    assert f"npu (autoplace_ref): {len(placed)} matches offloaded in " in built.stdout
+    ran = cli("run", str(out), "--repeat", "1", "--check")
+    assert ran.returncode == 0, ran.stderr
