@@ -117,6 +117,7 @@ def test_every_match_offloaded_computes_the_unplaced_outputs(name):
     x = random_inputs(mod)
     for got, want in zip(run(built, x), run(mod, x), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    # a region per placed group (bert_tiny's two attentions share one function: two calls)
-    assert len(reference_accelerator.calls()) == offload.regions["npu"] \
-        == offload.groups["npu"]
+    # every region called once (bert_tiny's two attentions share one function: two calls);
+    # at least one per placed group, more where the merge split one
+    assert len(reference_accelerator.calls()) == offload.regions["npu"]
+    assert offload.regions["npu"] == offload.groups["npu"] + offload.split_of("npu")
