@@ -34,9 +34,8 @@ def _group_choices(profile: Profile, allowed: tuple[int, ...],
     unit supports, except in the default scope, where resident and streamed weights are one
     and the same."""
     sidx, default, out = profile.scope_index, profile.default_scope, []
-    for u, unit in enumerate(profile.units):
-        if u not in allowed:
-            continue
+    for u in allowed:  # (ascending: profile order)
+        unit = profile.units[u]
         first = 0 if "streamed" in unit.weights else 1
         for s in profile.scopes_of(unit.name):
             if not weighty or s == default:
@@ -170,8 +169,9 @@ class ChoiceTables:
         dur = roofline_seconds(op.flops, internal, op.input_bytes, op.weight_bytes,
                                thr[units], bw[scopes],
                                bw[self.default_scope], weight_bw, self.launch[units])
+        key = op.kernel_key
         for u in np.unique(units):
-            known = profile.units[u].kernel_s.get(op.kernel_key)
+            known = profile.units[u].kernel_s.get(key) if profile.units[u].kernel_s else None
             if known is not None:
                 dur[units == u] = self.launch[u] + known
         return dur
