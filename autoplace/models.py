@@ -90,9 +90,10 @@ def load_module(spec: str | Path, shapes: Shapes | None = None,
                 patterns: tuple[str, ...] = ()) -> tuple[tvm.IRModule, OpGraph]:
     """The Relax module (fused for ONNX, per-op for TE) and op graph of ``spec``.
 
-    ``spec`` is a bundled name or the path of an ``.onnx`` file; ``shapes`` (input name ->
-    shape) fixes an ONNX model's symbolic input dimensions; ``patterns``: the entry points
-    a profile's units name (``Profile.entry_points``), matched beside the table's.
+    ``spec`` is a bundled name or the path of an ``.onnx`` or ``.pt2`` file (saved by
+    ``torch.export.save``); ``shapes`` (input name -> shape) fixes an ONNX model's symbolic
+    input dimensions; ``patterns``: the entry points a profile's units name
+    (``Profile.entry_points``), matched beside the table's.
     Imports TVM.
     """
     if str(spec) in BUNDLED and BUNDLED[str(spec)] is None:
@@ -105,8 +106,25 @@ def load_module(spec: str | Path, shapes: Shapes | None = None,
 
     if str(spec) in BUNDLED:
         return from_onnx(bundled_onnx_path(str(spec)), str(spec), shapes, tuple(patterns))
-    path = _resolve_path(spec, (".onnx",))
+    path = _resolve_path(spec, MODEL_SUFFIXES)
+    if path.suffix.lower() == ".pt2":
+        from autoplace.frontend.relax import from_relax
+
+        return from_relax(_import_pt2(path, shapes), path.stem, tuple(patterns))
     return from_onnx(path, path.stem, shapes, tuple(patterns))
+
+
+#: the model files a path may name: ONNX, and torch.export's (``torch.export.save``)
+MODEL_SUFFIXES = (".onnx", ".pt2")
+
+
+def _import_pt2(path: Path, shapes: Shapes | None) -> tvm.IRModule:
+    if shapes:
+        raise GraphError(f"{path}: --input-shapes: a torch.export file has the shapes it "
+                         "was exported with")
+    from autoplace.frontend.torch import import_pt2
+
+    return import_pt2(path)
 
 
 def import_model(spec: str | Path, shapes: Shapes | None = None) -> tvm.IRModule | None:
@@ -118,8 +136,9 @@ def import_model(spec: str | Path, shapes: Shapes | None = None) -> tvm.IRModule
     from autoplace.frontend.onnx import import_onnx
 
     path = bundled_onnx_path(str(spec)) if str(spec) in BUNDLED else \
-        _resolve_path(spec, (".onnx",))
-    return import_onnx(path, shapes)
+        _resolve_path(spec, MODEL_SUFFIXES)
+    return _import_pt2(path, shapes) if path.suffix.lower() == ".pt2" else \
+        import_onnx(path, shapes)
 
 
 def load_module_for(spec: str | Path, graph: OpGraph, shapes: Shapes | None = None
@@ -136,8 +155,8 @@ def load_module_for(spec: str | Path, graph: OpGraph, shapes: Shapes | None = No
 
 def load_graph(spec: str | Path, shapes: Shapes | None = None,
                patterns: tuple[str, ...] = ()) -> OpGraph:
-    """The op graph of ``spec``: a bundled name, an ``.onnx`` path or an ``OpGraph.save`` JSON;
-    ``shapes``, ``patterns``: see :func:`load_module`.
+    """The op graph of ``spec``: a bundled name, an ``.onnx`` or ``.pt2`` (torch.export)
+    path or an ``OpGraph.save`` JSON; ``shapes``, ``patterns``: see :func:`load_module`.
 
     Bundled names read the shipped JSON (no TVM import) and fall back to importing the
     model if that file is missing (or ``shapes`` or ``patterns`` are given).
@@ -147,7 +166,7 @@ def load_graph(spec: str | Path, shapes: Shapes | None = None,
         if shipped.is_file() and not shapes and not patterns:
             return OpGraph.load(shipped)
         return load_module(spec, shapes, patterns)[1]
-    path = _resolve_path(spec, (".onnx", ".json"))
+    path = _resolve_path(spec, (*MODEL_SUFFIXES, ".json"))
     if path.suffix.lower() == ".json":
         for given, what in ((shapes, "--input-shapes"), (patterns, "patterns by entry point")):
             if given:

@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
     t.set_defaults(run=cmd_tune)
     t.add_argument("model", nargs="?", default=DEFAULT_MODEL,
-                   help="bundled model name, .onnx or graph .json")
+                   help="bundled model name, .onnx, .pt2 (torch.export) or graph .json")
     input_shapes_arg(t)
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
     t.add_argument("--trials", type=positive_int, default=defaults.trials,

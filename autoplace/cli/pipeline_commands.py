@@ -17,7 +17,7 @@ def register(sub) -> None:
                        help="plan a stream of inferences over a mesh: stages over groups of "
                             "PEs, ops split across a stage's PEs, pipelines replicated (the "
                             "stage model's exact dynamic program)")
-    p.add_argument("model", help="bundled model name, .onnx or graph .json")
+    p.add_argument("model", help="bundled model name, .onnx, .pt2 (torch.export) or graph .json")
     p.add_argument("--hw", required=True, help="a profile with a [mesh] (bundled: mesh)")
     input_shapes_arg(p)
     plan_args(p)

@@ -46,7 +46,7 @@ def register(sub) -> None:
     """Add the real-side subcommands to the ``autoplace`` parser."""
     c = sub.add_parser("compile", help="build the best placement of a log into a library, "
                                        "or a mesh's pipeline into stage libraries")
-    c.add_argument("model", help="bundled model name or .onnx path")
+    c.add_argument("model", help="bundled model name, .onnx or .pt2 (torch.export) path")
     input_shapes_arg(c)
     c.add_argument("--hw", required=True, help="bundled profile name or .toml path")
     c.add_argument("--log", default=None,

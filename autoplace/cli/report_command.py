@@ -14,7 +14,7 @@ def register(sub) -> None:
     r.add_argument("log", help="tuning log (JSON lines)")
     r.add_argument("--out", default=None, help="output directory (default LOG-report/)")
     r.add_argument("--model", default=None,
-                   help="the log's model, if not a bundled name (.onnx or graph .json)")
+                   help="the log's model, if not a bundled name (.onnx, .pt2 or graph .json)")
     r.add_argument("--hw", default=None, help="the log's profile, if not bundled (.toml)")
     input_shapes_arg(r)
     r.add_argument("--job", type=positive_int, default=None,

@@ -24,7 +24,7 @@ def register(sub) -> None:
     k = sub.add_parser("tune-kernels",
                        help="tune the model's kernels for each unit's target with "
                             "MetaSchedule, into a kernel database builds then use")
-    k.add_argument("model", help="bundled model name or .onnx path")
+    k.add_argument("model", help="bundled model name, .onnx or .pt2 (torch.export) path")
     input_shapes_arg(k)
     k.add_argument("--hw", required=True, help="bundled profile name or .toml path")
     k.add_argument("--kernel-db", required=True, metavar="DIR",
