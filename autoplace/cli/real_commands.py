@@ -198,27 +198,32 @@ def cmd_compile(args) -> int:
     print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
           f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
           f"{len(rec.placement.copies)} copies, kernels for {', '.join(archs)} -> {path}")
-    _report_offload(args, graph, profile, rec.placement)
+    _report_offload(args, graph, profile, rec)
     return 0
 
 
-def _report_offload(args, graph, profile, placement) -> None:
-    """For each unit with a code generator, what its BYOC build of the placement offloads
-    (:func:`autoplace.deploy.offload.partition`: matches, regions, groups the merge split)."""
+def _report_offload(args, graph, profile, rec) -> None:
+    """For each unit with a code generator, what its BYOC build of the best placement
+    offloads (:func:`autoplace.deploy.offload.partition`: matches, regions, groups the merge
+    split), and, built by the reference accelerator, the unit's time as built (its regions'
+    modelled calls) beside the simulator's."""
+    from autoplace.deploy import reference_accelerator
     from autoplace.deploy.offload import offload_units, partition
     from autoplace.models import import_model
 
-    if not offload_units(profile):
-        return
-    mod = import_model(args.model, args.input_shapes)
+    mod = import_model(args.model, args.input_shapes) if offload_units(profile) else None
     if mod is None:
         return
-    _, offload = partition(mod, graph, placement, profile)
+    _, offload = partition(mod, graph, rec.placement, profile)
     for unit in offload_units(profile):
         name, split = unit.name, offload.split_of(unit.name)
         print(f"  {name} ({unit.codegen}): {len(offload.matches[name])} matches offloaded in "
               f"{offload.regions[name]} regions ({offload.groups[name]} placed groups"
               f"{f'; the merge split {split}' if split > 0 else ''})")
+        if unit.codegen == reference_accelerator.NAME:
+            built = sum(reference_accelerator.modelled_s(s) for s in offload.symbols[name])
+            print(f"    as built: {built * 1e3:.4f} ms on {name} (the simulator's: "
+                  f"{rec.result.unit_busy_s.get(name, 0.0) * 1e3:.4f} ms)")
 
 
 def cmd_run(args) -> int:

@@ -30,14 +30,19 @@ from autoplace.space import Placement
 
 @dataclass(frozen=True)
 class Offload:
-    """What a partition offloaded: per unit, the matches (graph op indices) and the number
-    of regions its code generator built (calls in ``main``); ``groups``: the placed groups
-    (ops on the unit joined by edges), which the merge should make one region each;
-    ``split``: how many more regions the merge built than there are groups."""
+    """What a partition offloaded: per unit, the matches (graph op indices) and the symbols
+    of the region calls in ``main`` (regions alike share one function, and symbol);
+    ``groups``: the placed groups (ops on the unit joined by edges), which the merge should
+    make one region each."""
 
     matches: dict[str, tuple[Match, ...]]
-    regions: dict[str, int]
+    symbols: dict[str, tuple[str, ...]]
     groups: dict[str, int]
+
+    @property
+    def regions(self) -> dict[str, int]:
+        """Per unit, the region calls the code generator's build makes."""
+        return {u: len(s) for u, s in self.symbols.items()}
 
     def split_of(self, unit: str) -> int:
         """How many more regions the merge built on ``unit`` than it has placed groups."""
@@ -45,7 +50,7 @@ class Offload:
 
     @property
     def split(self) -> int:
-        return sum(self.split_of(u) for u in self.regions)
+        return sum(self.split_of(u) for u in self.symbols)
 
 
 def offload_units(profile: Profile) -> list[Unit]:
@@ -94,12 +99,13 @@ def _groups(graph: OpGraph, ops: set[int]) -> int:
     return len({root(i) for i in ops})
 
 
-def _regions(mod: tvm.IRModule, codegen: str) -> int:
-    """The calls of ``codegen``'s regions in ``main`` (regions alike share one function)."""
-    ours = {gv for gv, f in mod.functions_items() if isinstance(f, relax.Function)
-            and f.attrs is not None and str(f.attrs.get("Codegen", "")) == codegen}
-    return sum(1 for block in mod["main"].body.blocks for b in block.bindings
-               if isinstance(b.value, relax.Call) and b.value.op in ours)
+def _region_calls(mod: tvm.IRModule, codegen: str) -> tuple[str, ...]:
+    """The symbols of the calls of ``codegen``'s regions in ``main``, in order."""
+    ours = {gv: str(f.attrs["global_symbol"]) for gv, f in mod.functions_items()
+            if isinstance(f, relax.Function) and f.attrs is not None
+            and str(f.attrs.get("Codegen", "")) == codegen}
+    return tuple(ours[b.value.op] for block in mod["main"].body.blocks for b in block.bindings
+                 if isinstance(b.value, relax.Call) and b.value.op in ours)
 
 
 def _options(unit: Unit) -> dict:
@@ -123,7 +129,7 @@ def partition(mod: tvm.IRModule, graph: OpGraph, placement: Placement,
     grouped = relax.transform.FuseOpsByPattern(patterns, bind_constants=True)(before)
     merged = relax.transform.MergeCompositeFunctions()(grouped)
     offload = Offload(matches={u: _distinct(ms) for u, ms in taken.items()},
-                      regions={u.name: _regions(merged, u.codegen) for u in units},
+                      symbols={u.name: _region_calls(merged, u.codegen) for u in units},
                       groups={u.name: _groups(graph, {i for m in taken[u.name] for i in m.ops})
                               for u in units})
     _check_placed(graph, placement, offload)

@@ -35,6 +35,7 @@ NAME = "autoplace_ref"
 _lock = threading.Lock()
 _calls: list[Call] = []
 _keep: dict[str, object] = {}  # symbol -> its VM (kept alive while its function is registered)
+_modelled: dict[str, float] = {}  # symbol -> modelled seconds per call
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,12 @@ def calls() -> list[Call]:
     """Every call of an offloaded region since the last :func:`clear`, in order."""
     with _lock:
         return list(_calls)
+
+
+def modelled_s(symbol: str) -> float | None:
+    """The modelled seconds of a call of the region ``symbol`` (None: not built here)."""
+    with _lock:
+        return _modelled.get(symbol)
 
 
 def clear() -> None:
@@ -103,7 +110,7 @@ def _register(region: relax.Function, options) -> None:
             _calls.append(Call(symbol, seconds))
 
     with _lock:
-        _keep[symbol] = vm
+        _keep[symbol], _modelled[symbol] = vm, seconds
     tvm.register_global_func(symbol, call, override=True)
 
 

@@ -99,5 +99,7 @@ def test_compile_reports_what_a_code_generator_offloads(tmp_path):
               and set(m.ops) <= on_npu}
     assert placed  # the best offloads something
     assert f"npu (autoplace_ref): {len(placed)} matches offloaded in " in built.stdout
+    simulated = rec.result.unit_busy_s["npu"] * 1e3
+    assert f"ms on npu (the simulator's: {simulated:.4f} ms)" in built.stdout
     ran = cli("run", str(out), "--repeat", "1", "--check")
     assert ran.returncode == 0, ran.stderr
