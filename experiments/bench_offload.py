@@ -19,8 +19,7 @@ Per model, in a fresh process, three placements, each measured by the simulator:
 
 Each is then partitioned as the build does (``deploy.offload.partition``, the npu given the
 ``autoplace_ref`` code generator): the npu's regions (``Offload.regions``: the region
-functions MergeCompositeFunctions built, one for regions alike), the calls of them in
-``main``, the placed groups and how many the merge split (``Offload.split``). The issue's
+calls in ``main``, the placed groups and how many the merge split (``Offload.split``). The issue's
 goal: (c) <= (a) and (c) <= (b) on every model, strictly below both on at least half.
 """
 
@@ -131,23 +130,11 @@ def partitioned(mod, graph, placement, profile) -> dict:
 
     t0 = time.perf_counter()
     try:
-        built, off = partition(mod, graph, placement, profile)
+        _, off = partition(mod, graph, placement, profile)
     except Exception as exc:  # reported in the table: the benchmark goes on
         return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"regions": off.regions[NPU], "calls": region_calls(built),
-            "groups": off.groups[NPU], "split": off.split, "matches": len(off.matches[NPU]),
-            "partition_s": time.perf_counter() - t0}
-
-
-def region_calls(built) -> int:
-    """How many times ``main`` calls a region of the npu's code generator (regions alike
-    share one function: ``Offload.regions`` counts functions)."""
-    from tvm import relax
-
-    calls = []
-    relax.analysis.post_order_visit(built["main"], lambda e: calls.append(
-        isinstance(e, relax.ExternFunc) and str(e.global_symbol).endswith(f"_{CODEGEN}")))
-    return sum(calls)
+    return {"regions": off.regions[NPU], "groups": off.groups[NPU], "split": off.split,
+            "matches": len(off.matches[NPU]), "partition_s": time.perf_counter() - t0}
 
 
 def unchecked(mod, unit) -> int:
@@ -237,7 +224,7 @@ def table_row(r: dict) -> list[str]:
             f"{lat['c'] / lat['a']:.3f}", f"{lat['c'] / lat['b']:.3f}",
             f"{r['baseline_s'] * 1e3:.3f}" if r["baseline_s"] else "–", r["found_by"],
             " / ".join(str(placed[k]["npu_ops"]) for k in LABELS),
-            *(_per(r, f) for f in ("regions", "calls", "groups", "split")),
+            *(_per(r, f) for f in ("regions", "groups", "split")),
             f"{placed['c']['off_dram_ops']}, {placed['c']['async']}",
             "yes, below" if below else ("yes" if at_most else "**no**"),
             f"{r['tune_s']:.1f} / {r['wall_s']:.0f}", f"{r['load']:.2f}"]
@@ -246,7 +233,7 @@ def table_row(r: dict) -> list[str]:
 HEAD = ["model", "ops", "npu matches: graph / TVM unchecked", "(a) TVM greedy ms",
         "(b) MATCH greedy ms", "(c) autoplace ms", "(c)/(a)", "(c)/(b)",
         "tuner's best baseline ms", "(c) found by",
-        "npu ops a / b / c", "npu regions a / b / c", "region calls a / b / c",
+        "npu ops a / b / c", "npu regions a / b / c",
         "placed groups a / b / c", "split a / b / c",
         "(c) ops off DRAM, async copies", "(c) <= (a), (b)", "tune s / case s", "load"]
 
@@ -290,10 +277,9 @@ def report(rows: list[dict], args, loads: tuple[float, float], wall_s: float) ->
             "the npu's table (whole fused kernels: what the space and (a) offload), and the "
             "composites TVM's FuseOpsByPattern makes with no check (it also matches inside a "
             "fused kernel). Per partition: `npu regions` is "
-            "`Offload.regions` (the region functions the merge built; regions alike share one), "
-            "`region calls` the calls of them in `main`, `placed groups` the npu's ops joined "
-            "by edges, `split` is `Offload.split` (regions beyond groups); `!`: the partition "
-            "failed.")
+            "`Offload.regions` (the region calls in `main`), `placed groups` the npu's ops "
+            "joined by edges, `split` is `Offload.split` (regions beyond groups); `!`: the "
+            "partition failed.")
     notes = errors(rows)
     return "\n\n".join([head, table(rows), goal(rows)] + (["\n".join(notes)] if notes else []))
 
