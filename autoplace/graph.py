@@ -38,6 +38,13 @@ class GraphError(ValueError):
     """A graph file or graph value is malformed."""
 
 
+def first_line(exc: BaseException) -> str:
+    """``exc`` in one line (its type and its message's first line), for a GraphError that
+    names what a third-party importer raised."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 def _check_count(what: str, field: str, value: object) -> int:
     """``value`` as a plain int >= 0: an integer (numpy ones too), not a bool nor a float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -114,10 +114,10 @@ def board_toml(extra: str = "", target: str = f'kind = "llvm", mtriple = "{TRIPL
     return text + '[scopes.dram]\ncapacity_mib = 64\nbandwidth_gbps = 4.0\naccess = ["*"]\n'
 
 
-def cli(*args, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``autoplace ARGS`` in a new process."""
+def cli(*args, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``autoplace ARGS`` in a new process (``env``: its environment, default this one's)."""
     return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def one_line_error(proc: subprocess.CompletedProcess, *words: str,

@@ -18,12 +18,7 @@ from google.protobuf.message import DecodeError
 from tvm.relax.frontend.onnx import from_onnx as _relax_from_onnx
 
 from autoplace.frontend.relax import from_relax
-from autoplace.graph import GraphError, OpGraph
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+from autoplace.graph import GraphError, OpGraph, first_line
 
 
 def _load_model(path: Path) -> onnx.ModelProto:
@@ -33,7 +28,7 @@ def _load_model(path: Path) -> onnx.ModelProto:
     try:
         model = onnx.load(str(path))
     except (DecodeError, OSError, ValueError, RuntimeError) as exc:
-        raise GraphError(f"{path}: not an ONNX file ({_first_line(exc)})") from None
+        raise GraphError(f"{path}: not an ONNX file ({first_line(exc)})") from None
     if not model.HasField("graph") or not model.graph.node:
         raise GraphError(f"{path}: not an ONNX file (no graph nodes)")
     return model
@@ -92,7 +87,7 @@ def import_onnx(path: str | Path,
     try:
         return _relax_from_onnx(model, shape_dict=full, dtype_dict=dtypes)
     except Exception as exc:  # the importer raises anything from KeyError to TVMError
-        raise GraphError(f"{path}: ONNX import failed ({_first_line(exc)})") from None
+        raise GraphError(f"{path}: ONNX import failed ({first_line(exc)})") from None
 
 
 def from_onnx(path: str | Path, name: str | None = None,

@@ -16,12 +16,7 @@ from pathlib import Path
 
 import tvm
 
-from autoplace.graph import GraphError
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+from autoplace.graph import GraphError, first_line
 
 
 @contextlib.contextmanager
@@ -54,9 +49,9 @@ def import_pt2(path: str | Path) -> tvm.IRModule:
         with _quiet("torch.export"):  # (it logs a traceback before raising)
             program = torch.export.load(str(path))
     except Exception as exc:  # a zip that is no exported program, a newer format, ...
-        raise GraphError(f"{path}: not a torch.export file ({_first_line(exc)})") from None
+        raise GraphError(f"{path}: not a torch.export file ({first_line(exc)})") from None
     try:
         return from_exported_program(program, unwrap_unit_return_tuple=True)
     except Exception as exc:  # an operator TVM's importer lacks, ...
         raise GraphError(f"{path}: TVM's torch.export import failed "
-                         f"({_first_line(exc)})") from None
+                         f"({first_line(exc)})") from None

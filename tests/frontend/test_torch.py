@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import factories
 import numpy as np
 import pytest
 from factories import one_line_error, with_torch
@@ -31,8 +32,7 @@ with torch.no_grad():
 
 def cli(*args) -> subprocess.CompletedProcess:
     """``autoplace ARGS`` in a new process that sees the real torch."""
-    return subprocess.run([sys.executable, "-m", "autoplace", *map(str, args)],
-                          capture_output=True, text=True, timeout=600, env=with_torch())
+    return factories.cli(*args, env=with_torch())
 
 
 @pytest.fixture(scope="module")
