@@ -202,8 +202,8 @@ def _report_search(space, result, *, worker: bool, asked: int, short: int):
           f"{counts['bounded']} bounded by their analytic throughput, {counts['no-fit']} "
           f"too big for their PEs{' (of this run)' if again else ''}{again}")
     if not worker and short > 0:
-        print(f"  stopped short of the {asked} trials asked: the moves from the best plan "
-              "found no plan not measured yet (the mesh's plans near it are all known)")
+        print(f"  stopped short of the {asked} trials asked: every plan the moves reach from "
+              "the measured plans is measured (the moves reach no other plan of this mesh)")
     dps = [r for r in result.baselines.values() if r.result.period_s is not None]
     if result.best is None or not dps:
         return space.starts[0]

@@ -273,7 +273,9 @@ class Tuner:
     def run_search(self, progress) -> int:
         """Search until ``trials`` search candidates are measured; returns how many this run
         measured. When the strategy runs dry or stalls, descent (unless off) takes over
-        early. Ends early, with a warning, when neither has an unmeasured candidate, or
+        early. A worker with neither waits for the other workers' running trials and goes
+        on from what they measured (:meth:`_went_on_from_others`). Ends early, with a
+        warning, when none of that gives an unmeasured candidate, or
         nothing new was measured for :data:`STALLED_ROUNDS` rounds in a row (a worker's
         round whose candidates other workers claimed first is not stalled: the study's
         total goes on growing, and the loop ends when it is reached)."""
@@ -290,6 +292,8 @@ class Tuner:
             if not len(proposal) and self.config.descent:  # the strategy ran dry: descend
                 proposal = self.local.propose(n, self.seen) or proposal
             if not len(proposal):
+                if self._went_on_from_others():
+                    continue
                 break
             n = self.run(proposal)
             if self.pending:  # not proposed again (the strategy changed): taken in as is
@@ -302,6 +306,20 @@ class Tuner:
             warnings.warn(f"search stopped after {measured} trials: no unmeasured "
                           "candidate left to propose", stacklevel=2)
         return measured
+
+    def _went_on_from_others(self) -> bool:
+        """A worker whose strategy has run dry: wait until another worker measures something
+        or none has a trial running (a dead worker's are reclaimed after its grace), take
+        in what they measured and measure the baselines whose claims were lost to a worker
+        that died; whether the job got anything new to go on from."""
+        if self.shared is None:
+            return False
+        before = len(self.done)
+        while not (got := self.store.others()) and self.shared.others_running():
+            time.sleep(min(1.0, self.config.grace_s / 4))
+        self._take_in(got or self.store.others())
+        self.run_baselines()
+        return len(self.done) > before
 
     def predict(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
         """The free model descent ranks moves by: the simulator (infinite where a genome does

@@ -2,17 +2,24 @@
 
 From the best plan measured so far, each candidate is the best-ranked of ``candidates``
 plans one move away (:class:`autoplace.pipeline.moves.PlanMoves`; none measured or proposed
-before): ranked by the learned :class:`~autoplace.cost_model.XGBCostModel` on the plans'
-features (:mod:`autoplace.pipeline.features`), boosted on the stream's slowdown over the
-analytic period and refitted as streamed plans come in; before it is fitted, or without one
+before). Once every plan one move from the best is known (a local optimum: :data:`DRY_DRAWS`
+draws find no new one), the moves start from the next best measured plan, and so on down
+(best first), so a job ends short of its trials only when no measured plan has a new
+neighbour; a new best takes the lead again. Candidates are ranked by the learned
+:class:`~autoplace.cost_model.XGBCostModel` on the plans' features
+(:mod:`autoplace.pipeline.features`), boosted on the stream's slowdown over the analytic
+period and refitted as streamed plans come in; before it is fitted, or without one
 (``ranking="analytic"``), by the analytic period; ``ranking="none"`` proposes one move per
 candidate, unranked. The loop measures the plans (:class:`autoplace.pipeline.stream_measurer.
 StreamMeasurer`), logs them and hands them back. Deterministic with a seed; its state is its
-random state (a resumed job proposes what it would have).
+random state and the plans whose neighbourhoods ran dry (a resumed job proposes what it
+would have).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -22,7 +29,7 @@ from autoplace.cost_model import CostModel, XGBCostModel
 from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.moves import MOVES, PlanMoves
 from autoplace.pipeline.plan import PipelinePlan
-from autoplace.pipeline.plan_space import PlanSpace
+from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
 from autoplace.search.strategy import Proposal, SearchStrategy
 
 #: how each candidate's move is picked (``--cost-model``): the learned model, the analytic
@@ -30,8 +37,8 @@ from autoplace.search.strategy import Proposal, SearchStrategy
 RANKINGS = ("xgb", "analytic", "none")
 #: streamed plans before the model is first fitted, and the least growth to refit
 FIRST_FIT, REFIT = 8, 4
-#: draws of ``candidates`` moves that find no new plan, after which a proposal ends short
-#: (the neighbourhood of the best has run dry)
+#: draws of ``candidates`` moves that find no new plan, after which a plan's neighbourhood
+#: counts as run dry (the moves go on from the next best plan)
 DRY_DRAWS = 500
 
 
@@ -61,6 +68,11 @@ class PipelineMoves(SearchStrategy):
         self.known: set[PipelinePlan] = set()  # observed or proposed
         #: (seconds per inference, plan) of the best: infinite until a plan streams
         self.best: tuple[float, PipelinePlan] | None = None
+        #: a heap of the measured plans the moves may start from, best first: (seconds per
+        #: inference, order observed, plan); run-dry ones are popped when they come up
+        self.anchors: list[tuple[float, int, PipelinePlan]] = []
+        self._order = itertools.count()
+        self.dry: set[PipelinePlan] = set()  # plans whose every neighbour is known
 
     @property
     def moves(self) -> tuple[str, ...]:
@@ -68,8 +80,8 @@ class PipelineMoves(SearchStrategy):
         return self.neighbours.moves
 
     def propose(self, n: int) -> Proposal:
-        """Up to ``n`` plans, each the best-ranked of a draw of moves from the best plan;
-        fewer when :data:`DRY_DRAWS` draws in a row find no new plan."""
+        """Up to ``n`` plans, each the best-ranked of a draw of moves from the best measured
+        plan that has a neighbour not yet known; fewer when no measured plan has one."""
         plans, labels = [], []
         while len(plans) < n and (got := self._next()) is not None:
             plans.append(got[0])
@@ -79,12 +91,21 @@ class PipelineMoves(SearchStrategy):
         return Proposal(choice=choice, mode=mode, labels=tuple(labels))
 
     def _next(self) -> tuple[PipelinePlan, str] | None:
-        if self.best is None:
-            return None
+        """A new plan one move from the best measured plan whose neighbourhood has not run
+        dry, and its move; None when every measured plan's has."""
+        while self.anchors:
+            anchor = self.anchors[0][2]
+            if anchor not in self.dry and (got := self._near(anchor)) is not None:
+                return got
+            self.dry.add(anchor)
+            heapq.heappop(self.anchors)
+        return None
+
+    def _near(self, anchor: PipelinePlan) -> tuple[PipelinePlan, str] | None:
         for _ in range(DRY_DRAWS):
             pool: dict[PipelinePlan, str] = {}
             for _ in range(self.candidates):
-                plan, move = self.neighbours.draw(self.best[1])
+                plan, move = self.neighbours.draw(anchor)
                 if plan is not None and plan not in self.known and plan not in pool:
                     pool[plan] = move
             if pool:
@@ -108,6 +129,7 @@ class PipelineMoves(SearchStrategy):
             value = math.inf if np.isnan(value) else float(value)
             if self.best is None or value < self.best[0]:
                 self.best = value, plan
+            heapq.heappush(self.anchors, (value, next(self._order), plan))
             if math.isfinite(value) and value > 0:
                 self._learn(plan, value)
 
@@ -124,7 +146,9 @@ class PipelineMoves(SearchStrategy):
             self.fitted = n
 
     def state(self) -> dict:
-        return {"rng": self.rng.bit_generator.state}
+        return {"rng": self.rng.bit_generator.state,
+                "dry": sorted(plan_text(p) for p in self.dry)}
 
     def restore(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
+        self.dry = {parse_plan(text) for text in state.get("dry", ())}

@@ -146,6 +146,12 @@ class SharedStudy:
         claims = [h for h in self.holders(trials) if h.kind == SEARCH]
         return len(claims), sum(1 for h in claims if h.number in running)
 
+    def others_running(self) -> int:
+        """Trials other workers have running, after finishing dead workers' (:meth:`reclaim`)."""
+        self.reclaim()
+        return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                   if t.user_attrs.get("worker") != self.worker)
+
     def remaining(self, limit: int) -> int:
         """Search candidates still to measure for a study total of ``limit``, after failing
         dead workers' trials. While other workers' running claims would fill the total, it
