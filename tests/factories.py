@@ -52,6 +52,26 @@ def op(name: str, flops: float, read: int, out: int, ext: int = 0, kind="element
               external_bytes=ext)
 
 
+def random_graph(seed: int, n_ops: int) -> OpGraph:
+    """A random DAG of ``n_ops`` ops: each after the first reads the outputs of one or two
+    earlier ops; kinds, FLOPs, tensor and weight sizes drawn with ``seed`` (up to 2 MB
+    tensors and 3 MB of weights: some placements overflow the small scopes)."""
+    rng = np.random.default_rng(seed)
+    ops, edges = [], []
+    for i in range(n_ops):
+        flops, out = float(rng.uniform(1e5, 5e7)), int(rng.integers(1_000, 2_000_000))
+        ins = sorted(rng.choice(i, size=min(i, int(rng.integers(1, 3))), replace=False)
+                     .tolist()) if i else []
+        weights = int(rng.integers(0, 3_000_000))
+        ext = weights + (0 if ins else 4000)
+        kind = str(rng.choice(["conv2d", "matmul", "elementwise", "pool"]))
+        ops.append(Op(name=f"o{i}", kind=kind, flops=flops, output_bytes=out,
+                      bytes_read=sum(ops[p].output_bytes for p in ins) + ext,
+                      external_bytes=ext, weight_bytes=weights))
+        edges += [Edge(src=p, dst=i, nbytes=ops[p].output_bytes) for p in ins]
+    return OpGraph(name=f"random{seed}", ops=tuple(ops), edges=tuple(edges))
+
+
 def chain_graph() -> OpGraph:
     """X -> Y -> Z, 1000 bytes per tensor, X reads 1000 external bytes."""
     ops = (

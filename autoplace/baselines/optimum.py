@@ -150,7 +150,9 @@ class _Search:
         scope = t.c_scope[np.arange(k + 1), choice]
         for e in ins:  # a mode on an edge that needs no copy is meaningless: keep one row
             mode[scope[:, t.src[e]] == scope[:, k], e] = 0
-        _, first = np.unique(np.concatenate([choice, mode[:, ins]], axis=1), axis=0,
+        # one row per distinct prefix: its choices and every copy mode so far (rows of one
+        # parent differ only in the new op's; rows of two parents may then coincide)
+        _, first = np.unique(np.concatenate([choice, mode], axis=1), axis=0,
                              return_index=True)
         first.sort()
         return choice[first], mode[first]
