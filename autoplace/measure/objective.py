@@ -43,6 +43,11 @@ class Objective(ABC):
     def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
         """Per row, whether the value is one the placement can reach (it fits)."""
 
+    def held(self, out: BatchOutput) -> np.ndarray:
+        """Per row and scope, the bytes the placement holds at its peak (``out`` simulated
+        per unit), as :meth:`feasible` checks them against the capacities."""
+        return out.peak
+
     def batch(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
         """Per row, the simulator's seconds per inference; infinite where infeasible."""
         return np.where(self.feasible(space, out), self.simulated(out), np.inf)
@@ -78,6 +83,11 @@ class Throughput(Objective):
         from autoplace.measure.batch import streams
 
         return streams(space, out)
+
+    def held(self, out: BatchOutput) -> np.ndarray:
+        from autoplace.measure.batch import streaming_peak
+
+        return streaming_peak(out)
 
 
 LATENCY, THROUGHPUT = Latency(), Throughput()

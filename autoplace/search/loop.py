@@ -26,6 +26,7 @@ from autoplace.search.checkpoint import (
 )
 from autoplace.search.config import TuneConfig
 from autoplace.search.descent import predicted
+from autoplace.search.fit_repair import FitRepair
 from autoplace.search.interrupt import from_ctrl_c, uninterrupted
 from autoplace.search.local_search import LocalSearch
 from autoplace.search.store import Store
@@ -75,6 +76,7 @@ class Tuner:
             checkpoint_path(store.log.path)
         self._checkpoints: CheckpointWriter | None = None  # made on the first round
         self._local: LocalSearch | None = None  # made when descent first runs
+        self._repair: FitRepair | None = None  # made when nothing measured fits
         self.resumed = 0
         self.measure_s = 0.0
         self.lost = 0  # candidates of the last round other workers had claimed first
@@ -291,6 +293,8 @@ class Tuner:
                     else proposal
             if not len(proposal) and self.config.descent:  # the strategy ran dry: descend
                 proposal = self.local.propose(n, self.seen) or proposal
+            if not len(proposal):  # nothing fits yet: toward fitting
+                proposal = self._toward_fitting(n) or proposal
             if not len(proposal):
                 if self._went_on_from_others():
                     continue
@@ -303,9 +307,29 @@ class Tuner:
             stalled = 0 if self.new or self.lost else stalled + 1  # lost: others measure them
             progress(n)
         if remaining > 0:
-            warnings.warn(f"search stopped after {measured} trials: no unmeasured "
-                          "candidate left to propose", stacklevel=2)
+            warnings.warn(f"search stopped after {measured} trials: {self._why_stopped()}",
+                          stacklevel=2)
         return measured
+
+    def _toward_fitting(self, n: int) -> Proposal | None:
+        """While no measured candidate fits (placements only): descent toward fitting
+        (:class:`~autoplace.search.fit_repair.FitRepair`), said once."""
+        if self.best_s is not None or not isinstance(self.space, SearchSpace):
+            return None
+        if self._repair is None:
+            self._repair = FitRepair(self.space, self.objective)
+            warnings.warn(f"no candidate measured so far fits {self.space.profile.name}: "
+                          "the search first moves toward fitting (one-op descent on the "
+                          "bytes held over capacity)", stacklevel=3)
+        return self._repair.propose(n, self.seen)
+
+    def _why_stopped(self) -> str:
+        if self.best_s is not None or self._repair is None:
+            return "no unmeasured candidate left to propose"
+        over = self._repair.closest_over
+        return ("no placement found that fits: one-op descent from the candidates closest "
+                "to fitting ends" + ("" if over is None else f" {over / 2**20:.2f} MiB over "
+                                     "capacity") + ", with no move holding less")
 
     def _went_on_from_others(self) -> bool:
         """A worker whose strategy has run dry: wait until another worker measures something
