@@ -336,7 +336,10 @@ class XGBCostModel(CostModel):
         return X[:, BASE] + np.clip(raw - X[:, BASE], low, high)
 
     def save(self, path: str | Path) -> None:
-        """Write the model in XGBoost's format (``.json`` or ``.ubj``), with the features."""
+        """Write the model in XGBoost's format (``.json`` or ``.ubj``), with the features;
+        CostModelError in one line if it cannot be written."""
+        import xgboost as xgb
+
         if not hasattr(self, "booster_"):
             raise NotFittedError("XGBCostModel.save called before fit")
         path = Path(path)
@@ -345,7 +348,11 @@ class XGBCostModel(CostModel):
         self.booster_.set_attr(
             autoplace_features=json.dumps(_features_meta(self.target, self.features)),
             autoplace_residual_range=json.dumps(list(self.residual_range_)))
-        self.booster_.save_model(str(path))
+        try:
+            self.booster_.save_model(str(path))
+        except (xgb.core.XGBoostError, OSError) as exc:  # XGBoost's: a stack trace
+            reason = (str(exc).strip().splitlines() or [""])[0].split(": ")[-1]
+            raise CostModelError(f"{path}: cannot write the cost model ({reason})") from None
 
     @classmethod
     def load(cls, path: str | Path, **settings) -> XGBCostModel:

@@ -163,6 +163,10 @@ def test_save_and_load_round_trip(tmp_path, biglittle_data):
             np.allclose(again.predict(X[200:]), model.predict(X[200:]), atol=1e-6)
     with pytest.raises(CostModelError, match="ends in .json or .ubj"):
         model.save(tmp_path / "m.pkl")
+    with pytest.raises(CostModelError) as unwritable:  # XGBoost's error is a stack trace
+        model.save(tmp_path / "missing" / "m.json")
+    assert str(unwritable.value) == f"{tmp_path / 'missing' / 'm.json'}: cannot write the " \
+        "cost model (No such file or directory)"
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(CostModelError, match="bad.json: not an XGBoost model file"):
         XGBCostModel.load(tmp_path / "bad.json")

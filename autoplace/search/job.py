@@ -6,8 +6,10 @@ found (:class:`~autoplace.search.config.TuneResult`).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import optuna
 
@@ -49,6 +51,8 @@ def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
 
     if strategy is not None:
         check_given(config, strategy)
+    if config.save_model is not None:  # before the job, not after it
+        _check_writable(config.save_model, "save_model")
     if isinstance(space, PlanSpace) and (config.descent or config.objective != "throughput"):
         raise ValueError("a plan space is tuned for throughput, without descent: "
                          "autoplace.search.mesh.mesh_config")
@@ -85,6 +89,16 @@ def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
     result = _result(tuner, interrupted, time.perf_counter() - t0)
     return replace(result, warm_start=warm.summary() if warm is not None else "",
                    polished=polished)
+
+
+def _check_writable(path: str, what: str) -> None:
+    """ValueError naming ``what`` unless a file can be written at ``path``."""
+    parent = Path(path).absolute().parent
+    if not parent.is_dir():
+        raise ValueError(f"{what} {path}: no directory {parent}")
+    if Path(path).is_dir() or not os.access(parent, os.W_OK):
+        raise ValueError(f"{what} {path}: " + ("a directory" if Path(path).is_dir() else
+                                               f"directory {parent} is not writable"))
 
 
 def make_tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,

@@ -250,6 +250,10 @@ def option_cases() -> list[Case]:
         Case("option calibrate --unit of no unit", ("calibrate", "--hw", "host", "--unit",
                                                     "gpu9", "-o", "{dir}/c.toml"),
              ("--unit 'gpu9'", "has no such unit")),
+        Case("option --save-model in no directory (before the job: it used to fail "
+             "after it, with XGBoost's stack trace)", tune("--save-model",
+                                                          "{dir}/missing/m.json"),
+             ("save_model", "missing/m.json", "no directory")),
         Case("option --log in no directory", ("tune", "seed_te", "--trials", "2", "--log",
                                               "{dir}/missing/new.jsonl", "--no-progress"),
              ("missing/new.jsonl", "No such file or directory")),
