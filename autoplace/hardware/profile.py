@@ -19,6 +19,8 @@ datasheet uses::
     launch_overhead_us = 2.0   # fixed cost per kernel launch
     handover_us = 17.0         # optional: its wait for work on another unit (default 0)
     power_w = 1.5              # optional: active power, for energy (default 0)
+    idle_w = 0.2               # optional: power while an inference runs and it idles
+    # pj_per_flop = { default = 5.0 }  # optional, instead of power_w: energy per FLOP
     weights = ["resident", "streamed"]  # optional: where its ops' weights may live (default both)
     cpus = [0]                 # optional: the CPUs the runtime runs its kernels on (pinned)
     cross_compiler = "aarch64-linux-gnu-g++"  # optional: links its kernels (another CPU)
@@ -30,6 +32,8 @@ datasheet uses::
     capacity_mib = 2048
     bandwidth_gbps = 12.8      # GB/s seen by a kernel reading or writing this scope
     access = ["cpu1", "cpu2"]  # units that may read and write it, or ["*"]
+    read_pj_per_byte = 20.0    # optional: energy per byte read, and written (default 0)
+    write_pj_per_byte = 25.0
 
     [[copies]]                 # a copy path between two scopes
     src = "dram"
@@ -39,6 +43,7 @@ datasheet uses::
     modes = ["sync", "async"]  # sync: the host copies; async: a DMA engine copies
     dma = "dma0"               # the async engine (one copy at a time); default "dma:src->dst"
     bidirectional = true       # also dst -> src with the same numbers (default false)
+    pj_per_byte = 10.0         # optional: energy per byte moved over the path (default 0)
 
 A ``[mesh]`` table generates a grid of processing elements from templates; see
 :func:`autoplace.hardware.load.load_profile` for that part of the schema.
@@ -82,6 +87,11 @@ class Unit:
     #: that waits for it (the runtime: an event set, a worker woken); not busy time
     handover_s: float = 0.0
     power_w: float = 0.0
+    #: power drawn while an inference runs and the unit is not busy (static power)
+    idle_w: float = 0.0
+    #: energy per FLOP (joules) per op kind or pattern (``default`` for the others): the
+    #: unit's active energy counted per operation instead of ``power_w`` x busy time
+    j_per_flop: Mapping[str, float] = field(default_factory=dict)
     rpc_key: str | None = None
     #: measured seconds per call of known kernels (``Op.kernel_key`` -> s), from
     #: ``autoplace calibrate``; they replace the roofline estimate of those ops
@@ -121,6 +131,11 @@ class Unit:
         by kind: see :func:`autoplace.space.capability.runs`)."""
         return "*" in self.accepts or kind in self.accepts
 
+    def joules_per_flop(self, name: str) -> float:
+        """Active energy per FLOP of an op kind or pattern (0 without a ``pj_per_flop``
+        table: the unit's energy is then ``power_w`` x busy time)."""
+        return self.j_per_flop.get(name, self.j_per_flop.get("default", 0.0))
+
     def flops_per_s(self, kind: str) -> float:
         """Throughput for ``kind`` (an op kind or a pattern) in FLOP/s (``gflops[kind]`` or
         ``gflops["default"]``)."""
@@ -135,6 +150,9 @@ class Scope:
     capacity_bytes: int
     bandwidth_bps: float
     access: frozenset[str]
+    #: energy per byte a kernel or a copy reads from it, and writes to it (joules)
+    read_j_per_byte: float = 0.0
+    write_j_per_byte: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +165,8 @@ class CopyPath:
     latency_s: float
     modes: tuple[str, ...]
     engine: str
+    #: energy per byte moved over the path (joules), besides the two scopes' accesses
+    j_per_byte: float = 0.0
 
     def seconds(self, nbytes: int) -> float:
         return self.latency_s + nbytes / self.bandwidth_bps
@@ -296,6 +316,9 @@ class Profile:
                     **({"cores": u.cores} if u.cores else {}),
                     **({"cpus": list(u.cpus)} if u.cpus else {}),
                     **({"patterns": sorted(u.patterns)} if u.patterns else {}),
+                    **({"idle_w": u.idle_w} if u.idle_w else {}),
+                    **({"j_per_flop": dict(sorted(u.j_per_flop.items()))} if u.j_per_flop
+                       else {}),
                 }
                 for u in self.units
             ],
@@ -305,6 +328,9 @@ class Profile:
                     "capacity_bytes": s.capacity_bytes,
                     "bandwidth_bps": s.bandwidth_bps,
                     "access": sorted(s.access),
+                    **({"read_j_per_byte": s.read_j_per_byte} if s.read_j_per_byte else {}),
+                    **({"write_j_per_byte": s.write_j_per_byte} if s.write_j_per_byte
+                       else {}),
                 }
                 for s in self.scopes
             ],
@@ -316,6 +342,7 @@ class Profile:
                     "latency_s": c.latency_s,
                     "modes": list(c.modes),
                     "engine": c.engine,
+                    **({"j_per_byte": c.j_per_byte} if c.j_per_byte else {}),
                 }
                 for c in self.copies
             ],

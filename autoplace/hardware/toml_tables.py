@@ -179,12 +179,35 @@ def parse_unit(t: Table, name: str) -> Unit:
                 patterns=frozenset(patterns), gflops=_gflops(t, accepts, patterns),
                 launch_overhead_s=1e-6 * t.number("launch_overhead_us", 0.0),
                 handover_s=1e-6 * t.number("handover_us", 0.0),
-                power_w=t.number("power_w", 0.0), rpc_key=t.string("rpc_key", None),
+                power_w=t.number("power_w", 0.0), idle_w=t.number("idle_w", 0.0),
+                j_per_flop=_energy_per_flop(t, accepts, patterns),
+                rpc_key=t.string("rpc_key", None),
                 kernel_s=_kernel_table(t), weights=_weight_modes(t),
                 class_name=t.string("class", ""), execution=_execution(t), cores=_cores(t),
                 cpus=_cpus(t, target), cross_compiler=_compiler(t), codegen=_codegen(t, patterns))
     t.finish()
     return unit
+
+
+def _energy_per_flop(t: Table, accepts: list[str], patterns: list[str]) -> dict[str, float]:
+    """The optional ``pj_per_flop`` table (picojoules per FLOP per op kind or pattern, or
+    ``default``) in joules; instead of ``power_w``: one way to say a unit's active energy."""
+    table = t.table("pj_per_flop", None)
+    if table is None:
+        return {}
+    if t.number("power_w", 0.0):
+        raise t.error(t.key("pj_per_flop"), "a unit's active energy is power_w x busy time "
+                      "or pj_per_flop x FLOPs: give one, not both")
+    names = patterns or [k for k in accepts if k != "*"] or list(OP_KINDS)
+    for name in table.data:
+        if name != "default" and name not in (patterns or OP_KINDS):
+            raise t.error(table.key(name), f"unknown {'pattern' if patterns else 'op kind'} "
+                          f"{name!r} (expected 'default' or one of {', '.join(names)})")
+    energy = {name: 1e-12 * table.number(name) for name in table.data}
+    if "default" not in energy and any(n not in energy for n in names):
+        missing = next(n for n in names if n not in energy)
+        raise t.error(table.key("default"), f"missing: {missing!r} has no entry")
+    return energy
 
 
 def _codegen(t: Table, patterns: list[str]) -> str:
@@ -282,13 +305,16 @@ def parse_scope(t: Table, name: str) -> Scope:
                       f"{t.data['capacity_mib']!r}")
     scope = Scope(name=name, capacity_bytes=capacity,
                   bandwidth_bps=1e9 * t.number("bandwidth_gbps", positive=True),
-                  access=frozenset(t.strings("access")))
+                  access=frozenset(t.strings("access")),
+                  read_j_per_byte=1e-12 * t.number("read_pj_per_byte", 0.0),
+                  write_j_per_byte=1e-12 * t.number("write_pj_per_byte", 0.0))
     t.finish()
     return scope
 
 
 def parse_copy_fields(t: Table) -> dict[str, Any]:
-    """The ``bandwidth_gbps``, ``latency_us`` and ``modes`` of a copy path, as CopyPath fields."""
+    """The ``bandwidth_gbps``, ``latency_us``, ``modes`` and ``pj_per_byte`` of a copy path,
+    as CopyPath fields."""
     modes = t.strings("modes", ["sync"])
     for mode in modes:
         if mode not in COPY_MODES:
@@ -296,7 +322,8 @@ def parse_copy_fields(t: Table) -> dict[str, Any]:
                           f"{', '.join(COPY_MODES)})")
     return {"bandwidth_bps": 1e9 * t.number("bandwidth_gbps", positive=True),
             "latency_s": 1e-6 * t.number("latency_us", 0.0),
-            "modes": tuple(m for m in COPY_MODES if m in modes)}
+            "modes": tuple(m for m in COPY_MODES if m in modes),
+            "j_per_byte": 1e-12 * t.number("pj_per_byte", 0.0)}
 
 
 def parse_copy(t: Table, scopes: set[str]) -> list[CopyPath]:

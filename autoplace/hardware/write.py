@@ -54,6 +54,7 @@ def _unit_lines(table: str, u: Unit) -> list[str]:
            f"launch_overhead_us = {_number(u.launch_overhead_s, 1e-6)}",
            f"power_w = {_value(u.power_w)}"]
     out += [f"handover_us = {_number(u.handover_s, 1e-6)}"] if u.handover_s else []
+    out += [f"idle_w = {_value(u.idle_w)}"] if u.idle_w else []
     out += [f"rpc_key = {_value(u.rpc_key)}"] if u.rpc_key else []
     out += [f"weights = {_value(sorted(u.weights))}"] if u.weights != set(WEIGHT_MODES) else []
     out += [f"class = {_value(u.class_name)}"] if u.class_name else []
@@ -64,6 +65,9 @@ def _unit_lines(table: str, u: Unit) -> list[str]:
     out += [f"codegen = {_value(u.codegen)}"] if u.codegen else []
     out += [f"[{table}.gflops]"]
     out += [f"{json.dumps(k)} = {_value(float(v))}" for k, v in sorted(u.gflops.items())]
+    if u.j_per_flop:
+        out += [f"[{table}.pj_per_flop]"]
+        out += [f"{json.dumps(k)} = {_number(v, 1e-12)}" for k, v in sorted(u.j_per_flop.items())]
     if u.kernel_s:
         out += [f"[{table}.kernel_us]"]
         out += [f"{json.dumps(k)} = {_number(v, 1e-6)}" for k, v in u.kernel_s.items()]
@@ -73,12 +77,17 @@ def _unit_lines(table: str, u: Unit) -> list[str]:
 def _scope_lines(table: str, s: Scope, access: list[str] | None = None) -> list[str]:
     return ["", f"[{table}]", f"capacity_mib = {_value(s.capacity_bytes / (1 << 20))}",
             f"bandwidth_gbps = {_number(s.bandwidth_bps, 1e9)}",
-            f"access = {_value(sorted(s.access) if access is None else access)}"]
+            f"access = {_value(sorted(s.access) if access is None else access)}"] + \
+        ([f"read_pj_per_byte = {_number(s.read_j_per_byte, 1e-12)}"] if s.read_j_per_byte
+         else []) + \
+        ([f"write_pj_per_byte = {_number(s.write_j_per_byte, 1e-12)}"] if s.write_j_per_byte
+         else [])
 
 
 def _copy_lines(c: CopyPath) -> list[str]:
     return [f"bandwidth_gbps = {_number(c.bandwidth_bps, 1e9)}",
-            f"latency_us = {_number(c.latency_s, 1e-6)}", f"modes = {_value(list(c.modes))}"]
+            f"latency_us = {_number(c.latency_s, 1e-6)}", f"modes = {_value(list(c.modes))}"] \
+        + ([f"pj_per_byte = {_number(c.j_per_byte, 1e-12)}"] if c.j_per_byte else [])
 
 
 def _mesh_lines(profile: Profile) -> list[str]:

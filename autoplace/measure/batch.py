@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from autoplace.measure.blocks import run_blocks
+from autoplace.measure.energy import inference_energy
 from autoplace.measure.peaks import peaks, scratch
 from autoplace.space import Placement, SearchSpace
 
@@ -89,7 +90,8 @@ def simulate_batch(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, *,
     peak[:, space.default_scope] += io
     busy = load[:, :len(space.units)]
     return BatchOutput(busy=busy, peak=peak, weights=weights,
-                       energy=(busy * space.power).sum(axis=1), **common)
+                       energy=inference_energy(space, choice, cross, rid, busy, latency),
+                       **common)
 
 
 def _rows_in_parallel(space: SearchSpace, choice, cross, used, rid, n: int, finish: bool,

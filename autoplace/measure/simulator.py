@@ -22,6 +22,7 @@ from autoplace.hardware.profile import COPY_MODES
 from autoplace.measure.base import Event, Measurer, MeasureResult
 from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.blocks import BlockReference
+from autoplace.measure.energy import inference_energy
 from autoplace.space import Placement, PlacementError, SearchSpace
 from autoplace.space.problem import ErrorKind
 from autoplace.space.schedule import Schedule, Timing, Work, schedule_of
@@ -314,6 +315,13 @@ class Simulator(Measurer):
                 weights[where] = weights.get(where, 0) + op.weight_bytes
         return weights, int(self.space.io_bytes.sum())
 
+    def _energy(self, placement: Placement, busy: np.ndarray, latency: float) -> float:
+        """Joules of the inference (:func:`autoplace.measure.energy.inference_energy`)."""
+        choice, mode = self.space.encode([placement])
+        cross, _, rid = self.space.copy_plan(choice, mode)
+        return float(inference_energy(self.space, choice, cross, rid, busy[None, :],
+                                      np.array([latency]))[0])
+
     def _result(self, run: _Run, latency: float) -> MeasureResult:
         peaks = _peaks(run.buffers)
         weights, io = self._held(run.p)
@@ -324,7 +332,7 @@ class Simulator(Measurer):
         result = MeasureResult(
             latency_s=latency, unit_busy_s={u: b for u, b in run.busy.items() if b > 0},
             copy_bytes=run.copy_bytes, peak_bytes=peaks,
-            energy_j=float((busy[None, :] * self.space.power).sum(axis=1)[0]),
+            energy_j=self._energy(run.p, busy, latency),
             timeline=tuple(sorted(run.events, key=lambda e: (e.start, e.end, e.resource))),
         )
         result = self._stream_check(result, run.period, weights)

@@ -63,6 +63,25 @@ def flops_per_s(graph: OpGraph, profile: Profile) -> np.ndarray:
     return out
 
 
+def joules_per_flop(graph: OpGraph, profile: Profile, c_unit: np.ndarray) -> np.ndarray:
+    """``[ops, choices]``: the active energy per FLOP of each op on the unit of each choice
+    (``c_unit``): its kind's, or on a pattern unit the pattern's whose rate it runs at; 0
+    where the unit gives none (its energy is then ``power_w`` x busy time)."""
+    table = np.array([[u.joules_per_flop(k) for k in OP_KINDS] for u in profile.units],
+                     dtype=np.float64).reshape(len(profile.units), len(OP_KINDS))
+    out = table[c_unit, np.array(_kind_index(graph), dtype=np.int64)[:, None]]
+    for u, unit in _tables(profile):
+        best: dict[int, tuple[float, float]] = {}  # op -> (rate, J/FLOP) of its best match
+        for m in _matches_of(graph, unit):
+            rate = unit.flops_per_s(m.pattern)
+            for i in m.ops:
+                if i not in best or rate > best[i][0]:
+                    best[i] = (rate, unit.joules_per_flop(m.pattern))
+        for i, (_, joules) in best.items():
+            out[i, c_unit[i] == u] = joules
+    return out
+
+
 @dataclass(frozen=True)
 class Composites:
     """Op pairs of multi-op matches: follower ``followers[k]`` is on the unit of its

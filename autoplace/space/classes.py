@@ -1,7 +1,7 @@
 """Classes of identical units: units a placement can swap without changing what it costs.
 
 Two units are in one class when neither is the host (which performs sync copies), they
-have the same description (target, kinds, throughput, launch overhead, power, RPC key,
+have the same description (target, kinds, throughput, launch overhead, power and energy, RPC key,
 kernel table, class label, execution, the CPUs it is pinned to: units pinned to CPUs are
 never swapped, the units they share a CPU with would differ), a profiled graph measured them
 alike (the space
@@ -28,15 +28,18 @@ def class_key(profile: Profile, unit: Unit) -> tuple:
     """What a unit's cost depends on, without its name (see the module docstring)."""
     home = profile.scope(profile.home_scope(unit.name))
     default = profile.default_scope
-    links = tuple(sorted((c.src == home.name, c.bandwidth_bps, c.latency_s, c.modes)
+    links = tuple(sorted((c.src == home.name, c.bandwidth_bps, c.latency_s, c.modes,
+                          c.j_per_byte)
                          for c in (profile.copy_index.get((home.name, default)),
                                    profile.copy_index.get((default, home.name)))
                          if c is not None))
     private = home.name != default
-    where = (home.capacity_bytes, home.bandwidth_bps, links) if private and links else home.name
+    where = (home.capacity_bytes, home.bandwidth_bps, home.read_j_per_byte,
+             home.write_j_per_byte, links) if private and links else home.name
     return (unit.name == profile.host, json.dumps(dict(unit.target), sort_keys=True, default=str),
             tuple(sorted(unit.accepts)), tuple(sorted(unit.gflops.items())),
-            unit.launch_overhead_s, unit.handover_s, unit.power_w, unit.rpc_key,
+            unit.launch_overhead_s, unit.handover_s, unit.power_w, unit.idle_w,
+            tuple(sorted(unit.j_per_flop.items())), unit.rpc_key,
             tuple(sorted(unit.kernel_s.items())), unit.class_name, unit.execution, unit.cpus,
             where)
 

@@ -160,6 +160,9 @@ class Routes:
         self.hop_dst = np.zeros((1, 1), dtype=np.int64)
         self.hop_lat, self.hop_bw = np.zeros((1, 1)), np.ones((1, 1))
         self.lat, self.inv = np.zeros(1), np.zeros(1)
+        #: per route, its energy per byte: each hop reads its source scope, moves over its
+        #: path and writes its destination scope
+        self.joules = np.zeros(1)
         self._one: dict[int, int] = {}  # single look-ups (HEFT, names) already answered
 
     def ids(self, a: np.ndarray, b: np.ndarray, mode: np.ndarray) -> np.ndarray:
@@ -205,13 +208,16 @@ class Routes:
         res = np.full((len(new), hops), -1, dtype=np.int64)
         dst = np.zeros((len(new), hops), dtype=np.int64)
         lat, bw = np.zeros((len(new), hops)), np.ones((len(new), hops))
-        scope_index = self.profile.scope_index
+        joules = np.zeros(len(new))
+        scope_index, scopes = self.profile.scope_index, self.profile.scopes
         for r, (route, mode) in enumerate(new):
             sync = COPY_MODES[mode] == "sync"
             for h, p in enumerate(route):
                 res[r, h] = self.host if sync else self.n_units + self.engines[p.engine]
                 lat[r, h], bw[r, h] = p.latency_s, p.bandwidth_bps
                 dst[r, h] = scope_index[p.dst]
+                joules[r] += (scopes[scope_index[p.src]].read_j_per_byte + p.j_per_byte
+                              + scopes[dst[r, h]].write_j_per_byte)
         self.routes += [r for r, _ in new]
         self.length = np.concatenate([self.length, [len(r) for r, _ in new]])
         self.hop_res = np.concatenate([_widen(self.hop_res, hops, -1), res])
@@ -219,6 +225,7 @@ class Routes:
         self.hop_lat = np.concatenate([_widen(self.hop_lat, hops, 0.0), lat])
         self.hop_bw = np.concatenate([_widen(self.hop_bw, hops, 1.0), bw])
         self.lat = self.hop_lat.sum(axis=1)
+        self.joules = np.concatenate([self.joules, joules])
         self.inv = np.where(self.hop_res >= 0, 1.0 / self.hop_bw, 0.0).sum(axis=1)
 
     def route(self, src: str, dst: str, mode: str) -> Route | None:

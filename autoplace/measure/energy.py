@@ -1,0 +1,58 @@
+"""The energy of one inference (docs/simulator.md, "Energy").
+
+``E = sum over units of (busy x power_w + (latency - busy) x idle_w)`` (``busy`` beyond
+the latency, as a pool of cores can be, idles for none of it)
+``+ sum over ops of (FLOPs x J/FLOP of its unit, where the unit gives pj_per_flop instead
+of power_w; its reads of other ops' outputs x its scope's read energy per byte; its reads
+of graph inputs x the default scope's; its weights x their scope's; its output x its
+scope's write energy)``
+``+ sum over copies of bytes x (per hop: the source scope's read energy, the path's energy
+and the destination scope's write energy per byte)``.
+
+A placement that streams an op's weights from the default scope pays that scope's read
+energy for them; resident in the op's scope, that scope's. One function for both
+simulators: the batch one (every row) and the event one (one placement).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from autoplace.space import SearchSpace
+
+_OP_ENERGY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def op_energy(space: SearchSpace) -> np.ndarray:
+    """``[ops, choices]``: the joules of each op on each choice (its compute on a unit
+    with ``pj_per_flop``, and its memory accesses); computed once per space."""
+    if space not in _OP_ENERGY:
+        from autoplace.space.capability import joules_per_flop
+
+        g, p = space.graph, space.profile
+        read = np.array([s.read_j_per_byte for s in p.scopes])
+        write = np.array([s.write_j_per_byte for s in p.scopes])
+        flops = np.array([op.flops for op in g.ops])[:, None]
+        internal = np.array([op.bytes_read - op.external_bytes for op in g.ops])[:, None]
+        _OP_ENERGY[space] = (flops * joules_per_flop(g, p, space.c_unit)
+                             + internal * read[space.c_scope]
+                             + space.input_bytes[:, None] * read[space.default_scope]
+                             + space.weight_bytes[:, None] * read[space.c_wscope]
+                             + space.out_bytes[:, None] * write[space.c_scope])
+    return _OP_ENERGY[space]
+
+
+def inference_energy(space: SearchSpace, choice: np.ndarray, cross: np.ndarray,
+                     rid: np.ndarray, busy: np.ndarray, latency: np.ndarray) -> np.ndarray:
+    """Joules per row of a batch (module docstring): ``choice[B, ops]``, its copy plan's
+    ``cross`` and ``rid`` ``[B, edges]``, ``busy[B, units]`` seconds and ``latency[B]``."""
+    units = space.profile.units
+    power = np.array([0.0 if u.j_per_flop else u.power_w for u in units])
+    idle = np.array([u.idle_w for u in units])
+    busy = busy[:, :len(units)]
+    ops = op_energy(space)[np.arange(space.n_ops)[None, :], choice].sum(axis=1)
+    copies = np.where(cross, space.nbytes[None, :] * space.routes.joules[rid], 0.0).sum(axis=1)
+    return ((busy * power).sum(axis=1)
+            + (np.maximum(latency[:, None] - busy, 0.0) * idle).sum(axis=1) + ops + copies)
