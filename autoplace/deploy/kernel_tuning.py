@@ -39,6 +39,8 @@ from autoplace.space.capability import capable
 
 #: MetaSchedule measures this many candidates per round (fewer when the budget is smaller)
 TRIALS_PER_ROUND = 16
+#: the evolutionary search's population per candidate a round measures (512 at 16)
+POPULATION_PER_TRIAL = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,7 +170,8 @@ class KernelTuner:
         with _quiet_meta_schedule():
             ctx = ms.TuneContext(mod=workload(task.prim_func), target=task.target,
                                  space_generator="post-order-apply",
-                                 search_strategy="evolutionary", task_name=task.func,
+                                 search_strategy=evolutionary(min(TRIALS_PER_ROUND, trials)),
+                                 task_name=task.func,
                                  rand_state=self.tuning.seed, num_threads=_cores(),
                                  logger=_file_logger(logs / f"{task.func}.log"))
             ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=str(logs),
@@ -241,6 +244,18 @@ class KernelTuner:
         return f"best {record_seconds(best[0]) * 1e6:.1f} us ({whose})"
 
 
+def evolutionary(per_round: int):
+    """MetaSchedule's evolutionary search, its population scaled to the candidates a round
+    measures: :data:`POPULATION_PER_TRIAL` per candidate, from 64 to its default of 512 (a
+    round of :data:`TRIALS_PER_ROUND` keeps the default; a budget of 2 samples and evolves
+    64, not 512: ~1.5 s per kernel on 2 cores instead of ~10 s)."""
+    from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch
+
+    population = min(512, max(POPULATION_PER_TRIAL * per_round, 64))
+    return EvolutionarySearch(population_size=population,
+                              init_min_unmeasured=min(50, population // 2))
+
+
 def _cores() -> int:
     import os
 
@@ -250,9 +265,11 @@ def _cores() -> int:
 def _builder(tuning: KernelTuning, compiler: str | None):
     from tvm.s_tir.meta_schedule.builder import LocalBuilder
 
+    from autoplace.deploy.candidate_build import build_candidate
+
     export = None if compiler is None else functools.partial(export_linked, compiler)
     return LocalBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout,
-                        f_export=export)
+                        f_build=build_candidate, f_export=export)
 
 
 def export_linked(compiler: str, mod) -> str:
