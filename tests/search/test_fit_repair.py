@@ -78,3 +78,22 @@ def test_where_nothing_can_fit_the_search_says_how_close_it_came(tmp_path):
     (stop,) = [s for s in said if "search stopped" in s]
     assert f"search stopped after {searched} trials: no placement found that fits" in stop
     assert "MiB over capacity" in stop
+
+
+def test_for_a_stream_the_bytes_over_are_those_of_its_double_buffers(tmp_path):
+    """Throughput: a placement fits when its stream (every buffer but the weights held
+    twice) does; the bytes over capacity are the stream's."""
+    from autoplace.measure.batch import simulate_batch, streaming_peak
+    from autoplace.measure.objective import THROUGHPUT
+
+    space = soc_with(tmp_path, 3, 4)
+    _, records, _ = tuned(space, tmp_path / "t.jsonl", 40)
+    choice, mode = space.encode([r.placement for r in records])
+    rank = over_capacity(space, choice, mode, THROUGHPUT)
+    out = simulate_batch(space, choice, mode)
+    stream = np.maximum(np.floor(streaming_peak(out)) - space.capacity, 0).sum(axis=1)
+    latency = np.maximum(np.floor(out.peak) - space.capacity, 0).sum(axis=1)
+    over = rank >= OVER
+    assert over.any() and (stream[over] > latency[over]).all()  # more over, as a stream
+    assert rank[over] - OVER == pytest.approx(stream[over])
+    assert rank[~over] == pytest.approx(out.period[~over])
