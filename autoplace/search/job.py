@@ -96,9 +96,10 @@ def _check_writable(path: str, what: str) -> None:
     parent = Path(path).absolute().parent
     if not parent.is_dir():
         raise ValueError(f"{what} {path}: no directory {parent}")
-    if Path(path).is_dir() or not os.access(parent, os.W_OK):
-        raise ValueError(f"{what} {path}: " + ("a directory" if Path(path).is_dir() else
-                                               f"directory {parent} is not writable"))
+    if Path(path).is_dir():
+        raise ValueError(f"{what} {path}: a directory")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"{what} {path}: directory {parent} is not writable")
 
 
 def make_tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,

@@ -53,9 +53,9 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
 
     Arrays: ``n_choices[ops]``; ``c_unit``, ``c_scope``, ``c_dur`` ``[ops, width]`` (unit
     index, scope index and op time of each choice; padding repeats choice 0); ``src``,
-    ``dst``, ``nbytes`` per edge; ``out_bytes`` per op; ``capacity`` per scope; ``power``,
-    ``launch`` per unit; ``handover`` per resource. Resources are the units, then the DMA
-    engines (``engines``).
+    ``dst``, ``nbytes`` per edge; ``out_bytes`` per op; ``capacity`` per scope; ``launch``
+    per unit (energy: :mod:`autoplace.measure.energy`); ``handover`` per resource.
+    Resources are the units, then the DMA engines (``engines``).
     """
 
     def __init__(self, graph: OpGraph, profile: Profile):
@@ -67,7 +67,6 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         self.host = profile.unit_index[profile.host]
         self.default_scope = profile.scope_index[profile.default_scope]
         self.capacity = np.array([s.capacity_bytes for s in profile.scopes], dtype=np.float64)
-        self.power = np.array([u.power_w for u in profile.units], dtype=np.float64)
         self.launch = np.array([u.launch_overhead_s for u in profile.units], dtype=np.float64)
         self._build_choices(graph, profile)
         self._build_edges(graph)

@@ -170,14 +170,10 @@ def test_units_that_differ_only_in_energy_are_not_one_class(tmp_path):
     every cost is the same: energy too."""
     from autoplace.space.classes import unit_classes
 
-    twin = WORKED.replace("[scopes.dram]", """[units.acc2]
-target = { kind = "llvm" }
-accepts = ["elementwise"]
-idle_w = 0.05
-pj_per_flop = { default = 2.0 }
-[units.acc2.gflops]
-default = 10.0
-[scopes.dram]""").replace('access = ["cpu", "acc"]', 'access = ["cpu", "acc", "acc2"]')
+    acc = WORKED[WORKED.index("[units.acc]"):WORKED.index("[scopes.dram]")]
+    twin = WORKED.replace("[scopes.dram]", acc.replace("units.acc", "units.acc2")
+                          + "[scopes.dram]").replace('access = ["cpu", "acc"]',
+                                                     'access = ["cpu", "acc", "acc2"]')
     same = unit_classes(profile_of(tmp_path, twin, "same.toml"))
     assert same[1] == same[2]
     other = twin.replace("idle_w = 0.05\npj_per_flop = { default = 2.0 }\n[units.acc2.gflops]",
