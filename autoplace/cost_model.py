@@ -285,7 +285,15 @@ class XGBCostModel(CostModel):
     columns, the first the base (a placement's :data:`FEATURES`, or a pipeline plan's,
     :data:`autoplace.pipeline.features.PLAN_FEATURES`); saved with the model, and a model
     of others is refused on loading.
+
+    The trees are boosted when first needed (a prediction, :meth:`save`), not by ``fit``: a
+    model whose training rows all have the simulator's figure (the simulator as the
+    measurer) predicts the simulator's figure (its residual is clipped to the training
+    rows' range, ``[0, 0]``), so it boosts none unless it is saved.
     """
+
+    _trees = None  # the booster, once boosted or loaded
+    _training = None  # (X, y, the init_model's booster) of the last fit, until boosted
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int = 4,
                  learning_rate: float = 0.3, min_child_weight: float = 2.0,
@@ -303,36 +311,53 @@ class XGBCostModel(CostModel):
                 "seed": self.seed, "verbosity": 0}
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> XGBCostModel:
-        import xgboost as xgb
-
         X = _check(X, y, self.features)
         if self.n_estimators <= 0:
             raise CostModelError(f"n_estimators > 0 must hold, got {self.n_estimators}")
         init = _load_booster(self.init_model, self.target, self.features) \
             if self.init_model is not None else None
-        with xgb.config_context(nthread=1):  # threads cost more than they save at this size
-            data = xgb.DMatrix(X, label=np.asarray(y, dtype=np.float64), base_margin=X[:, BASE])
-            self.booster_ = xgb.train(self._params(), data,
-                                      num_boost_round=self.n_estimators, xgb_model=init)
-        residual = np.asarray(y, dtype=np.float64) - X[:, BASE]
+        y = np.asarray(y, dtype=np.float64)
+        residual = y - X[:, BASE]
         self.residual_range_ = (float(residual.min(initial=0.0)),
                                 float(residual.max(initial=0.0)))
         self.n_features_in_ = X.shape[1]
+        self._trees, self._training = None, (X.copy(), y.copy(), init)
         return self
 
+    @property
+    def booster_(self):
+        """The XGBoost booster: boosted on the last :meth:`fit`'s rows when first asked
+        for (the same trees whenever: training is seeded), or loaded."""
+        if self._trees is None and self._training is not None:
+            import xgboost as xgb
+
+            X, y, init = self._training
+            with xgb.config_context(nthread=1):  # threads cost more than they save here
+                data = xgb.DMatrix(X, label=y, base_margin=X[:, BASE])
+                self._trees = xgb.train(self._params(), data,
+                                        num_boost_round=self.n_estimators, xgb_model=init)
+            self._training = None
+        if self._trees is None:
+            raise NotFittedError("XGBCostModel has no booster before fit (or load)")
+        return self._trees
+
+    @booster_.setter
+    def booster_(self, booster) -> None:
+        self._trees, self._training = booster, None
+
     def predict(self, X: np.ndarray) -> np.ndarray:
-        if not hasattr(self, "booster_"):
+        if not hasattr(self, "residual_range_"):
             raise NotFittedError("XGBCostModel.predict called before fit (or load)")
         X = _check(X, features=self.features)
-        if not len(X):
-            return np.zeros(0)
+        low, high = self.residual_range_
+        if not len(X) or low == high == 0.0:  # the clip below leaves the base: no trees
+            return X[:, BASE].copy()
         import xgboost as xgb
 
         with xgb.config_context(nthread=1):
             raw = np.asarray(self.booster_.inplace_predict(X, base_margin=X[:, BASE]),
                              dtype=np.float64)
         # boosted trees can add up to corrections no training row had; don't extrapolate
-        low, high = self.residual_range_
         return X[:, BASE] + np.clip(raw - X[:, BASE], low, high)
 
     def save(self, path: str | Path) -> None:
@@ -340,7 +365,7 @@ class XGBCostModel(CostModel):
         CostModelError in one line if it cannot be written."""
         import xgboost as xgb
 
-        if not hasattr(self, "booster_"):
+        if not hasattr(self, "residual_range_"):
             raise NotFittedError("XGBCostModel.save called before fit")
         path = Path(path)
         if path.suffix not in (".json", ".ubj"):

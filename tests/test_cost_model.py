@@ -341,3 +341,25 @@ def test_with_the_simulator_as_the_measurer_the_residual_is_zero(biglittle_data)
     ok = ~np.isnan(lat)
     assert ok.sum() > 100
     np.testing.assert_allclose(y[ok], X[ok, 0], rtol=0, atol=1e-9)
+
+
+def test_a_model_of_the_simulators_own_figures_boosts_no_trees_until_saved(
+        tmp_path, monkeypatch, biglittle_data):
+    """Every training row at the simulator's figure (the simulator as the measurer): the
+    model predicts the simulator's figure without boosting; saving boosts the trees (40
+    rounds), and the saved model predicts the same."""
+    import xgboost as xgb
+
+    X, _, lat = biglittle_data
+    X = X[~np.isnan(lat)]
+    boosted, train = [], xgb.train
+    monkeypatch.setattr(xgb, "train", lambda *a, **k: boosted.append(1) or train(*a, **k))
+    model = XGBCostModel(seed=0).fit(X[:200], X[:200, 0])
+    np.testing.assert_array_equal(model.predict(X[200:]), X[200:, 0])
+    assert not boosted
+    model.save(tmp_path / "m.json")
+    assert boosted == [1] and model.booster_.num_boosted_rounds() == 40
+    np.testing.assert_array_equal(XGBCostModel.load(tmp_path / "m.json").predict(X[200:]),
+                                  X[200:, 0])
+    tilted = XGBCostModel(seed=0).fit(X[:200], X[:200, 0] + 0.1 * X[:200, 1])
+    assert not np.array_equal(tilted.predict(X[200:]), X[200:, 0]) and boosted == [1, 1]

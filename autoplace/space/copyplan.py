@@ -17,8 +17,8 @@ def plan(space, choice: np.ndarray, mode: np.ndarray):
     mode = np.ascontiguousarray(mode, dtype=np.int64)
     routes = space.routes
     while True:
-        out = _plan(space.c_scope, choice, mode, space.src, space.dst, routes.keys,
-                    routes.key_ids, len(space.scopes))
+        out = _plan(space.c_scope, choice, mode, space.src, space.dst, routes.table,
+                    routes.keys, routes.key_ids, len(space.scopes))
         cross, used, rid, missing = out
         if not missing.any():
             return cross, used, rid
@@ -48,14 +48,23 @@ def find_key(keys, key):  # pragma: no cover - compiled
     return lo if keys[lo] == key else -1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _searched(keys, key_ids, key):  # pragma: no cover - compiled
+    """The route id of ``key`` in the sorted known ``keys`` (0: none), -1 if not known."""
+    at = find_key(keys, key)
+    return key_ids[at] if at >= 0 else -1
+
+
 @numba.njit(cache=True, nogil=True)
-def _plan(c_scope, choice, mode, src, dst, keys, key_ids, n_scopes):  # pragma: no cover
+def _plan(c_scope, choice, mode, src, dst, table, keys, key_ids,
+          n_scopes):  # pragma: no cover
     B, E = mode.shape
     cross = np.zeros((B, E), dtype=np.bool_)
     used = np.zeros((B, E), dtype=np.int64)
     rid = np.zeros((B, E), dtype=np.int64)
     missing = np.zeros(B, dtype=np.bool_)
     scope = np.empty(c_scope.shape[0], dtype=np.int64)  # per op, of the row's choice
+    dense = len(table) > 0  # route ids by key (-1: not known yet), else searched
     for b in range(B):
         for i in range(len(scope)):
             scope[i] = c_scope[i, choice[b, i]]
@@ -66,15 +75,15 @@ def _plan(c_scope, choice, mode, src, dst, keys, key_ids, n_scopes):  # pragma: 
             cross[b, k] = True
             m = mode[b, k]
             pair = (a * n_scopes + z) * 2
-            want = find_key(keys, pair + m)
-            if want >= 0 and key_ids[want] > 0:  # the preferred mode has a route
-                used[b, k], rid[b, k] = m, key_ids[want]
+            want = table[pair + m] if dense else _searched(keys, key_ids, pair + m)
+            if want > 0:  # the preferred mode has a route
+                used[b, k], rid[b, k] = m, want
                 continue
-            other = find_key(keys, pair + 1 - m)
+            other = table[pair + 1 - m] if dense else _searched(keys, key_ids, pair + 1 - m)
             if want < 0 or other < 0:
                 missing[b] = True
-            elif key_ids[other] > 0:
-                used[b, k], rid[b, k] = 1 - m, key_ids[other]
+            elif other > 0:
+                used[b, k], rid[b, k] = 1 - m, other
             else:
                 used[b, k] = m  # no route in either mode
     return cross, used, rid, missing

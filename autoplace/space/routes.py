@@ -138,6 +138,11 @@ class MeshRoutes:
         return min(options, key=lambda r: sum(map(path_cost, r))) if options else None
 
 
+#: profiles of at most this many scopes look routes up in a table of every scope pair
+#: (2 * 128**2 entries at most); a mesh of thousands of scopes searches its known keys
+DENSE_SCOPES = 128
+
+
 class Routes:
     """Every route a space has needed, as arrays indexed by route id (0: no route).
 
@@ -146,7 +151,9 @@ class Routes:
     ``hop_lat`` (s), ``hop_bw`` (bytes per s), ``hop_dst`` (scope index); ``lat[r]`` is the
     summed latency and ``inv[r]`` the summed seconds per byte (an unloaded copy of ``n``
     bytes takes ``lat + n * inv``). :meth:`ids` finds routes it has not seen yet; ``keys``
-    (sorted ``(a * n_scopes + b) * 2 + mode``) and ``key_ids`` are those known so far.
+    (sorted ``(a * n_scopes + b) * 2 + mode``) and ``key_ids`` are those known so far, and,
+    for a profile of at most :data:`DENSE_SCOPES` scopes, ``table[key]`` too (-1: not
+    known yet; empty for more scopes, whose keys are searched).
     """
 
     def __init__(self, profile: Profile, engines: dict[str, int], host: int):
@@ -155,6 +162,9 @@ class Routes:
         self.finder = _finder(profile)
         self.routes: list[Route] = [()]
         self.keys, self.key_ids = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        dense = self.n_scopes <= DENSE_SCOPES
+        self.table = np.full(self.n_scopes ** 2 * len(COPY_MODES) if dense else 0, -1,
+                             dtype=np.int64)
         self.length = np.zeros(1, dtype=np.int64)
         self.hop_res = np.full((1, 1), -1, dtype=np.int64)
         self.hop_dst = np.zeros((1, 1), dtype=np.int64)
@@ -200,6 +210,8 @@ class Routes:
         order = np.argsort(keys_all, kind="stable")
         self.keys = keys_all[order]
         self.key_ids = np.concatenate([self.key_ids, np.array(ids, dtype=np.int64)])[order]
+        if len(self.table):
+            self.table[keys] = ids
         if new:
             self._extend(new)
 
