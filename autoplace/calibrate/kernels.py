@@ -17,6 +17,8 @@ For one unit (the host by default) and the models given:
    - a per-kernel latency table (``kernel_us``): the measured time of each distinct kernel,
      keyed by ``kind:flops:bytes``; the simulator uses it instead of the roofline for the
      ops it knows, and the fitted throughputs for the others;
+   - where RAPL's counters are readable here, ``idle_w`` and ``pj_per_flop`` from the
+     energy of an idle run and of each model's runs (:mod:`autoplace.calibrate.energy`);
 3. the profile is written back as TOML with those numbers (everything else unchanged).
 """
 
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autoplace.calibrate.energy import EnergySample, PowerFit, Rapl, idle_sample, sample
 from autoplace.deploy import build
 from autoplace.deploy.kernel_db import KernelDatabase, scheduled
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
@@ -57,21 +60,25 @@ class KernelTime:
 
 @dataclass(frozen=True, kw_only=True)
 class Measurements:
-    """Kernel times and whole-model times of one unit."""
+    """Kernel times and whole-model times of one unit, and the energy of its runs where
+    RAPL measured it (an idle run, then each model's; empty where it did not)."""
 
     unit: str
     kernels: tuple[KernelTime, ...]
     models: dict[str, float]  # model -> whole-model latency (s) on the unit
     ops: dict[str, int]  # model -> number of ops
+    energy: tuple[EnergySample, ...] = ()
 
     def to_dict(self) -> dict:
         return {"unit": self.unit, "kernels": [dataclasses.asdict(k) for k in self.kernels],
-                "models": dict(self.models), "ops": dict(self.ops)}
+                "models": dict(self.models), "ops": dict(self.ops),
+                "energy": [dataclasses.asdict(e) for e in self.energy]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Measurements:
         return cls(unit=d["unit"], kernels=tuple(KernelTime(**k) for k in d["kernels"]),
-                   models=dict(d["models"]), ops=dict(d["ops"]))
+                   models=dict(d["models"]), ops=dict(d["ops"]),
+                   energy=tuple(EnergySample(**e) for e in d.get("energy", ())))
 
 
 class Session:
@@ -144,19 +151,24 @@ def time_model(mod, graph: OpGraph, profile: Profile, unit: str, session: Sessio
 
 def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Session,
             settings: TimeSettings = DEFAULT_TIMING, progress: Callable = print,
-            cache_dir: Path | None = None, kernels: KernelDatabase | None = None
-            ) -> Measurements:
+            cache_dir: Path | None = None, kernels: KernelDatabase | None = None,
+            rapl: Rapl | None = None) -> Measurements:
     """Kernel and whole-model times of ``models`` on ``unit`` (imports TVM), the kernels
-    scheduled by ``kernels`` where it has a record (see :func:`time_kernels`)."""
+    scheduled by ``kernels`` where it has a record (see :func:`time_kernels`); on this
+    host with ``rapl``, the energy of an idle run and of each model's runs too."""
     from autoplace.models import load_module
 
     timed, whole, ops = [], {}, {}
+    rapl = rapl if session.remote is None else None
+    energy = [idle_sample(rapl)] if rapl is not None else []
     with tempfile.TemporaryDirectory(prefix="autoplace-cal-") as tmp:
         for name in models:
             mod, graph = load_module(name)
             if session.remote is None:
-                times, whole[name] = run_here(mod, graph, profile, unit, settings,
-                                              cache_dir or Path(tmp), kernels=kernels)
+                times, whole[name], runs = run_here(mod, graph, profile, unit, settings,
+                                                    cache_dir or Path(tmp), kernels=kernels,
+                                                    rapl=rapl)
+                energy += [runs] if runs is not None else []
             else:
                 target = unit_target(profile.unit(unit), profile)
                 funcs = time_kernels(mod, graph, target, session, Path(tmp), settings,
@@ -171,14 +183,16 @@ def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Sess
             ops[name] = len(graph.ops)
             progress(f"  {name}: {len(graph.ops)} kernels, whole model "
                      f"{whole[name] * 1e3:.2f} ms")
-    return Measurements(unit=unit, kernels=tuple(timed), models=whole, ops=ops)
+    return Measurements(unit=unit, kernels=tuple(timed), models=whole, ops=ops,
+                        energy=tuple(energy))
 
 
 def run_here(mod, graph: OpGraph, profile: Profile, unit: str, settings: TimeSettings,
-             cache_dir: Path, seed: int = 0, kernels: KernelDatabase | None = None
-             ) -> tuple[list[float], float]:
+             cache_dir: Path, seed: int = 0, kernels: KernelDatabase | None = None,
+             rapl: Rapl | None = None) -> tuple[list[float], float, EnergySample | None]:
     """Each op's kernel seconds and the whole model's, with every op on ``unit``, run by
-    the runtime here: the fastest of ``settings.repeat`` runs (and at least 5) each."""
+    the runtime here: the fastest of ``settings.repeat`` runs (and at least 5) each; and
+    with ``rapl``, the energy of a second of its runs (None without)."""
     from autoplace.runtime import Runtime
 
     placement = _uniform(SearchSpace(graph, profile), unit, graph)
@@ -188,8 +202,10 @@ def run_here(mod, graph: OpGraph, profile: Profile, unit: str, settings: TimeSet
         for _ in range(settings.warmup):
             rt.trace(a)
         traces = [rt.trace(a) for _ in range(max(5, settings.repeat))]
+        runs = None if rapl is None else sample(rapl, lambda: rt.trace(a),
+                                                sum(op.flops for op in graph.ops))
     per_op = [min(t.end[i] - t.start[i] for t in traces) * 1e-9 for i in a.schedule.op_work]
-    return per_op, min(t.wall_ns for t in traces) * 1e-9
+    return per_op, min(t.wall_ns for t in traces) * 1e-9, runs
 
 
 def _uniform(space: SearchSpace, unit: str, graph: OpGraph):
@@ -285,9 +301,12 @@ def as_written(value: float, scale: float) -> float:
     return scale * float(f"{value / scale:.12g}")
 
 
-def calibrated(profile: Profile, f: Fit, *, name: str | None = None) -> Profile:
-    """``profile`` with the fitted numbers of one unit and its home scope; on a mesh, of
-    that unit and scope of every PE (``pe3.npu``: every ``pe<k>.npu``; the PEs are alike).
+def calibrated(profile: Profile, f: Fit, *, name: str | None = None,
+               power: PowerFit | None = None) -> Profile:
+    """``profile`` with the fitted numbers of one unit and its home scope (and ``power``:
+    its fitted ``idle_w`` and ``pj_per_flop``, its ``default`` alone, instead of
+    ``power_w``); on a mesh, of that unit and scope of every PE (``pe3.npu``: every
+    ``pe<k>.npu``; the PEs are alike).
 
     The numbers are rounded as :func:`to_toml` writes them, so the written profile has
     the same hash as this one.
@@ -295,8 +314,12 @@ def calibrated(profile: Profile, f: Fit, *, name: str | None = None) -> Profile:
     gflops = {k: float(f"{v:.12g}") for k, v in f.gflops.items()}
     table = {k: as_written(v, 1e-6) for k, v in f.kernel_s.items()}
     fitted_units, fitted_scopes = _alike(profile, f.unit), _alike(profile, f.scope)
+    energy = {} if power is None else {
+        "idle_w": as_written(power.idle_w, 1.0), "power_w": 0.0,
+        "j_per_flop": {"default": as_written(power.j_per_flop, 1e-12)}}
     units = tuple(dataclasses.replace(u, gflops=gflops, kernel_s=table,
-                                      launch_overhead_s=as_written(f.launch_overhead_s, 1e-6))
+                                      launch_overhead_s=as_written(f.launch_overhead_s, 1e-6),
+                                      **energy)
                   if u.name in fitted_units else u for u in profile.units)
     bw = as_written(f.bandwidth_bps, 1e9)
     scopes = tuple(dataclasses.replace(s, bandwidth_bps=bw) if s.name in fitted_scopes else s

@@ -36,6 +36,10 @@ def register(sub) -> None:
                    help="timed repeats; the fastest is kept")
     k.add_argument("--number", type=positive_int, default=1, help="runs per repeat")
     k.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    k.add_argument("--powercap", default="/sys/class/powercap",
+                   help="where Linux's RAPL counters are: the energy of the runs is measured "
+                        "and idle_w and pj_per_flop fitted where they are readable (default "
+                        "/sys/class/powercap)")
     k.add_argument("--seed", type=seed_arg, default=0,
                    help="seed of the random inputs and placements")
     cache_arg(k)
@@ -79,8 +83,21 @@ def _remote(args):
         raise ValueError(f"--rpc-tracker {args.rpc_tracker}: {first_line(exc)}") from None
 
 
+def _rapl(session, root: str):
+    """RAPL's counters under ``root`` here, or why calibrate measures no energy (one
+    line)."""
+    from autoplace.calibrate.energy import open_rapl
+
+    if session.remote is not None:
+        return "the unit is timed on a board over RPC, and RAPL is read on this host only"
+    rapl = open_rapl(Path(root))
+    return rapl if not isinstance(rapl, str) else f"no RAPL counters readable here ({rapl})"
+
+
 def _unit(args, profile, settings, kernels, path: Path, session) -> int:
-    """Measure one unit's kernels, fit, write the profile and the kernel table."""
+    """Measure one unit's kernels (and their energy where RAPL is readable), fit, write the
+    kernel table and the profile."""
+    from autoplace.calibrate.energy import energy_line, fit_power
     from autoplace.calibrate.kernels import calibrated, fit, measure, report
     from autoplace.hardware.write import to_toml
 
@@ -91,16 +108,19 @@ def _unit(args, profile, settings, kernels, path: Path, session) -> int:
     models = args.model or ["squeezenet"]
     where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
     print(f"calibrating unit {unit} of {profile.name} on {where} with {', '.join(models)}")
+    rapl = _rapl(session, args.powercap)
     m = measure(models, profile, unit, session=session, settings=settings,
                 progress=lambda s: print(s, flush=True), cache_dir=args.cache_dir,
-                kernels=kernels)
-    f = fit(m, profile)
-    after = calibrated(profile, f)
-    path.write_text(to_toml(after, f"calibrated from {profile.source} on {where}\n"
-                                   f"models: {', '.join(models)}"))
+                kernels=kernels, rapl=None if isinstance(rapl, str) else rapl)
     table = path.with_suffix(".kernels.json")
     table.write_text(json.dumps(m.to_dict(), indent=1) + "\n")
+    f = fit(m, profile)
+    power = fit_power(m.energy) if m.energy else None
+    after = calibrated(profile, f, power=power)
+    path.write_text(to_toml(after, f"calibrated from {profile.source} on {where}\n"
+                                   f"models: {', '.join(models)}"))
     print("\n".join(report(m, profile, after, f)))
+    print(energy_line(profile.unit(unit), power, rapl if isinstance(rapl, str) else ""))
     print(f"wrote {path} (with a latency table of {len(f.kernel_s)} kernels; every "
           f"measurement in {table})")
     return 0

@@ -11,7 +11,8 @@ and the destination scope's write energy per byte)``.
 
 A placement that streams an op's weights from the default scope pays that scope's read
 energy for them; resident in the op's scope, that scope's. One function for both
-simulators: the batch one (every row) and the event one (one placement).
+simulators: the batch one (every row) and the event one (one placement). A mesh pipeline
+plan's energy is the stage model's (:mod:`autoplace.pipeline.energy`).
 """
 
 from __future__ import annotations

@@ -94,8 +94,10 @@ class StageCosts:
         self.secs = np.take_along_axis(self.unit_secs, self.default_unit[None], axis=0)[0]
         self.R = self.U if self.overlap else 1
         self.resource = self.resources(self.default_unit[0])
-        self.rotation = np.where(rotates & (k > 1), produced * (k - 1) / k / machine.link_bps
-                                 + (k - 1) * machine.link_s, 0.0)
+        #: bytes of other ops' outputs each op rotates along its PEs (unsplit; 0: none)
+        self.rotated = np.where(rotates, produced, 0.0)
+        self.rotation = np.where((self.rotated > 0) & (k > 1), self.rotated * (k - 1) / k
+                                 / machine.link_bps + (k - 1) * machine.link_s, 0.0)
         on = self.resources(self.default_unit)[None] == np.arange(self.R)[:, None, None]
         self.S_busy = _prefix(np.where(on, self.secs[None], 0.0))
         self.S_secs, self.S_rotation = _prefix(self.secs), _prefix(self.rotation)
@@ -103,11 +105,12 @@ class StageCosts:
         self.S_weights = np.concatenate([[0.0], np.cumsum(self.weights)])
         self.stream = np.where(self.weights > 0, self.weights / k / machine.uplink_bps
                                + machine.uplink_s, 0.0)
-        io = np.array([op.input_bytes for op in ops], dtype=np.float64) + np.where(used, 0.0, out)
-        self.S_io = np.concatenate([[0.0], np.cumsum(io)])  # graph inputs and outputs
+        #: each op's bytes of graph inputs, and of its output if it is a graph output
+        self.inputs = np.array([op.input_bytes for op in ops], dtype=np.float64)
+        self.outputs = np.where(used, 0.0, out)
+        self.S_io = np.concatenate([[0.0], np.cumsum(self.inputs + self.outputs)])
         self.cut = self._cut_bytes()
-        inputs = np.array([op.input_bytes for op in ops], dtype=np.float64)
-        self.working = np.where(rotates, 2 * produced, produced) + inputs + out
+        self.working = np.where(rotates, 2 * produced, produced) + self.inputs + out
         self._unit_of_name = {u.name: n for n, u in enumerate(machine.units)}
 
     @property

@@ -12,11 +12,34 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from autoplace.hardware.profile import Profile, ProfileError, Unit
+from autoplace.hardware.profile import CopyPath, Profile, ProfileError, Unit
 
 #: how many ways a conv2d or matmul may be split along its output channels at most (an op
 #: graph carries no channel count yet; the model-zoo networks' layers have 64 or more)
 MAX_SPLIT = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class ByteEnergy:
+    """Joules per byte of a PE's accesses and copies (docs/pipeline.md, "Energy"): reads
+    and writes of its local scope and of the shared scope, and a byte over a link to a
+    neighbour or over the uplink (0 where the profile gives none)."""
+
+    local_read: float = 0.0
+    local_write: float = 0.0
+    shared_read: float = 0.0
+    shared_write: float = 0.0
+    link: float = 0.0
+    uplink: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, value in dataclasses.asdict(self).items():
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} >= 0 (joules per byte) must hold, got {value!r}")
+
+    def any(self) -> bool:
+        """Whether some access or copy costs energy."""
+        return any(dataclasses.astuple(self))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +50,8 @@ class MeshMachine:
     ``uplink_s``: a PE's path to the shared memory that holds the graph's inputs and outputs
     (and weights streamed from it), ``uplink_total_bps`` what every PE's path moves together
     at most (the shared memory's bandwidth; inf: no limit); ``units_overlap``: whether a
-    PE's units run ops of different inferences at once (else a PE runs one op at a time)."""
+    PE's units run ops of different inferences at once (else a PE runs one op at a time);
+    ``energy``: what its accesses and copies cost per byte."""
 
     name: str
     rows: int
@@ -42,6 +66,7 @@ class MeshMachine:
     max_split: int = MAX_SPLIT
     units_overlap: bool = False
     uplink_total_bps: float = math.inf
+    energy: ByteEnergy = ByteEnergy()
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1 or not self.units:
@@ -68,16 +93,22 @@ class MeshMachine:
         if suffix is None:
             raise ProfileError(f"profile {profile.name}: [mesh] has no local scope")
         local = profile.scope(f"pe0.{suffix}")
-        link_bps, link_s = _path(profile, f"pe0.{suffix}", _neighbour(grid, suffix))
-        uplink_bps, uplink_s = (_path(profile, f"pe0.{suffix}", grid.uplink_to)
-                                if grid.uplink_to else (link_bps, link_s))
+        link = _path(profile, f"pe0.{suffix}", _neighbour(grid, suffix))
+        uplink = _path(profile, f"pe0.{suffix}", grid.uplink_to) if grid.uplink_to else link
+        shared = profile.scope(grid.uplink_to) if grid.uplink_to else None
+        energy = ByteEnergy(
+            local_read=local.read_j_per_byte, local_write=local.write_j_per_byte,
+            shared_read=shared.read_j_per_byte if shared else 0.0,
+            shared_write=shared.write_j_per_byte if shared else 0.0,
+            link=link.j_per_byte, uplink=uplink.j_per_byte)
         units = tuple(dataclasses.replace(u, name=u.name.split(".", 1)[1])
                       for u in profile.units if u.name.startswith("pe0."))
         return cls(name=profile.name, rows=grid.rows, cols=grid.cols, units=units,
                    memory_bytes=local.capacity_bytes, memory_bps=local.bandwidth_bps,
-                   link_bps=link_bps, link_s=link_s, uplink_bps=uplink_bps,
-                   uplink_s=uplink_s, max_split=max_split, units_overlap=grid.units_overlap,
-                   uplink_total_bps=grid.uplink_total_bps or math.inf)
+                   link_bps=link.bandwidth_bps, link_s=link.latency_s,
+                   uplink_bps=uplink.bandwidth_bps, uplink_s=uplink.latency_s,
+                   max_split=max_split, units_overlap=grid.units_overlap,
+                   uplink_total_bps=grid.uplink_total_bps or math.inf, energy=energy)
 
 
 def _neighbour(grid, suffix: str) -> str | None:
@@ -87,13 +118,14 @@ def _neighbour(grid, suffix: str) -> str | None:
     return f"pe{1 if grid.cols > 1 else grid.cols}.{suffix}"
 
 
-def _path(profile: Profile, src: str, dst: str | None) -> tuple[float, float]:
-    """(bytes per second, latency) of the copy path ``src -> dst``: infinite and 0 without
-    a destination; ProfileError if the profile has no such path."""
+def _path(profile: Profile, src: str, dst: str | None) -> CopyPath:
+    """The copy path ``src -> dst``: without a destination, an instant free one;
+    ProfileError if the profile has no such path."""
     if dst is None:
-        return float("inf"), 0.0
+        return CopyPath(src=src, dst=src, bandwidth_bps=math.inf, latency_s=0.0,
+                        modes=("async",), engine="")
     path = profile.copy_index.get((src, dst))
     if path is None:
         raise ProfileError(f"profile {profile.name}: no copy path {src} -> {dst}: a pipeline "
                            "needs [mesh.link] (and [mesh.uplink] for the graph's inputs)")
-    return path.bandwidth_bps, path.latency_s
+    return path

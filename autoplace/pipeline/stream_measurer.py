@@ -4,11 +4,13 @@ space (:mod:`autoplace.pipeline.plan_space`).
 A plan is measured by simulating a stream of inferences through it
 (:func:`autoplace.pipeline.stream.pipeline_period`): its result's ``period_s`` is the
 seconds per inference over every copy (1 / throughput: the throughput objective's value),
-its ``latency_s`` one inference's analytic latency through one copy; a plan that does not
+its ``latency_s`` one inference's analytic latency through one copy, its ``energy_j`` the
+joules per inference at the streamed period (:func:`autoplace.pipeline.energy.plan_energy`,
+0 without the profile's energy terms); a plan that does not
 fit its PEs' memory is an ``out_of_memory`` failure that keeps its latency. A stream is
 never faster than the analytic period (the busiest resource's work per inference), so a
 plan whose analytic throughput is not above the job's best streamed one is not streamed
-(it is *bounded*: a result without a period).
+(it is *bounded*: a result without a period, or energy).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 
 from autoplace.measure.base import Measurer, MeasureResult
 from autoplace.pipeline.costs import StageCosts
+from autoplace.pipeline.energy import plan_energy
 from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
 from autoplace.pipeline.stream import pipeline_period
 from autoplace.space.problem import ErrorKind
@@ -88,4 +91,5 @@ class StreamMeasurer(Measurer):
         if status == "bounded":
             return MeasureResult(latency_s=latency)
         self._beaten(throughput)
-        return MeasureResult(latency_s=latency, period_s=period / plan.replicas)
+        return MeasureResult(latency_s=latency, period_s=period / plan.replicas,
+                             energy_j=plan_energy(plan, self.costs, period))
