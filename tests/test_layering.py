@@ -33,14 +33,15 @@ RANK = {
     # the real measurers run placements on the runtime, which the simulator times
     "measure.board": 6.5, "measure.server": 6.55, "measure.local": 6.6,
     "measure.rpc_runtime": 6.65, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
-    "records.schema": 6.9, "records.tuning_log": 7, "baselines.optimum": 7, "pipeline": 7.5,
+    "records.schema": 6.9, "records.tuning_log": 7, "records.front": 7.1,
+    "baselines.optimum": 7, "pipeline": 7.5,
     "calibrate": 8,
     "reports.analysis": 8.5, "search": 8,
     "reports.plots": 9, "reports.placement_report": 10, "reports.pipeline_report": 10.2,
     "cli.options": 10.5, "cli.real_commands": 11,
     "cli.report_command": 11, "cli.tune_kernels_command": 11, "cli.calibrate_command": 11,
     "cli.import_command": 11, "cli.pipeline_commands": 10.8, "cli.pipeline_stages": 10.9,
-    "cli.tune_summary": 11, "cli.main": 12, "cli.entry": 12.5,
+    "cli.tune_summary": 11, "cli.best_command": 11.5, "cli.main": 12, "cli.entry": 12.5,
     "__main__": 13,
 }
 
@@ -114,7 +115,8 @@ def test_measure_and_the_cost_model_import_neither_the_other():
     assert used == {"measure.batch", "measure.objective"}
 
 
-@pytest.mark.parametrize("module", ["autoplace.records.tuning_log", "autoplace.search.strategy",
+@pytest.mark.parametrize("module", ["autoplace.records.tuning_log", "autoplace.records.front",
+                                    "autoplace.search.strategy",
                                     "autoplace.search", "autoplace.space"])
 def test_light_leaves_load_no_kernels_nor_search_engines(module):
     """Reading a log or subclassing SearchStrategy starts neither numba's kernels nor Optuna

@@ -1,4 +1,4 @@
-"""The ``autoplace`` command line: tune, best, profiles, graph.
+"""The ``autoplace`` command line: the parser, ``tune``, ``profiles`` and ``graph``.
 
 Bad input gives one line on stderr and exit code 2, never a traceback.
 """
@@ -26,11 +26,11 @@ from autoplace.cli.options import (
     seed_arg,
     share,
 )
-from autoplace.graph import GraphError, OpGraph
+from autoplace.graph import GraphError
 from autoplace.hardware.profile import ProfileError
 from autoplace.measure.base import MeasurementStopped
 from autoplace.records.tuning_log import RecordError
-from autoplace.space import Placement, PlacementError
+from autoplace.space import PlacementError
 
 DEFAULT_MODEL = "squeezenet"
 DEFAULT_PROFILE = "soc"
@@ -43,6 +43,7 @@ def _extensions() -> list:
     ``set_defaults(run=handler)``; a handler takes the parsed args and returns the exit code.
     They import TVM only inside their handlers."""
     from autoplace.cli import (
+        best_command,
         calibrate_command,
         import_command,
         pipeline_commands,
@@ -51,8 +52,9 @@ def _extensions() -> list:
         tune_kernels_command,
     )
 
-    return [real_commands.register, calibrate_command.register, tune_kernels_command.register,
-            report_command.register, import_command.register, pipeline_commands.register]
+    return [best_command.register, real_commands.register, calibrate_command.register,
+            tune_kernels_command.register, report_command.register, import_command.register,
+            pipeline_commands.register]
 
 
 class CliError(Exception):
@@ -82,8 +84,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+DESCRIPTION = """\
+Search where each op of a network runs on heterogeneous hardware (which unit, which memory
+scope, sync or DMA copies; on a mesh, pipeline stages over PEs), measure candidates on a
+simulator, this host or boards, and build the best."""
+EXAMPLES = """examples:
+  autoplace tune squeezenet --hw soc --trials 200      tune on the simulated soc profile
+  autoplace best tune-squeezenet-soc.jsonl             the best placement, as a table
+  autoplace best LOG --pareto                          the front over latency and energy
+  autoplace compile squeezenet --hw soc --log LOG -o build   per-unit libraries and schedule
+  autoplace run build                                  run the build on this host, timed
+  autoplace pipeline resnet50 --hw mesh                stages over a mesh's PEs
+  autoplace COMMAND --help                             each command's options"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="autoplace", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="autoplace", description=DESCRIPTION, epilog=EXAMPLES,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     from autoplace.measure.objective import OBJECTIVES
@@ -160,13 +177,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--measurer rpc: the board runs each placement with the runtime "
                         "(autoplace serve on the board; the kernels uploaded once per job), "
                         "or a Relax VM build of each candidate (any TVM RPC server)")
-    b = sub.add_parser("best", help="the best placement in a log, as a table")
-    b.set_defaults(run=cmd_best)
-    b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")
-    b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
-    input_shapes_arg(b)
-    b.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
-                   help="the best by latency, or by the period of a stream (throughput)")
     sub.add_parser("profiles", help="bundled hardware profiles and their units").set_defaults(
         run=cmd_profiles)
     g = sub.add_parser("graph", help="ops of a model: kinds, FLOPs, bytes")
@@ -279,106 +289,6 @@ def cmd_tune(args) -> int:
     if result.best is not None:
         summary.next_steps(args, log_path)
     return 130 if result.interrupted else 0
-
-
-def cmd_best(args) -> int:
-    from autoplace.measure.objective import objective_named
-    from autoplace.records.tuning_log import JOB, best, read, without_side_files
-
-    records = [r for path in without_side_files(args.log) for r in read(path)]
-    jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
-    for r in records:
-        jobs.setdefault(tuple(getattr(r, k) for k in JOB), []).append(r)
-    if len(jobs) > 1:
-        print(f"note: {', '.join(args.log)} holds {len(jobs)} jobs (graph, profile version, "
-              "measurer); the best of each:")
-    found = False
-    for job in jobs.values():
-        rec = best(job, objective=objective_named(args.objective))
-        if rec is None:
-            continue
-        found = True
-        if rec.pipeline is None:
-            _check_units(rec, args.log)
-        else:
-            _check_stages(rec, args)
-        runs = len({r.run for r in job})
-        print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
-              f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
-              f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''})")
-        print(_format_plan(rec.pipeline) if rec.pipeline is not None else
-              format_placement(rec.placement,
-                               _graph_or_none(args.model or rec.graph, args.input_shapes)))
-    if not found:
-        raise CliError(f"{', '.join(args.log)}: no valid record")
-    return 0
-
-
-def _format_plan(pipeline) -> str:
-    """A pipeline record's plan: its stages' ops and PEs, and its copies."""
-    stages = ", ".join(f"ops {a}-{b - 1} on {k} PE{'s' if k > 1 else ''}"
-                       for a, b, k, *_ in pipeline["stages"])
-    copies = pipeline["replicas"]
-    return f"  stages: {stages}; {copies} cop{'ies' if copies > 1 else 'y'} of the pipeline"
-
-
-def _check_units(rec, logs) -> None:
-    """Refuse a best record whose placement names a unit or scope its profile lacks,
-    where the profile is a bundled one of the record's version (else nothing to check)."""
-    from autoplace.hardware.load import bundled_profiles, load_profile
-
-    if rec.profile not in bundled_profiles():
-        return
-    profile = load_profile(rec.profile)
-    if profile.hash != rec.profile_hash:
-        return
-    for op, (unit, scope) in sorted(rec.placement.ops.items()):
-        if unit not in profile.unit_index or scope not in profile.scope_index:
-            what = "unit" if unit not in profile.unit_index else "scope"
-            raise CliError(f"{', '.join(logs)}: the best record (trial {rec.trial}) places op "
-                           f"{op!r} on unit {unit!r}, scope {scope!r}: profile "
-                           f"{profile.name} has no such {what}")
-
-
-def _check_stages(rec, args) -> None:
-    """Refuse a best pipeline record whose stages do not end at its graph's last op, where
-    the graph is at hand and is the record's (else nothing to check)."""
-    from autoplace.pipeline.plan import check_covers
-    from autoplace.pipeline.plan_space import plan_of
-
-    graph = _graph_or_none(args.model or rec.graph, args.input_shapes)
-    if graph is None or graph.fingerprint != rec.graph_fp:
-        return
-    try:
-        check_covers(plan_of(rec.pipeline), len(graph.ops))
-    except ValueError as exc:
-        raise CliError(f"{', '.join(args.log)}: the best record (trial {rec.trial}): {exc} "
-                       f"({graph.name})") from None
-
-
-def _graph_or_none(spec: str, shapes=None) -> OpGraph | None:
-    from autoplace.models import load_graph
-
-    try:
-        return load_graph(spec, shapes)
-    except GraphError:
-        return None
-
-
-def format_placement(placement: Placement, graph: OpGraph | None) -> str:
-    """The placement as a text table: op, kind, unit, scope, copy modes in."""
-    kinds = {op.name: op.kind for op in graph.ops} if graph else {}
-    copies_in: dict[str, list[str]] = {}
-    for edge, mode in placement.copies.items():
-        src, dst = edge.split("->", 1)
-        copies_in.setdefault(dst, []).append(f"{src}:{mode}")
-    rows = [("op", "kind", "unit", "scope", "copies in")]
-    order = [op.name for op in graph.ops] if graph else list(placement.ops)
-    rows += [(name, kinds.get(name, "?"), *placement.ops[name], ", ".join(copies_in.get(name, [])))
-             for name in order if name in placement.ops]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4]
-                     for r in rows).rstrip()
 
 
 def cmd_profiles(args) -> int:

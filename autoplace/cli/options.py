@@ -107,3 +107,39 @@ def kernel_db_arg(p: argparse.ArgumentParser) -> None:
                    help="tuned kernels (MetaSchedule's JSON records, from `autoplace "
                         "tune-kernels`): a kernel with a record for its unit's target is "
                         "built as the record schedules it, others get the default schedule")
+
+
+def choice_args(p: argparse.ArgumentParser) -> None:
+    """``--pick`` and the bounds a chosen record keeps (:mod:`autoplace.records.front`)."""
+    from autoplace.measure.objective import CRITERIA
+    from autoplace.records.front import KNEE
+
+    p.add_argument("--pick", choices=(*CRITERIA, KNEE), default=None,
+                   help="the record to choose: the best by one figure, or the knee of the "
+                        "front over --criteria (docs/pareto.md); default: by --objective")
+    p.add_argument("--criteria", default="latency,energy", metavar="A,B[,C]",
+                   help="the figures a front weighs (of: " + ", ".join(CRITERIA) + ")")
+    p.add_argument("--max-latency", type=positive_seconds, default=None, metavar="S",
+                   help="choose only records of at most S seconds of latency")
+    p.add_argument("--max-energy", type=_positive_float, default=None, metavar="J",
+                   help="choose only records of at most J joules per inference")
+    p.add_argument("--max-memory", action="append", default=[], metavar="SCOPE=BYTES",
+                   help="choose only records holding at most BYTES in SCOPE at the peak "
+                        "(4MiB, 512KiB or bytes; repeat for several scopes)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def limits_of(args):
+    """The :class:`~autoplace.records.front.Limits` of :func:`choice_args`' options."""
+    from autoplace.records.front import Limits
+
+    return Limits.parse(args.max_latency, args.max_energy, args.max_memory)

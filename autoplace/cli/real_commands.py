@@ -11,9 +11,11 @@ from pathlib import Path
 
 from autoplace.cli.options import (
     cache_arg,
+    choice_args,
     cross_compiler_arg,
     input_shapes_arg,
     kernel_db_arg,
+    limits_of,
     positive_int,
     positive_seconds,
     seed_arg,
@@ -58,6 +60,7 @@ def register(sub) -> None:
     c.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
                    help="build the best record by latency, or by a stream's period; "
                         "throughput on a mesh profile builds a pipeline (docs/pipeline.md)")
+    choice_args(c)
     from autoplace.cli.pipeline_commands import plan_args
 
     plan_args(c)
@@ -141,23 +144,34 @@ def _need_rpc(args) -> None:
                          "--rpc-key KEY")
 
 
-def _best_record(model: str, hw: str, log: str, objective: str = "latency", shapes=None):
+def _best_record(model: str, hw: str, log: str, objective: str = "latency", shapes=None,
+                 choice=None):
     """The model's module and graph (``shapes``: its symbolic input dimensions), the profile,
-    and the best placement record of ``log``."""
+    and the placement record of ``log`` to build: the best by ``objective``, or, given
+    ``choice`` (parsed :func:`choice_args`), the one its ``--pick`` and limits choose."""
     from autoplace.hardware.load import load_profile
-    from autoplace.measure.objective import objective_named
     from autoplace.models import entry_points, load_module
-    from autoplace.records.tuning_log import best, read
+    from autoplace.records.front import Limits, criteria_named, pick
+    from autoplace.records.tuning_log import read
 
     profile = load_profile(hw)
     mod, graph = load_module(model, shapes, entry_points(profile))
     records = read(log)
-    rec = best(records, graph_fp=graph.fingerprint, profile_hash=profile.hash,
-               objective=objective_named(objective), plans=False)
+    limits = limits_of(choice) if choice is not None else None
+    if limits is not None and (unknown := limits.unknown_scopes(profile.scope_index)):
+        raise ValueError(f"--max-memory: profile {profile.name} has no scope "
+                         f"{', '.join(map(repr, unknown))} (its scopes: "
+                         f"{', '.join(profile.scope_index)})")
+    ours = [r for r in records if r.graph_fp == graph.fingerprint
+            and r.profile_hash == profile.hash and r.pipeline is None]
+    how = (choice.pick if choice is not None else None) or objective
+    rec = pick(ours, how, criteria_named(choice.criteria.split(",")) if choice is not None
+               else (), limits or Limits())
     if rec is None:
         raise ValueError(f"{log}: no valid record for graph {graph.name} (fingerprint "
                          f"{graph.fingerprint}) on profile {profile.name} (hash "
-                         f"{profile.hash}) among {len(records)} records")
+                         f"{profile.hash}) among {len(records)} records"
+                         f"{' within the limits given' if limits else ''}")
     return mod, graph, profile, rec
 
 
@@ -180,7 +194,7 @@ def cmd_compile(args) -> int:
     from autoplace.runtime.artefact import write_artefact
 
     mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective,
-                                            args.input_shapes)
+                                            args.input_shapes, choice=args)
     with Runtime(mod, graph, profile, cache_dir=_cache(args),
                  cross_compiler=args.cross_compiler, kernels=kernels(args)) as rt:
         try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from autoplace.measure.base import MeasureResult
-from autoplace.measure.objective import LATENCY, Objective
+from autoplace.measure.objective import LATENCY, Criterion
 from autoplace.records.schema import check_line, kind_of
 from autoplace.space import Placement
 from autoplace.space.problem import ErrorKind
@@ -420,10 +420,10 @@ def load(*paths: str | Path, fast: bool = True):
 
 
 def best(records: Iterable[Record], *, graph_fp: str | None = None,
-         profile_hash: str | None = None, objective: Objective = LATENCY,
+         profile_hash: str | None = None, objective: Criterion = LATENCY,
          plans: bool = True) -> Record | None:
-    """The record with the lowest seconds per inference of ``objective`` (latency, or a
-    stream's period; the lowest trial of equals), optionally for one graph and profile;
+    """The record with the lowest figure of ``objective`` (latency, a stream's period, or
+    another criterion; the lowest trial of equals), optionally for one graph and profile;
     None if no record has a value. ``plans=False`` leaves out a pipeline search's records
     (a plan, no placement to build)."""
     ok = [

@@ -19,12 +19,13 @@ from autoplace.graph import OpGraph
 from autoplace.measure.base import Event
 from autoplace.pipeline.log import read_lines
 from autoplace.pipeline.plan_space import plan_of
+from autoplace.records.front import Limits
 from autoplace.records.tuning_log import JOB, load
 
 __all__ = [
     "load", "load_pipeline", "pipeline_frame", "jobs", "job", "placements", "is_baseline",
-    "convergence", "summary", "strategy_table", "study_trials", "join_study", "critical_path",
-    "buffers", "occupancy", "utilisation", "lanes",
+    "convergence", "summary", "front", "strategy_table", "study_trials", "join_study",
+    "critical_path", "buffers", "occupancy", "utilisation", "lanes",
 ]
 
 COPY_IN = ("none", "sync", "async", "mixed")
@@ -190,6 +191,43 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["graph", "profile", "role", "strategy", "trial",
                                        "latency_ms", "vs_best", "period_ms", "energy_mj",
                                        "error"])
+
+
+def front(df: pd.DataFrame, criteria: Sequence[str] = ("latency", "energy"),
+          limits: Limits | None = None) -> pd.DataFrame:
+    """The rows of :func:`load`'s frame that no other row beats on every one of
+    ``criteria`` (as :func:`autoplace.records.front.front` chooses records: valid rows
+    ``limits`` admits, of equal figures the lowest trial), per job, best by the first
+    criterion first; a column per criterion (``peak_memory``: the peak bytes summed over
+    scopes) and ``knee`` (the job's :func:`~autoplace.records.front.knee`)."""
+    from autoplace.records import front as fr
+
+    crit, limits = fr.criteria_named(criteria), limits or fr.Limits()
+    d = df[df["ok"]].copy()
+    peaks = d.columns[d.columns.str.startswith("peak_bytes.")]
+    d["peak_memory"] = d[peaks].astype("float64").sum(axis=1, min_count=1)
+    fields = {"latency": "latency_s", "throughput": "period_s", "energy": "energy_j",
+              "peak_memory": "peak_memory"}
+    for c in crit:
+        d[c.name] = d[fields[c.name]].astype("float64")
+    keep = pd.Series(True, index=d.index)
+    for bound, col in ((limits.latency_s, "latency_s"), (limits.energy_j, "energy_j")):
+        keep &= d[col] <= bound if bound is not None else True
+    for scope, bound in limits.memory.items():
+        keep &= d.get(f"peak_bytes.{scope}", pd.Series(np.nan, index=d.index)) <= bound
+    names = [c.name for c in crit]
+    d = d[keep & d[names].notna().all(axis=1)].sort_values("trial", kind="stable")
+    parts = [_front_of(g, names) for _, g in d.groupby(list(JOB), observed=True, sort=False)]
+    return pd.concat(parts, ignore_index=True) if parts else d.assign(knee=False)[:0]
+
+
+def _front_of(g: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """One job's front rows (see :func:`front`)."""
+    from autoplace.records.front import knee, nondominated
+
+    F = g[names].to_numpy()
+    out = g[nondominated(F)].sort_values(names, kind="stable")
+    return out.assign(knee=np.arange(len(out)) == knee(out[names].to_numpy()))
 
 
 def strategy_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -221,6 +221,27 @@ def test_help(argv):
     assert p.returncode == 0 and "usage: autoplace" in p.stdout
 
 
+def test_the_top_help_lists_every_command_and_its_examples_parse():
+    """Every subcommand with its help line; each example a command the parser takes (issue
+    31: the description named 4 of 11 commands, and no examples)."""
+    import argparse
+    import shlex
+
+    from autoplace.cli.main import EXAMPLES, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = cli("--help").stdout
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    assert set(helps) == set(sub.choices) and len(helps) >= 12
+    assert all(h and f"    {name}" in text for name, h in helps.items())
+    examples = [line.split("   ")[0].strip() for line in EXAMPLES.splitlines()[1:]]
+    assert len(examples) >= 6 and all(e in text for e in examples)
+    for example in examples[:-1]:
+        args = shlex.split(example)[1:]
+        assert parser.parse_args(args).command == args[0]
+
+
 def test_every_options_help_says_its_default_once_and_never_none():
     """--help of every subcommand: a default shown once, none shown as None (issue 31: 15
     defaults twice, some contradicting each other, "(default 64) (default: None)")."""

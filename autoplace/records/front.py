@@ -1,0 +1,172 @@
+"""The front of a log: its records no other record beats on every criterion, and a choice
+from it.
+
+A record *dominates* another when it is no worse on every criterion (latency, energy, peak
+memory, a stream's period: :data:`~autoplace.measure.objective.CRITERIA`) and better on one.
+:func:`front` gives the records of a log that no admitted record dominates, among those
+:class:`Limits` admits (a user's ``--max-latency``, ``--max-energy``, ``--max-memory``);
+:func:`pick` chooses one: the best by one criterion, or the front's *knee* (:func:`knee`).
+:func:`hypervolume` measures a front: the volume it dominates up to a reference point
+(moocore's). The dominance test and the volume are moocore's (``is_nondominated``,
+``hypervolume``), imported when first used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autoplace.measure.base import MeasureResult
+from autoplace.measure.objective import CRITERIA, Criterion
+from autoplace.records.tuning_log import best
+
+#: ``--pick`` values besides the criteria's names
+KNEE = "knee"
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6,
+          "gb": 10**9}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a record must keep to be chosen: seconds of latency, joules per inference,
+    and bytes at the peak per memory scope (by scope name). None / empty: no bound."""
+
+    latency_s: float | None = None
+    energy_j: float | None = None
+    memory: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bounds = [("--max-latency", self.latency_s), ("--max-energy", self.energy_j),
+                  *((f"--max-memory {k}", v) for k, v in self.memory.items())]
+        for name, value in bounds:
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: a bound must be a finite number > 0, got {value!r}")
+
+    @classmethod
+    def parse(cls, latency_s: float | None = None, energy_j: float | None = None,
+              memory: Sequence[str] = ()) -> Limits:
+        """Limits from command-line values; ``memory`` items are ``SCOPE=BYTES`` (``4MiB``,
+        ``512KiB``, ``4194304``); ValueError in one line naming the bad one."""
+        bounds = {}
+        for item in memory:
+            scope, sep, size = item.partition("=")
+            if not sep or not scope:
+                raise ValueError(f"--max-memory {item!r}: not SCOPE=BYTES (e.g. sram1=4MiB)")
+            bounds[scope] = parse_bytes(size, f"--max-memory {item}")
+        return cls(latency_s=latency_s, energy_j=energy_j, memory=bounds)
+
+    def __bool__(self) -> bool:
+        return self.latency_s is not None or self.energy_j is not None or bool(self.memory)
+
+    def admits(self, result: MeasureResult) -> bool:
+        """Whether a valid ``result`` keeps every bound (a bound on a figure the result
+        lacks, e.g. energy on a profile without energy figures, is not kept)."""
+        if not result.ok:
+            return False
+        for bound, value in ((self.latency_s, result.latency_s),
+                             (self.energy_j, result.energy_j)):
+            if bound is not None and (value is None or value > bound):
+                return False
+        return all(result.peak_bytes.get(scope, math.inf) <= bound
+                   for scope, bound in self.memory.items())
+
+    def unknown_scopes(self, scopes: Iterable[str]) -> list[str]:
+        """The scopes bounded that are not among ``scopes`` (a misspelt name)."""
+        known = set(scopes)
+        return [s for s in self.memory if s not in known]
+
+
+def parse_bytes(text: str, where: str) -> float:
+    """Bytes of ``4MiB``, ``512 KiB``, ``1e6``, ``4194304``; ValueError naming ``where``."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    unit = match and _UNITS.get(match.group(2).lower())
+    try:
+        value = float(match.group(1)) * unit if unit else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{where}: {text!r} is not a size in bytes (e.g. 4MiB, 4194304)")
+    return value
+
+
+def criteria_named(names: Iterable[str]) -> tuple[Criterion, ...]:
+    """The criteria of ``names`` (at least two, no repeats); ValueError naming the choices."""
+    names = [n.strip() for n in names]
+    unknown = [n for n in names if n not in CRITERIA]
+    if unknown or len(set(names)) != len(names) or len(names) < 2:
+        raise ValueError(f"--criteria: two or more of {', '.join(CRITERIA)}, each once; got "
+                         f"{','.join(names)!r}")
+    return tuple(CRITERIA[n] for n in names)
+
+
+def figures(records: Sequence, criteria: Sequence[Criterion]) -> np.ndarray:
+    """``[records, criteria]``: each record's figure of each criterion (NaN: none)."""
+    return np.array([[math.nan if (v := c.value(r.result)) is None else v for c in criteria]
+                     for r in records], dtype=np.float64).reshape(len(records), len(criteria))
+
+
+def nondominated(F: np.ndarray) -> np.ndarray:
+    """Per row of ``F`` (rows of figures, lower better, all finite), whether no other row
+    dominates it; of equal rows, only the first."""
+    import moocore
+
+    if not len(F):
+        return np.zeros(0, dtype=bool)
+    _, first = np.unique(F, axis=0, return_index=True)
+    keep = np.zeros(len(F), dtype=bool)
+    keep[first] = True
+    keep[first] = moocore.is_nondominated(F[first])
+    return keep
+
+
+def front(records: Iterable, criteria: Sequence[Criterion],
+          limits: Limits | None = None) -> list:
+    """The records :func:`nondominated` among those ``limits`` admits (None: all) and with a figure
+    for every criterion, ordered by the first criterion (then the next); of records with
+    equal figures, the lowest trial."""
+    limits = limits or Limits()
+    ok = [r for r in records if limits.admits(r.result)]
+    ok.sort(key=lambda r: r.trial)  # equal figures: the first kept is the lowest trial
+    F = figures(ok, criteria)
+    has = ~np.isnan(F).any(axis=1)
+    ok, F = [r for r, h in zip(ok, has) if h], F[has]
+    rows = np.flatnonzero(nondominated(F))
+    rows = rows[np.lexsort(F[rows].T[::-1])]
+    return [ok[i] for i in rows.tolist()]
+
+
+def knee(F: np.ndarray) -> int:
+    """The row of a front ``F`` nearest the ideal point (every criterion at its best over
+    the front) once each criterion is scaled to [0, 1] over the front: the trade-off where
+    no criterion is far from its best. Ties: the first row."""
+    span = F.max(axis=0) - F.min(axis=0)
+    scaled = (F - F.min(axis=0)) / np.where(span > 0, span, 1.0)
+    return int(np.argmin(np.sqrt((scaled ** 2).sum(axis=1))))
+
+
+def pick(records: Iterable, how: str, criteria: Sequence[Criterion],
+         limits: Limits | None = None):
+    """The record ``how`` chooses among those ``limits`` admits: the best by a criterion
+    (``how`` its name; the lowest trial of equals), or the :func:`knee` of their
+    :func:`front` over ``criteria``; None if none is admitted."""
+    if how == KNEE:
+        points = front(records, criteria, limits)
+        return points[knee(figures(points, criteria))] if points else None
+    if how not in CRITERIA:
+        raise ValueError(f"--pick must be one of {', '.join([*CRITERIA, KNEE])}, got {how!r}")
+    limits = limits or Limits()
+    return best([r for r in records if limits.admits(r.result)], objective=CRITERIA[how])
+
+
+def hypervolume(F: np.ndarray, reference: Sequence[float]) -> float:
+    """The volume the rows of ``F`` dominate up to ``reference`` (rows not below it in
+    every criterion add nothing)."""
+    import moocore
+
+    ref = np.asarray(reference, dtype=np.float64)
+    inside = F[(F < ref).all(axis=1)] if len(F) else F
+    return float(moocore.hypervolume(inside, ref=ref)) if len(inside) else 0.0
