@@ -8,6 +8,7 @@ import sys
 
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_graph
+from autoplace.records.front import pick
 from autoplace.records.tuning_log import best, read
 
 
@@ -35,6 +36,12 @@ def test_log_compile_run(tmp_path):
     assert "outputs (64, 32)" in ran.stdout
     direct = cli("run", "seed_te", "--hw", "soc", "--log", str(log), "--repeat", "1", *cache)
     assert direct.returncode == 0 and "over 1 repeats" in direct.stdout, direct.stderr
+    lean = pick(read(log), "peak_memory", ())  # --pick builds the record it chooses
+    picked = cli("compile", "seed_te", "--hw", "soc", "--log", str(log), "-o",
+                 str(tmp_path / "lean"), "--pick", "peak_memory", *cache)
+    assert picked.returncode == 0, picked.stderr
+    assert json.loads((tmp_path / "lean" / "manifest.json").read_text())["placement"] == \
+        lean.placement.to_dict() and f"trial {lean.trial} " in picked.stdout
 
 
 def _one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
@@ -53,6 +60,12 @@ def test_compile_with_no_record_for_the_profile(tmp_path):
                str(tmp_path / "x.so"))
     _one_line_error(proc, str(log), "no valid record", "profile host")
     assert not (tmp_path / "x.so").exists()
+    out = str(tmp_path / "y")
+    _one_line_error(cli("compile", "seed_te", "--hw", "soc", "--log", str(log), "-o", out,
+                        "--max-memory", "l3=1MiB"), "--max-memory", "no scope 'l3'", "dram")
+    _one_line_error(cli("compile", "seed_te", "--hw", "soc", "--log", str(log), "-o", out,
+                        "--max-latency", "1e-12"), "no valid record", "within the limits")
+    assert not (tmp_path / "y").exists()
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
