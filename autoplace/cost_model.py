@@ -93,11 +93,12 @@ class Featurizer:
             len(t.units), len(t.scopes), t.host, per_mode[:, 0])
         cp = self._critical_path(dur, secs)
         est = np.maximum(top, dma)  # the busiest resource
-        if self.objective is LATENCY:  # a stream's period does not wait for the critical path
+        if self.objective.target == LATENCY.name:  # (a stream's period: not the critical path)
             est = np.maximum(est, cp)
         total = dur.sum(axis=1) + per_mode[:, 0]  # every unit's busy time
         log = self._log
-        out = simulate_batch(t, choice, mode, plan=(cross, used, rid), per_unit=False)
+        out = simulate_batch(t, choice, mode, plan=(cross, used, rid),
+                             per_unit=self.objective.per_unit)
         feats = [
             self._log_simulated(out, log(est)), log(est), log(cp), log(top), log(second),
             log(dma), log(host), log(total),

@@ -56,7 +56,7 @@ def cmd_best(args) -> int:
         if rec is None:
             continue
         found = True
-        _print_record(rec, job, args, "" if how in (LATENCY.name, THROUGHPUT.name)
+        _print_record(rec, job, args, "" if how in (LATENCY.name, THROUGHPUT.name, "energy")
                       else f" (picked by {how}: {_figure(rec, CRITERIA.get(how, criteria))})")
     if not found:
         bounded = " within the limits given" if limits else ""

@@ -21,6 +21,8 @@ from autoplace.cli.options import (
     cross_compiler_arg,
     input_shapes_arg,
     kernel_db_arg,
+    limit_args,
+    limits_of,
     positive_int,
     positive_seconds,
     seed_arg,
@@ -117,8 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trials", type=positive_int, default=defaults.trials,
                    help="search candidates to measure, after the baselines")
     t.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
-                   help="minimise one inference's latency, or the period of a stream of "
-                        "inputs (throughput = 1 / period); both are logged (docs/simulator.md)")
+                   help="minimise one inference's latency, the period of a stream of inputs "
+                        "(throughput = 1 / period), or its energy; all are logged "
+                        "(docs/simulator.md)")
+    limit_args(t, "the best is a placement")
     t.add_argument("--log", default=None,
                    help="tuning log, one JSON line per candidate (None: tune-MODEL-HW.jsonl)")
     t.add_argument("--seed", type=seed_arg, default=defaults.seed,
@@ -254,7 +258,7 @@ def cmd_tune(args) -> int:
     if is_pipeline_job(args):
         return tune_pipeline(args)
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
-                        objective=args.objective,
+                        objective=args.objective, limits=limits_of(args),
                         sampler=args.sampler, storage=args.storage, study_name=args.study,
                         resume=args.resume, append=args.append, worker=args.worker,
                         grace_s=args.grace,

@@ -119,13 +119,18 @@ def choice_args(p: argparse.ArgumentParser) -> None:
                         "front over --criteria (docs/pareto.md); default: by --objective")
     p.add_argument("--criteria", default="latency,energy", metavar="A,B[,C]",
                    help="the figures a front weighs (of: " + ", ".join(CRITERIA) + ")")
+    limit_args(p, "choose only records")
+
+
+def limit_args(p: argparse.ArgumentParser, what: str) -> None:
+    """``--max-latency``, ``--max-energy``, ``--max-memory`` (:func:`limits_of`)."""
     p.add_argument("--max-latency", type=positive_seconds, default=None, metavar="S",
-                   help="choose only records of at most S seconds of latency")
+                   help=f"{what} of at most S seconds of latency")
     p.add_argument("--max-energy", type=_positive_float, default=None, metavar="J",
-                   help="choose only records of at most J joules per inference")
+                   help=f"{what} of at most J joules per inference")
     p.add_argument("--max-memory", action="append", default=[], metavar="SCOPE=BYTES",
-                   help="choose only records holding at most BYTES in SCOPE at the peak "
-                        "(4MiB, 512KiB or bytes; repeat for several scopes)")
+                   help=f"{what} holding at most BYTES in SCOPE at the peak (4MiB, 512KiB "
+                        "or bytes; repeat for several scopes)")
 
 
 def _positive_float(text: str) -> float:
@@ -139,7 +144,7 @@ def _positive_float(text: str) -> float:
 
 
 def limits_of(args):
-    """The :class:`~autoplace.records.front.Limits` of :func:`choice_args`' options."""
-    from autoplace.records.front import Limits
+    """The :class:`~autoplace.measure.limits.Limits` of :func:`limit_args`' options."""
+    from autoplace.measure.limits import Limits
 
     return Limits.parse(args.max_latency, args.max_energy, args.max_memory)

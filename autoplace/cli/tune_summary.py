@@ -3,12 +3,17 @@ cost model's ranking quality, and what to do next."""
 
 from __future__ import annotations
 
+from autoplace.cli.options import limits_of
+
 
 def figures(res) -> str:
-    """A result's latency and, where it has one, its stream's period and throughput."""
+    """A result's latency and, where it has them, its stream's period and throughput, and
+    its energy (where the profile prices any)."""
     text = f"latency {res.latency_s * 1e3:.4f} ms"
     if res.period_s is not None:
         text += f", period {res.period_s * 1e3:.4f} ms ({1 / res.period_s:.1f} inferences/s)"
+    if res.energy_j:
+        text += f", energy {res.energy_j * 1e3:.4f} mJ"
     return text
 
 
@@ -33,11 +38,7 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
     print(f"best ({objective.name}): {figures(result.best.result)} ({result.best.strategy}, "
           f"trial {result.best.trial})")
     for name, rec in sorted(result.baselines.items()):
-        value = objective.value(rec.result)
-        text = (f"{figures(rec.result)}  ({value / best:.2f}x the best {objective.name})"
-                if value is not None else f"infeasible: {rec.result.detail}" if not
-                rec.result.ok else f"{figures(rec.result)}  (its stream does not fit)")
-        print(f"  baseline {name:<24} {text}")
+        print(f"  baseline {name:<24} {_against(rec.result, objective, best)}")
     rhos = [s["spearman"] for s in result.stats[-10:] if s.get("spearman") is not None]
     if rhos:
         from autoplace.records.tuning_log import MODEL_STATS, side_file
@@ -45,6 +46,19 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
         side = side_file(log_path, MODEL_STATS)
         print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
               f"{len(rhos)} batches (per round in {side})")
+
+
+def _against(res, objective, best: float) -> str:
+    """A baseline's figures, and how far from the best it is by ``objective``, or why it
+    has no value for it."""
+    value, limits = objective.value(res), getattr(objective, "limits", None)
+    if value is not None:
+        return f"{figures(res)}  ({value / best:.2f}x the best {objective.target})"
+    if not res.ok:
+        return f"infeasible: {res.detail}"
+    if limits is not None and not limits.admits(res):
+        return f"{figures(res)}  (beyond {limits.text()})"
+    return f"{figures(res)}  (its stream does not fit)"
 
 
 def _own_inputs(args) -> str:
@@ -61,6 +75,8 @@ def next_steps(args, log_path: str) -> None:
     """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
     or an ONNX file, not an op graph JSON, which has no kernels)."""
     by = "" if args.objective == "latency" else f" --objective {args.objective}"
+    if limits := limits_of(args):
+        by += f" {limits.text()}"
     shapes = getattr(args, "input_shapes", None)
     spelled = " ".join(f"{k}:[{','.join(map(str, v))}]" for k, v in (shapes or {}).items())
     given = f' --input-shapes "{spelled}"' if shapes else ""

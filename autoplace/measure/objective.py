@@ -21,6 +21,7 @@ from autoplace.measure.base import MeasureResult
 
 if TYPE_CHECKING:
     from autoplace.measure.batch import BatchOutput
+    from autoplace.measure.limits import Limits
     from autoplace.space import SearchSpace
 
 
@@ -40,12 +41,22 @@ class Criterion:
         """The result's figure; None where it failed or has none."""
         return getattr(result, self.field) if result.ok else None
 
+    @property
+    def target(self) -> str:
+        """What its figure is (a cost model of it predicts that: the same within limits)."""
+        return self.name
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
 
 class Objective(Criterion, ABC):
-    """Seconds per inference to minimise, from a result or a batch of simulated rows."""
+    """A figure per inference to minimise (seconds, or joules), from a result or a batch of
+    simulated rows."""
+
+    #: whether :meth:`simulated` and :meth:`feasible` need a batch simulated per unit and
+    #: scope (``simulate_batch(per_unit=True)``: energy, peaks), not its latency and fit
+    per_unit: bool = False
 
     @abstractmethod
     def simulated(self, out: BatchOutput) -> np.ndarray:
@@ -61,8 +72,14 @@ class Objective(Criterion, ABC):
         return out.peak
 
     def batch(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
-        """Per row, the simulator's seconds per inference; infinite where infeasible."""
+        """Per row, the simulator's figure; infinite where infeasible."""
         return np.where(self.feasible(space, out), self.simulated(out), np.inf)
+
+    def bounded(self, limits: Limits) -> Objective:
+        """This objective, within ``limits``: a result beyond them has no value (it is not
+        the best; the study is told a failure), a simulated row beyond them is not
+        feasible (never proposed). Itself without limits."""
+        return Bounded(self, limits) if limits else self
 
 
 class Latency(Objective):
@@ -99,11 +116,49 @@ class Throughput(Objective):
         return streaming_peak(out)
 
 
-class Energy(Criterion):
+class Energy(Objective):
     """Joules per inference (``energy_j``, as the profile's energy figures price it:
     docs/simulator.md, "Energy"; 0 where it gives none)."""
 
-    name, field, unit = "energy", "energy_j", "mJ"
+    name, field, unit, per_unit = "energy", "energy_j", "mJ", True
+
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        if out.energy is None:
+            raise ValueError("the energy objective needs a batch simulated per unit")
+        return out.energy
+
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        from autoplace.measure.batch import fitting
+
+        return fitting(space, out)
+
+
+class Bounded(Objective):
+    """An objective within :class:`~autoplace.measure.limits.Limits` (see
+    :meth:`Objective.bounded`); named after both, so that a study or checkpoint of the
+    objective alone, or within other limits, is not taken for it."""
+
+    def __init__(self, inner: Objective, limits: Limits):
+        self.inner, self.limits = inner, limits
+        self.name, self.field = f"{inner.name} {limits.text()}", inner.field
+        self.unit, self.scale = inner.unit, inner.scale
+        self.per_unit = inner.per_unit or limits.per_unit
+
+    @property
+    def target(self) -> str:
+        return self.inner.target
+
+    def value(self, result: MeasureResult) -> float | None:
+        return self.inner.value(result) if self.limits.admits(result) else None
+
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        return self.inner.simulated(out)
+
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        return self.inner.feasible(space, out) & self.limits.within(space, out)
+
+    def held(self, out: BatchOutput) -> np.ndarray:
+        return self.inner.held(out)
 
 
 class PeakMemory(Criterion):
@@ -120,7 +175,7 @@ class PeakMemory(Criterion):
 LATENCY, THROUGHPUT = Latency(), Throughput()
 ENERGY, PEAK_MEMORY = Energy(), PeakMemory()
 #: the objectives by ``--objective`` name
-OBJECTIVES: dict[str, Objective] = {o.name: o for o in (LATENCY, THROUGHPUT)}
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (LATENCY, THROUGHPUT, ENERGY)}
 #: what a front of records can be made of, by name
 CRITERIA: dict[str, Criterion] = {c.name: c for c in (LATENCY, THROUGHPUT, ENERGY,
                                                       PEAK_MEMORY)}

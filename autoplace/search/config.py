@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from autoplace.measure.limits import Limits
 from autoplace.measure.objective import OBJECTIVES, Objective, objective_named
 from autoplace.records.tuning_log import Record
 from autoplace.search.guided_proposer import COST_MODELS
@@ -21,9 +22,13 @@ class TuneConfig:
     #: search candidates after the baselines (0: the baselines only)
     trials: int = 200
     seed: int = 0
-    #: what the search minimises: ``"latency"`` (one inference) or ``"throughput"`` (the
-    #: period of a stream, docs/simulator.md); both are logged
+    #: what the search minimises: ``"latency"`` (one inference), ``"throughput"`` (the
+    #: period of a stream, docs/simulator.md) or ``"energy"`` (joules per inference); all
+    #: are logged
     objective: str = "latency"
+    #: bounds the best must keep (``--max-latency``, ``--max-energy``, ``--max-memory``):
+    #: a candidate beyond them is no better than a failure (docs/pareto.md)
+    limits: Limits = field(default_factory=Limits)
     batch_size: int = 8
     sampler: str = "evolve"
     storage: str | None = None
@@ -77,6 +82,8 @@ class TuneConfig:
              "postgresql://... (SQLite is not meant for concurrent writers)"),
             (math.isfinite(self.grace_s) and self.grace_s > 0,
              f"grace_s > 0 must hold, got grace_s={self.grace_s}"),
+            (isinstance(self.limits, Limits),
+             f"limits must be a Limits, got {self.limits!r}"),
             (isinstance(self.warm_start, tuple),
              f"warm_start must be a tuple of paths, got {self.warm_start!r}"),
         ]
@@ -87,8 +94,8 @@ class TuneConfig:
 
     @property
     def goal(self) -> Objective:
-        """The :class:`Objective` that :attr:`objective` names."""
-        return objective_named(self.objective)
+        """The :class:`Objective` that :attr:`objective` names, within :attr:`limits`."""
+        return objective_named(self.objective).bounded(self.limits)
 
     @property
     def continues(self) -> bool:

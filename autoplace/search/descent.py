@@ -101,7 +101,8 @@ def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
     moves alone is tens of MB)."""
     return np.concatenate([np.zeros(0)] + [
         objective.batch(space, simulate_batch(space, choice[i:i + CHUNK],
-                                              mode[i:i + CHUNK], per_unit=False))
+                                              mode[i:i + CHUNK],
+                                              per_unit=objective.per_unit))
         for i in range(0, len(choice), CHUNK)])
 
 

@@ -293,7 +293,7 @@ class GuidedProposer:
         if self.model is not None:
             _, dup, fits = self.scored(c, m)
             return fits, dup
-        out = simulate_batch(self.space, c, m, per_unit=False)
+        out = simulate_batch(self.space, c, m, per_unit=self.featurizer.objective.per_unit)
         return np.asarray(self.feasible(out), dtype=bool), \
             self.space.keys(c, m)
 

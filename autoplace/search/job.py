@@ -53,9 +53,14 @@ def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
         check_given(config, strategy)
     if config.save_model is not None:  # before the job, not after it
         _check_writable(config.save_model, "save_model")
-    if isinstance(space, PlanSpace) and (config.descent or config.objective != "throughput"):
-        raise ValueError("a plan space is tuned for throughput, without descent: "
+    if isinstance(space, PlanSpace) and (config.descent or config.objective != "throughput"
+                                         or config.limits):
+        raise ValueError("a plan space is tuned for throughput, without descent or limits: "
                          "autoplace.search.mesh.mesh_config")
+    if unknown := config.limits.unknown_scopes(space.profile.scope_index):
+        raise ValueError(f"--max-memory: profile {space.profile.name} has no scope "
+                         f"{', '.join(map(repr, unknown))} (its scopes: "
+                         f"{', '.join(space.profile.scope_index)})")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
     interrupted = polished = False

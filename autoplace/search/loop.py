@@ -118,7 +118,7 @@ class Tuner:
         """What a checkpoint of this job is known by (its header)."""
         c = self.config
         return dict(run=self.store.run, sampler=self.name, seed=c.seed,
-                    batch_size=c.batch_size, objective=c.objective)
+                    batch_size=c.batch_size, objective=c.goal.name)  # (with its limits)
 
     def _write_checkpoint(self) -> None:
         if self.checkpoint is not None:

@@ -60,7 +60,7 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
         with warnings.catch_warnings():  # the dashboard's axis: "latency_s", not "Objective 0"
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names([config.goal.field])
-    _check_objective(study, config.objective, f"study {name!r} in {shown}")
+    _check_objective(study, config.goal.name, f"study {name!r} in {shown}")  # (limits too)
     _check_graph(study, space, f"study {name!r} in {shown}")
     profile = study.user_attrs.get("profile_hash")
     if profile is None:

@@ -99,9 +99,9 @@ def _proposer(space: SearchSpace, config: TuneConfig, warm: WarmStart | None) ->
     _, model_file = split_paths(config.warm_start)
     objective = config.goal
     if model_file is not None:  # a bad file fails now, before any measurement
-        XGBCostModel.load(model_file, target=objective.name)
+        XGBCostModel.load(model_file, target=objective.target)
     model = make_model(config.cost_model, seed=config.seed, init_model=model_file,
-                       target=objective.name)
+                       target=objective.target)
     rows = (warm.X, warm.y) if warm is not None else None
     return GuidedProposer(space, model=model, candidates=config.candidates, seed=config.seed,
                           warm=rows, explore=config.explore, objective=objective,

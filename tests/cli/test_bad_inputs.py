@@ -235,12 +235,17 @@ def option_cases() -> list[Case]:
         ("--grace", "nan"), ("--grace", "0"), ("--sampler", "annealing"),
         ("--cost-model", "gpt"), ("--measurer", "oracle"), ("--save-model", "{dir}/m.pkl"),
         ("--warm-start", "{dir}/none.jsonl"), ("--descent", "1.5"), ("--descent", "-0.1"),
-        ("--descent", "nan"), ("--descent", "half"),
+        ("--descent", "nan"), ("--descent", "half"), ("--max-latency", "0"),
+        ("--max-latency", "nan"), ("--max-energy", "-1"), ("--max-energy", "inf"),
+        ("--max-memory", "sram1"), ("--max-memory", "sram1=4 parsecs"),
+        ("--max-memory", "sram1=-4MiB"), ("--objective", "peak_memory"),
     ]
     cases = [Case(f"option {opt} {value}", tune(opt, value),
                   (opt.lstrip("-").split("-")[0],)) for opt, value in bad]
     cases += [
         Case("option --worker without --storage", tune("--worker"), ("worker",)),
+        Case("option --max-memory of a scope the profile lacks", tune("--max-memory", "l3=1MiB"),
+             ("--max-memory", "no scope 'l3'", "sram1")),
         Case("option --rpc-tracker nohostport", tune("--measurer", "rpc", "--rpc-tracker",
                                                      "nohostport", "--rpc-key", "k"),
              ("rpc-tracker",)),

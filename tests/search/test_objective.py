@@ -113,6 +113,75 @@ def test_objectives_by_name():
             ops={n: ("acc", "dram") for n in "SLRJ"}, copies={}))) == pytest.approx(2.5e-3,
                                                                                       rel=1e-3)
     with pytest.raises(ValueError, match="objective must be one of"):
-        objective_named("energy")
+        objective_named("peak_memory")  # a criterion of a front, not searched for
     with pytest.raises(ValueError, match="objective must be one of"):
         TuneConfig(objective="power")
+
+
+def hungry_chain() -> SearchSpace:
+    """:func:`four_op_chain` where acc, the faster unit, draws 5 W and cpu 1 W: each op's
+    energy is its seconds times its unit's power (no idle power, no memory energy)."""
+    from dataclasses import replace
+
+    prof = two_unit_profile()
+    units = tuple(replace(u, power_w={"cpu": 1.0, "acc": 5.0}[u.name]) for u in prof.units)
+    space = four_op_chain()
+    return SearchSpace(space.graph, replace(prof, units=units))
+
+
+def every_placement(space: SearchSpace) -> list[tuple[float, float]]:
+    """(latency, energy) of all 16 placements, by hand: a chain runs one op at a time."""
+    power = {"cpu": 1.0, "acc": 5.0}
+    secs = {(i, u): space.seconds_of(i, u, "dram", "streamed") for i in range(4)
+            for u in ("cpu", "acc")}
+    return [(sum(secs[i, u] for i, u in enumerate(units)),
+             sum(secs[i, u] * power[u] for i, u in enumerate(units)))
+            for units in itertools.product(("cpu", "acc"), repeat=4)]
+
+
+@pytest.mark.parametrize("objective, limits, want", [
+    ("energy", {}, lambda lat, e: e),
+    ("energy", {"latency_s": 3.5e-3}, lambda lat, e: e if lat <= 3.5e-3 else np.inf),
+    ("latency", {"energy_j": 6e-3}, lambda lat, e: lat if e <= 6e-3 else np.inf),
+])
+def test_the_best_within_limits_is_the_enumerated_one(tmp_path, objective, limits, want):
+    """The least energy (and within a latency bound), the least latency within an energy
+    bound: what enumerating the 16 placements by hand gives."""
+    from autoplace.measure.limits import Limits
+
+    space = hungry_chain()
+    goal = min(want(lat, e) for lat, e in every_placement(space))
+    bounds = Limits(**limits)
+    res = run(tmp_path, space, "l.jsonl", objective=objective, limits=bounds).best.result
+    got = res.energy_j if objective == "energy" else res.latency_s
+    assert got == pytest.approx(goal, rel=1e-9) and bounds.admits(res)
+    unbounded = min(x[objective == "energy"] for x in every_placement(space))
+    assert (goal > unbounded) == bool(limits)  # the bounds bind
+
+
+def test_a_bounded_objective_keeps_its_name_target_and_feasibility():
+    from autoplace.measure.batch import simulate_batch
+    from autoplace.measure.limits import Limits
+
+    space = hungry_chain()
+    bounded = LATENCY.bounded(Limits(energy_j=6e-3))
+    assert LATENCY.bounded(Limits()) is LATENCY
+    assert bounded.name == "latency --max-energy 0.006" and bounded.target == "latency"
+    assert bounded.per_unit and not LATENCY.per_unit
+    c, m = space.random_genomes(64, np.random.default_rng(0))
+    out = simulate_batch(space, c, m)
+    results = Simulator(space).measure(space.decode_rows(c, m))
+    kept = [r.energy_j <= 6e-3 for r in results]
+    assert bounded.feasible(space, out).tolist() == kept and 0 < sum(kept) < 64
+    assert [bounded.value(r) is not None for r in results] == kept
+
+
+def test_a_study_of_other_limits_is_refused(tmp_path):
+    from autoplace.measure.limits import Limits
+
+    space, storage = hungry_chain(), f"sqlite:///{tmp_path / 'study.db'}"
+    lean = Limits(energy_j=6e-3)
+    run(tmp_path, space, "a.jsonl", storage=storage, study_name="s", limits=lean)
+    run(tmp_path, space, "a.jsonl", storage=storage, study_name="s", limits=lean, resume=True)
+    with pytest.raises(SearchError, match="minimises latency --max-energy 0.006, not latency;"):
+        run(tmp_path, space, "a.jsonl", storage=storage, study_name="s", resume=True)

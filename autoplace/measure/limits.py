@@ -1,0 +1,116 @@
+"""Bounds on a result a user sets: ``--max-latency``, ``--max-energy``, ``--max-memory``.
+
+:class:`Limits` admits a measured result or not (:meth:`Limits.admits`), and a batch of
+simulated rows (:meth:`Limits.within`): what ``best`` and ``compile`` choose among
+(:mod:`autoplace.records.front`) and what a tuning job searches within
+(:meth:`autoplace.measure.objective.Objective.bounded`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from autoplace.measure.base import MeasureResult
+
+if TYPE_CHECKING:
+    from autoplace.measure.batch import BatchOutput
+    from autoplace.space import SearchSpace
+
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6,
+          "gb": 10**9}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a record must keep to be chosen: seconds of latency, joules per inference,
+    and bytes at the peak per memory scope (by scope name). None / empty: no bound."""
+
+    latency_s: float | None = None
+    energy_j: float | None = None
+    memory: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bounds = [("--max-latency", self.latency_s), ("--max-energy", self.energy_j),
+                  *((f"--max-memory {k}", v) for k, v in self.memory.items())]
+        for name, value in bounds:
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: a bound must be a finite number > 0, got {value!r}")
+
+    @classmethod
+    def parse(cls, latency_s: float | None = None, energy_j: float | None = None,
+              memory: Sequence[str] = ()) -> Limits:
+        """Limits from command-line values; ``memory`` items are ``SCOPE=BYTES`` (``4MiB``,
+        ``512KiB``, ``4194304``); ValueError in one line naming the bad one."""
+        bounds = {}
+        for item in memory:
+            scope, sep, size = item.partition("=")
+            if not sep or not scope:
+                raise ValueError(f"--max-memory {item!r}: not SCOPE=BYTES (e.g. sram1=4MiB)")
+            bounds[scope] = parse_bytes(size, f"--max-memory {item}")
+        return cls(latency_s=latency_s, energy_j=energy_j, memory=bounds)
+
+    def __bool__(self) -> bool:
+        return self.latency_s is not None or self.energy_j is not None or bool(self.memory)
+
+    def admits(self, result: MeasureResult) -> bool:
+        """Whether a valid ``result`` keeps every bound (a bound on a figure the result
+        lacks, e.g. energy on a profile without energy figures, is not kept)."""
+        if not result.ok:
+            return False
+        for bound, value in ((self.latency_s, result.latency_s),
+                             (self.energy_j, result.energy_j)):
+            if bound is not None and (value is None or value > bound):
+                return False
+        return all(result.peak_bytes.get(scope, math.inf) <= bound
+                   for scope, bound in self.memory.items())
+
+    def unknown_scopes(self, scopes: Iterable[str]) -> list[str]:
+        """The scopes bounded that are not among ``scopes`` (a misspelt name)."""
+        known = set(scopes)
+        return [s for s in self.memory if s not in known]
+
+
+    @property
+    def per_unit(self) -> bool:
+        """Whether :meth:`within` needs a batch's figures per unit and scope (energy,
+        peaks)."""
+        return self.energy_j is not None or bool(self.memory)
+
+    def within(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        """Per simulated row, whether it keeps every bound (``out`` simulated per unit
+        where :attr:`per_unit`); its peaks are counted as the capacity check counts them."""
+        ok = np.ones(len(out.latency), dtype=bool)
+        if self.latency_s is not None:
+            ok &= out.latency <= self.latency_s
+        if self.energy_j is not None:
+            ok &= out.energy <= self.energy_j
+        index = space.profile.scope_index
+        for scope, bound in self.memory.items():
+            ok &= np.floor(out.peak[:, index[scope]]) <= bound
+        return ok
+
+    def text(self) -> str:
+        """The bounds as the options that set them (empty: none)."""
+        parts = [f"--max-latency {self.latency_s!r}" if self.latency_s is not None else "",
+                 f"--max-energy {self.energy_j!r}" if self.energy_j is not None else ""]
+        parts += [f"--max-memory {k}={v:.0f}" for k, v in sorted(self.memory.items())]
+        return " ".join(p for p in parts if p)
+
+
+def parse_bytes(text: str, where: str) -> float:
+    """Bytes of ``4MiB``, ``512 KiB``, ``1e6``, ``4194304``; ValueError naming ``where``."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    unit = match and _UNITS.get(match.group(2).lower())
+    try:
+        value = float(match.group(1)) * unit if unit else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{where}: {text!r} is not a size in bytes (e.g. 4MiB, 4194304)")
+    return value
