@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     from autoplace.measure.objective import OBJECTIVES
-    from autoplace.search.config import SAMPLERS, TuneConfig
+    from autoplace.search.config import SAMPLERS, STUDY_PARAMS, TuneConfig
     from autoplace.search.guided_proposer import COST_MODELS
 
     defaults = TuneConfig()  # of tune's options
@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///tune.db")
     t.add_argument("--study", default=None,
                    help="Optuna study name (None: autoplace-MODEL-HW-FINGERPRINT)")
+    t.add_argument("--study-params", choices=STUDY_PARAMS, default=defaults.study_params,
+                   help="the parameters of the study's trials, as optuna-dashboard shows "
+                        "them: counts (ops per unit and per scope, copies per mode), ops (a "
+                        "categorical per op and free edge: ~100 KB of storage per trial on "
+                        "densenet121, docs/search.md) or none (default: ops for --sampler "
+                        "tpe/random, which ask those, else counts)")
     t.add_argument("--resume", action="store_true",
                    help="continue the job in --log (and the study in --storage): "
                    "nothing logged is measured again")
@@ -260,6 +266,7 @@ def cmd_tune(args) -> int:
     config = TuneConfig(trials=args.trials, seed=args.seed, batch_size=args.batch_size,
                         objective=args.objective, limits=limits_of(args),
                         sampler=args.sampler, storage=args.storage, study_name=args.study,
+                        study_params=args.study_params,
                         resume=args.resume, append=args.append, worker=args.worker,
                         grace_s=args.grace,
                         progress=not args.no_progress,

@@ -291,7 +291,7 @@ def is_pipeline_job(args) -> bool:
 #: measures one plan per trial (no ``--batch-size``), ranks a few moves (not ``--candidates``),
 #: has no descent, and always goes on from its log (``--resume``'s meaning, never ``--append``)
 _PLACEMENT_ONLY = ("sampler", "warm_start", "save_model", "batch_size", "candidates",
-                   "descent", "append")
+                   "descent", "append", "study_params")
 
 
 def _placement_options(args) -> list[str]:

@@ -13,6 +13,8 @@ from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
 
 #: the search strategies by name (``autoplace.search.strategies`` builds them)
 SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")
+#: what a study's trials carry as parameters (``--study-params``; search.params.TrialParams)
+STUDY_PARAMS = ("counts", "ops", "none")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +35,10 @@ class TuneConfig:
     sampler: str = "evolve"
     storage: str | None = None
     study_name: str | None = None
+    #: the parameters of the study's trials (search.params.STUDY_PARAMS): ``counts`` (ops
+    #: per unit and scope, copies per mode), ``ops`` (a categorical per op and free edge) or
+    #: ``none``; None: ``ops`` for the Optuna samplers (they ask those), else ``counts``
+    study_params: str | None = None
     #: continue from the tuning log (and the study, with ``storage``): nothing logged is
     #: measured again, trial numbers go on after the logged ones
     resume: bool = False
@@ -72,6 +78,8 @@ class TuneConfig:
              f"objective must be one of {tuple(OBJECTIVES)}, got objective={self.objective!r}"),
             (self.sampler in SAMPLERS,
              f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
+            (self.study_params in (None, *STUDY_PARAMS),
+             f"study_params must be one of {STUDY_PARAMS}, got {self.study_params!r}"),
             (self.cost_model in COST_MODELS,
              f"cost_model must be one of {COST_MODELS}, got cost_model={self.cost_model!r}"),
             (self.candidates > 0, f"candidates > 0 must hold, got candidates={self.candidates}"),

@@ -25,6 +25,7 @@ from autoplace.search.strategies import (
     make_strategy,
     needs_study,
     study_sampler,
+    trial_params,
     warm_rows,
 )
 from autoplace.search.strategy import SearchStrategy
@@ -112,6 +113,7 @@ def make_tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLo
     """The job's tuner, set up and not run (:func:`tune` runs it), with what it measured
     before taken in (``resume``, a worker); its strategy the ``given`` one, else the one
     ``config.sampler`` names (with ``warm``: cost-model rows of old logs)."""
+    params = trial_params(space, config, given)  # (a bad setting fails before the study exists)
     storage = open_storage(config.storage)
     study = open_study(space, config, study_sampler(config), storage) \
         if needs_study(config, given) else None
@@ -123,7 +125,7 @@ def make_tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLo
         stats_path=side_file(log.path, MODEL_STATS))
     store = Store(space, log, study, measurer=measurer.name, seed=config.seed,
                   objective=config.goal,
-                  study_params=strategy.study_params, study_numbers=worker is not None,
+                  params=params, study_numbers=worker is not None,
                   continues=config.continues, append=config.append)
     log.open()  # the job starts: its log exists from here, even if it measures nothing
     shared = None

@@ -1,18 +1,22 @@
-"""How placements are written for Optuna's samplers: one parameter per op and free edge.
+"""How placements are written as Optuna parameters: per op and free edge, or as counts.
 
 The Optuna samplers (``tpe``, ``random``) see one categorical parameter per op
-(``"unit@scope"``) and one per edge that has a choice of copy mode. The ``evolve`` search
-stores a measured candidate as its genome's text instead (``SearchSpace.format_genome``):
-per-op parameters cost Optuna ~30 us each per trial, most of the search's time on a 300-op
-graph.
+(``"unit@scope"``) and one per edge that has a choice of copy mode. The other strategies
+store a measured candidate as its genome's text (``SearchSpace.format_genome``), and give
+its trial the parameters ``--study-params`` names (:class:`TrialParams`): by default a few
+counts (ops per unit and per scope, copies per mode), since per-op parameters cost Optuna
+~30 us each per trial and a storage ~100 KB per trial on densenet121 (docs/search.md).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from autoplace.hardware.profile import COPY_MODES
+from autoplace.search.config import STUDY_PARAMS
 from autoplace.space import Placement, SearchSpace
 
 
@@ -69,3 +73,45 @@ def to_params(space: SearchSpace, placement: Placement) -> dict:
     free = {n for n, m in zip(space.edge_names, space.edge_modes) if len(m) > 1}
     params.update({copy_param(n): m for n, m in placement.copies.items() if n in free})
     return params
+
+
+class TrialParams:
+    """The Optuna parameters of a study's trials, one of :data:`STUDY_PARAMS`: ``ops``, a
+    categorical per op and free edge (:func:`to_params`, what the Optuna samplers ask);
+    ``counts``, integers: ops per unit (``ops_on:<unit>``) and per scope
+    (``ops_in:<scope>``), crossing edges with a choice of mode per mode (``copies:<mode>``),
+    ops with resident weights (``resident_weights``), each only where the space has a choice
+    of it; or none."""
+
+    def __init__(self, space: SearchSpace, form: str):
+        if form not in STUDY_PARAMS:
+            raise ValueError(f"study_params must be one of {STUDY_PARAMS}, got {form!r}")
+        self.space, self.form = space, form
+        self.free = set() if form == "none" else {
+            n for n, m in zip(space.edge_names, space.edge_modes) if len(m) > 1}
+        self.dists: dict[str, BaseDistribution] = (
+            distributions(space) if form == "ops" else
+            self._count_distributions() if form == "counts" else {})
+
+    def _count_distributions(self) -> dict[str, IntDistribution]:
+        n, choices = len(self.space.op_choices), [c for cs in self.space.op_choices for c in cs]
+        names = [f"ops_on:{u}" for u in dict.fromkeys(u for u, _, _ in choices)]
+        names += [f"ops_in:{s}" for s in dict.fromkeys(s for _, s, _ in choices)]
+        dists = {k: IntDistribution(0, n) for k in names}
+        modes = dict.fromkeys(m for e, ms in zip(self.space.edge_names, self.space.edge_modes)
+                              if e in self.free for m in ms)
+        dists |= {f"copies:{m}": IntDistribution(0, len(self.free)) for m in modes}
+        resident = sum(any(w == "resident" for _, _, w in cs) for cs in self.space.op_choices)
+        return dists | ({"resident_weights": IntDistribution(0, resident)} if resident else {})
+
+    def of(self, placement: Placement) -> dict:
+        """The parameters of a trial that measured ``placement``."""
+        if self.form == "ops":
+            return to_params(self.space, placement)
+        if self.form == "none":
+            return {}
+        tally = Counter(f"ops_on:{u}" for u, _ in placement.ops.values())
+        tally.update(f"ops_in:{s}" for _, s in placement.ops.values())
+        tally.update(f"copies:{m}" for e, m in placement.copies.items() if e in self.free)
+        tally["resident_weights"] = sum(w == "resident" for w in placement.weights.values())
+        return {k: tally[k] for k in self.dists}

@@ -21,7 +21,6 @@ import warnings
 from pathlib import Path
 
 import optuna
-from optuna.distributions import CategoricalDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
@@ -29,7 +28,7 @@ from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.records.tuning_log import Record, TuningLog, new_run_id, read
 from autoplace.search.config import TuneConfig
-from autoplace.search.params import distributions, to_params, to_placement
+from autoplace.search.params import TrialParams, distributions, op_param, to_placement
 from autoplace.search.strategy import SearchError
 from autoplace.search.study_storage import open_storage, redact
 from autoplace.search.workers import measured_in_study
@@ -101,20 +100,19 @@ def _check_graph(study: optuna.Study, space: SearchSpace, where: str) -> None:
 
 class Store:
     """The job's log and study, and the job's records found in them. The study is told
-    ``objective``'s seconds per inference (a record without any is a failed trial)."""
+    ``objective``'s seconds per inference (a record without any is a failed trial); a
+    trial it adds carries ``params`` (the parameters ``--study-params`` names)."""
 
     def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
-                 measurer: str, seed: int, study_params: bool, study_numbers: bool = False,
+                 measurer: str, seed: int, params: TrialParams, study_numbers: bool = False,
                  continues: bool = False, append: bool = False, objective: Objective = LATENCY):
         self.space, self.log, self.study = space, log, study
         self.value = objective.value
         #: a record's trial number is its study trial's (workers sharing a study)
         self.study_numbers = study_numbers
         self.taken: set[int] = set()  # study trial numbers taken in from other logs
-        self.measurer, self.seed, self.study_params = measurer, seed, study_params
+        self.measurer, self.seed, self.params = measurer, seed, params
         self.continues, self.append = continues, append
-        self.dists: dict[str, CategoricalDistribution] = (
-            distributions(space) if study_params else {})
         self.logged: list[Record] = self._job_records()
         self._run = None if study_numbers and study is not None else self._own_run_id()
         self.told: set[int] = set()  # numbers of asked trials finished by this run
@@ -195,7 +193,7 @@ class Store:
         genome = trial.user_attrs.get("genome")
         if genome:
             return self.space.decode(*self.space.parse_genome(genome))
-        if trial.params:
+        if op_param(self.space.graph.ops[0].name) in trial.params:  # the Optuna samplers'
             dists = distributions(self.space)
             return to_placement(self.space, {**{k: d.choices[0] for k, d in dists.items()},
                                              **trial.params})
@@ -285,10 +283,10 @@ class Store:
         candidate = self.space.candidate_of(rec.pipeline, rec.placement)
         genome = genome or self.space.format_genome(*(x[0] for x in
                                                       self.space.encode([candidate])))
-        params = to_params(self.space, candidate) if self.study_params else {}
+        params = self.params.of(candidate)
         value = self.value(rec.result)
         self.study.add_trial(optuna.trial.create_trial(
-            params=params, distributions={k: self.dists[k] for k in params},
+            params=params, distributions={k: self.params.dists[k] for k in params},
             value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
             user_attrs={**(extra or {}), **_attrs(rec, genome, value)}))
 

@@ -15,6 +15,7 @@ from autoplace.search.config import SAMPLERS, TuneConfig
 from autoplace.search.evolution_strategy import ModelGuidedEvolution
 from autoplace.search.guided_proposer import GuidedProposer, make_model
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
+from autoplace.search.params import TrialParams
 from autoplace.search.pipeline_moves import PipelineMoves
 from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths
@@ -51,6 +52,22 @@ def needs_study(config: TuneConfig, strategy: SearchStrategy | None = None) -> b
     given, else the one ``config.sampler`` names) asks one."""
     kind = type(strategy) if strategy is not None else STRATEGIES[config.sampler]
     return config.storage is not None or kind.asks_study
+
+
+def trial_params(space: SearchSpace | PlanSpace, config: TuneConfig,
+                 strategy: SearchStrategy | None = None) -> TrialParams:
+    """The parameters of the study's trials: ``config.study_params``, by default ``ops``
+    for a strategy that asks them (the Optuna samplers), none in a plan space, else
+    ``counts``; ValueError if the strategy (the one given, else the one ``config.sampler``
+    names) or the space has other parameters than the ones asked for."""
+    kind = type(strategy) if strategy is not None else STRATEGIES[config.sampler]
+    own = "ops" if kind.study_params else "none" if isinstance(space, PlanSpace) else None
+    form = config.study_params or own or "counts"
+    if own is not None and form != own:
+        whose = (f"the trials {kind.__name__} asks carry its per-op parameters" if own == "ops"
+                 else "a pipeline search's trials carry their plans as genomes, no parameters")
+        raise ValueError(f"study_params={form!r}: {whose} (study_params={own!r})")
+    return TrialParams(space, form)
 
 
 def study_sampler(config: TuneConfig) -> optuna.samplers.BaseSampler:

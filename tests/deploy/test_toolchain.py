@@ -65,6 +65,7 @@ def test_the_profile_key_is_read_written_and_not_hashed():
     back = profile_from_toml(to_toml(keyed), "keyed.toml")
     assert back.unit("cpu1").cross_compiler == "aarch64-linux-gnu-g++"
     assert back.unit("cpu2").cross_compiler == ""
-    text = to_toml(soc).replace('[units."cpu2"]\n', '[units."cpu2"]\ncross_compiler = ""\n')
+    text = to_toml(soc).replace('[units.cpu2]\n', '[units.cpu2]\ncross_compiler = ""\n')
+    assert 'cross_compiler = ""' in text
     with pytest.raises(ValueError, match='x.toml: units.cpu2.cross_compiler: must name a C'):
         profile_from_toml(text, "x.toml")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoplace.hardware.load import bundled_profiles, load_profile
+from autoplace.hardware.load import bundled_profiles, load_profile, profile_from_toml
 from autoplace.hardware.write import to_toml
 
 
@@ -122,3 +122,45 @@ def test_every_number_reads_back_as_itself_in_its_fewest_digits(tmp_path):
     back, text = round_trip(profile, tmp_path)
     assert back.to_dict() == profile.to_dict()
     assert "launch_overhead_us = 2\n" in text and f"power_w = {odd!r}\n" in text
+
+
+QUOTED = r'''
+name = "odd \"name\" \\ with ünïcode"
+description = "two lines\nand a tab\t"
+host = "cpu 0.a"
+default_scope = "dram#1"
+[units."cpu 0.a"]
+target = { kind = "llvm", mcpu = "x86-64", "num-cores" = 1 }
+accepts = ["*"]
+rpc_key = "board \"7\""
+[units."cpu 0.a".gflops]
+default = 2.0
+[units."cpu 0.a".kernel_us]
+"conv2d:1.2e+08:460800" = 3.5
+[scopes."dram#1"]
+capacity_mib = 1024
+bandwidth_gbps = 4.0
+access = ["cpu 0.a"]
+'''
+
+
+def test_names_that_need_quoting_read_back_and_the_writer_is_stable(tmp_path):
+    """Names with quotes, spaces, dots, ``#`` and non-ASCII, a string with a newline, and
+    kernel keys with ``:`` and ``+``: the TOML library quotes and escapes them; writing what
+    was read back gives the same text."""
+    (tmp_path / "q.toml").write_text(QUOTED)
+    profile = load_profile(tmp_path / "q.toml")
+    back, text = round_trip(profile, tmp_path, 'a "quoted" header\n\nafter a blank line')
+    assert back.to_dict() == profile.to_dict() and back.hash == profile.hash
+    assert back.name == 'odd "name" \\ with ünïcode' and back.unit("cpu 0.a").rpc_key == 'board "7"'
+    assert text.startswith('# a "quoted" header\n#\n# after a blank line\n')
+    assert to_toml(back, 'a "quoted" header\n\nafter a blank line') == text
+
+
+@pytest.mark.parametrize("name", sorted(bundled_profiles()))
+def test_a_written_profile_reads_like_the_bundled_ones(name):
+    """Plain keys are bare, a unit's target an inline table, every number a TOML number."""
+    text = to_toml(load_profile(name))
+    assert '."' not in text and "\ntarget = {" in text
+    assert load_profile(name).hash == profile_from_toml(to_toml(
+        profile_from_toml(text, "again.toml")), "again.toml").hash

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
+import pytest
 
 from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import fits, fitting
@@ -45,3 +47,19 @@ def test_rows_that_do_not_fit_are_never_proposed():
         assert 0 < len(results) <= 8 and all(r.ok for r in results)
         p.observe(batch.choice, batch.mode, np.array([r.latency_s for r in results]))
     assert p.infeasible  # evolution did breed overflows: the filter had work to do
+
+
+def test_batch_quality_rho_is_spearmans_on_finite_pairs_none_when_undefined():
+    """Ties ranked by their mean (a hand-worked value); a constant side, or fewer than three
+    finite pairs: None, and no warning printed (the warnings filter turns one into a failure)."""
+    from autoplace.search.guided_proposer import _spearman
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # ranks (1, 2.5, 2.5, 4) and (1, 3, 2, 4): rho = 4.5 / sqrt(4.5 * 5)
+        assert _spearman(np.array([1.0, 2, 2, 5]), np.array([0.1, 0.3, 0.2, 0.9])) == \
+            pytest.approx(4.5 / np.sqrt(4.5 * 5))
+        assert _spearman(np.array([1.0, 1, 1, 1]), np.array([1.0, 2, 3, 4])) is None
+        assert _spearman(np.array([1.0, 2, np.inf, np.nan]), np.array([1.0, 2, 3, 4])) is None
+        rho = _spearman(np.array([3.0, 1, 2, np.inf]), np.array([30.0, 10, 20, 0]))
+        assert rho == pytest.approx(1.0) and isinstance(rho, float)
