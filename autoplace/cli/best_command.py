@@ -45,8 +45,9 @@ def cmd_best(args) -> int:
                          f"{', '.join(map(repr, unknown))} (they hold "
                          f"{', '.join(sorted(measured))})")
     if len(jobs) > 1:
+        what = "front" if args.pareto else "best"
         print(f"note: {', '.join(args.log)} holds {len(jobs)} jobs (graph, profile version, "
-              "measurer); the {} of each:".format("front" if args.pareto else "best"))
+              f"measurer); the {what} of each:")
     found = False
     for job in jobs.values():
         if args.pareto:
@@ -109,7 +110,8 @@ def _print_front(job: list, criteria, limits) -> bool:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    if not F[:, [c.name == "energy" for c in criteria]].any():
+    energy = [c.name == "energy" for c in criteria]
+    if any(energy) and not F[:, energy].any():
         print(f"note: every energy figure is 0: profile {points[0].profile} prices no energy "
               "(docs/profile.md, energy keys)")
     return True

@@ -28,8 +28,9 @@ _UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, 
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds a record must keep to be chosen: seconds of latency, joules per inference,
-    and bytes at the peak per memory scope (by scope name). None / empty: no bound."""
+    """Bounds a result must keep to be chosen or to be a job's best: seconds of latency,
+    joules per inference, and bytes at the peak per memory scope (by scope name). None /
+    empty: no bound."""
 
     latency_s: float | None = None
     energy_j: float | None = None
@@ -74,7 +75,6 @@ class Limits:
         """The scopes bounded that are not among ``scopes`` (a misspelt name)."""
         known = set(scopes)
         return [s for s in self.memory if s not in known]
-
 
     @property
     def per_unit(self) -> bool:

@@ -60,9 +60,9 @@ def nondominated(F: np.ndarray) -> np.ndarray:
 
 def front(records: Iterable, criteria: Sequence[Criterion],
           limits: Limits | None = None) -> list:
-    """The records :func:`nondominated` among those ``limits`` admits (None: all) and with a figure
-    for every criterion, ordered by the first criterion (then the next); of records with
-    equal figures, the lowest trial."""
+    """The records :func:`nondominated` among those ``limits`` admits (None: all) and with
+    a figure for every criterion, ordered by the first criterion (then the next); of records
+    with equal figures, the lowest trial."""
     limits = limits or Limits()
     ok = [r for r in records if limits.admits(r.result)]
     ok.sort(key=lambda r: r.trial)  # equal figures: the first kept is the lowest trial

@@ -144,3 +144,23 @@ def test_best_with_bad_limits_is_a_one_line_error(biglittle_log):
         one_line_error(cli("best", str(biglittle_log), *args), *words)
     one_line_error(cli("best", str(biglittle_log), "--max-energy", "nan"), "--max-energy",
                    "finite", start="autoplace best: error:")  # (argparse's)
+
+
+def test_a_front_of_a_profile_that_prices_no_energy_says_so(tmp_path):
+    """soc without its units' power: every record costs 0 J, the front over latency and
+    energy is the fastest record alone, and best --pareto says why; over latency and peak
+    memory, no such note."""
+    from autoplace.hardware.load import bundled_profiles
+
+    soc = bundled_profiles()["soc"].read_text()
+    unpriced = "\n".join(x for x in soc.splitlines() if not x.startswith("power_w"))
+    assert unpriced != soc
+    (tmp_path / "free.toml").write_text(unpriced)
+    log = tmp_path / "free.jsonl"
+    assert cli("tune", "seed_te", "--hw", tmp_path / "free.toml", "--trials", "8", "--log",
+               log, "--no-progress").returncode == 0
+    out = cli("best", log, "--pareto").stdout.splitlines()
+    assert "the front of 1 of" in out[0] and "least latency" in out[2]
+    assert out[-1].startswith("note: every energy figure is 0: profile soc prices no energy")
+    memory = cli("best", log, "--pareto", "--criteria", "latency,peak_memory").stdout
+    assert "note:" not in memory and "least peak_memory" in memory
