@@ -24,8 +24,9 @@ from autoplace.records.tuning_log import JOB, load
 
 __all__ = [
     "load", "load_pipeline", "pipeline_frame", "jobs", "job", "placements", "is_baseline",
-    "convergence", "summary", "front", "strategy_table", "study_trials", "join_study",
-    "critical_path", "buffers", "occupancy", "utilisation", "lanes",
+    "convergence", "summary", "front", "hypervolume_history", "front_figures",
+    "strategy_table", "study_trials", "join_study", "critical_path", "buffers", "occupancy",
+    "utilisation", "lanes",
 ]
 
 COPY_IN = ("none", "sync", "async", "mixed")
@@ -203,13 +204,7 @@ def front(df: pd.DataFrame, criteria: Sequence[str] = ("latency", "energy"),
     from autoplace.records import front as fr
 
     crit, limits = fr.criteria_named(criteria), limits or fr.Limits()
-    d = df[df["ok"]].copy()
-    peaks = d.columns[d.columns.str.startswith("peak_bytes.")]
-    d["peak_memory"] = d[peaks].astype("float64").sum(axis=1, min_count=1)
-    fields = {"latency": "latency_s", "throughput": "period_s", "energy": "energy_j",
-              "peak_memory": "peak_memory"}
-    for c in crit:
-        d[c.name] = d[fields[c.name]].astype("float64")
+    d = front_figures(df[df["ok"]], [c.name for c in crit])
     keep = pd.Series(True, index=d.index)
     for bound, col in ((limits.latency_s, "latency_s"), (limits.energy_j, "energy_j")):
         keep &= d[col] <= bound if bound is not None else True
@@ -219,6 +214,43 @@ def front(df: pd.DataFrame, criteria: Sequence[str] = ("latency", "energy"),
     d = d[keep & d[names].notna().all(axis=1)].sort_values("trial", kind="stable")
     parts = [_front_of(g, names) for _, g in d.groupby(list(JOB), observed=True, sort=False)]
     return pd.concat(parts, ignore_index=True) if parts else d.assign(knee=False)[:0]
+
+
+def hypervolume_history(df: pd.DataFrame, criteria: Sequence[str] = ("latency", "energy"),
+                        reference: Sequence[float] | None = None) -> pd.DataFrame:
+    """The hypervolume of one job's front (:func:`front`'s rows of what was measured so
+    far) after each measured candidate, in log order: columns ``n`` (candidates measured,
+    from 1) and ``hypervolume`` (0 before the first valid one). ``reference``: the point it
+    is measured up to, per criterion (default: each criterion's worst valid figure, so the
+    job's worst points add nothing)."""
+    from autoplace.records.front import hypervolume, nondominated
+
+    d = front_figures(df.sort_values(["log", "seq"], kind="stable") if "seq" in df else df,
+                      criteria)
+    ok = d["ok"].to_numpy() & d[list(criteria)].notna().all(axis=1).to_numpy()
+    F = d[list(criteria)].to_numpy(dtype=np.float64)
+    ref = np.asarray(reference if reference is not None else
+                     (F[ok].max(axis=0) if ok.any() else np.ones(len(criteria))))
+    volumes, kept = [], np.zeros((0, len(criteria)))
+    for f, good in zip(F, ok):
+        if good:
+            kept = np.vstack([kept, f])
+            kept = kept[nondominated(kept)]
+        volumes.append(hypervolume(kept, ref) if len(kept) else 0.0)
+    return pd.DataFrame({"n": np.arange(1, len(d) + 1), "hypervolume": volumes})
+
+
+def front_figures(df: pd.DataFrame, criteria: Sequence[str]) -> pd.DataFrame:
+    """``df`` with a column per criterion named after it, in the result's own unit
+    (``peak_memory``: the ``peak_bytes.*`` columns summed)."""
+    d = df.copy()
+    peaks = d.columns[d.columns.str.startswith("peak_bytes.")]
+    d["peak_memory"] = d[peaks].astype("float64").sum(axis=1, min_count=1)
+    fields = {"latency": "latency_s", "throughput": "period_s", "energy": "energy_j",
+              "peak_memory": "peak_memory"}
+    for c in criteria:
+        d[c] = d[fields[c]].astype("float64")
+    return d
 
 
 def _front_of(g: pd.DataFrame, names: list[str]) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from autoplace.records.tuning_log import JOB
 from autoplace.reports import analysis, plots
 from autoplace.space import Placement, SearchSpace
 
+#: the pictures of every report, and ``front`` where the profile prices energy
 PICTURES = ("gantt", "convergence", "utilisation", "occupancy")
 
 
@@ -121,7 +122,17 @@ def pictures(s: Subject, df: pd.DataFrame) -> dict[str, object]:
             analysis.occupancy(s.graph, tl, s.held),
             capacities={sc.name: sc.capacity_bytes for sc in s.profile.scopes},
             title=f"{title}: memory occupancy of the best placement"),
-    }
+    } | _front_picture(mine, title)
+
+
+def _front_picture(df: pd.DataFrame, title: str) -> dict[str, object]:
+    """``{"front": figure}`` of latency against energy, if any record costs energy."""
+    valid = df[df["ok"]]
+    if not (valid["energy_j"] > 0).any():
+        return {}
+    return {"front": plots.front(analysis.front_figures(valid, ("latency", "energy")),
+                                 analysis.front(df), analysis.hypervolume_history(df),
+                                 title=f"{title}: latency against energy")}
 
 
 def _curve_names(df: pd.DataFrame) -> pd.Series:
@@ -204,6 +215,8 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
         html_table(errors[errors > 0].rename_axis("error").reset_index()) if errors.any()
         else "<p>none</p>",
         "<h2>Convergence</h2>", html_img(pngs["convergence"]),
+        *(["<h2>Latency and energy: the front (docs/pareto.md)</h2>",
+            html_img(pngs["front"]), html_table(_front_table(df))] if "front" in pngs else []),
         "<h2>Schedule of the best placement (simulated)</h2>", html_img(pngs["gantt"]),
         html_img(pngs["utilisation"]), html_img(pngs["occupancy"]),
         "<h2>The best placement</h2>", html_table(placement_table(s)),
@@ -213,6 +226,14 @@ def write_report(log: str | Path, out: str | Path, *, model: str | None = None,
                     f"report</title><style>{STYLE}</style></head><body>"
                     + "\n".join(body) + "</body></html>\n", encoding="utf-8")
     return page, note
+
+
+def _front_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The front's records: trial, strategy, latency and energy, and the knee."""
+    f = analysis.front(df)
+    return pd.DataFrame({"trial": f["trial"], "strategy": f["strategy"].astype(str),
+                         "latency (ms)": f["latency"] * 1e3, "energy (mJ)": f["energy"] * 1e3,
+                         "knee": f["knee"].map({True: "knee", False: ""})})
 
 
 def _runs(df: pd.DataFrame) -> str:

@@ -18,7 +18,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from autoplace.graph import OP_KINDS, OpGraph
 from autoplace.measure.base import Event
-from autoplace.reports.analysis import critical_path, lanes
+from autoplace.reports.analysis import critical_path, is_baseline, lanes
 
 # tab10 without its red (the critical path) and grey (sync copies), plus a gold
 KIND_COLOURS = dict(zip(OP_KINDS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
@@ -327,6 +327,45 @@ def pipeline_search(trials: pd.DataFrame, *, bound: float | None = None,
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
     ax.set_title(title or "pipeline search")
+    return fig
+
+
+def front(points: pd.DataFrame, on_front: pd.DataFrame, history: pd.DataFrame, *,
+          criteria: Sequence[str] = ("latency", "energy"), title: str = "") -> Figure:
+    """Left: every valid candidate (``points``, rows of
+    :func:`autoplace.reports.analysis.front_figures`) by two criteria, the front
+    (``on_front``, :func:`autoplace.reports.analysis.front`) as a staircase, its knee ringed,
+    the baselines labelled; right: the front's hypervolume after each candidate
+    (``history``, :func:`autoplace.reports.analysis.hypervolume_history`)."""
+    from autoplace.measure.objective import CRITERIA
+
+    (cx, cy), (ux, uy) = criteria, (CRITERIA[c] for c in criteria)
+    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    ax, hv = fig.subplots(1, 2, width_ratios=(3, 2))
+    base = is_baseline(points["strategy"])
+    ax.scatter(points[cx] * ux.scale, points[cy] * uy.scale, s=9, color="0.7",
+               label="candidates", zorder=1)
+    stairs = on_front.sort_values(cx)
+    ax.step(stairs[cx] * ux.scale, stairs[cy] * uy.scale, where="post", color=ASYNC_EDGE,
+            marker="o", markersize=4, label="front", zorder=3)
+    knee = stairs[stairs["knee"]]
+    ax.scatter(knee[cx] * ux.scale, knee[cy] * uy.scale, s=140, facecolors="none",
+               edgecolors=CRITICAL_COLOUR, linewidths=1.5, label="knee", zorder=4)
+    at = points[base].drop_duplicates("strategy").groupby([cx, cy], sort=False)["strategy"]
+    for (x, y), names in at:  # baselines at one point: one label
+        ax.scatter(x * ux.scale, y * uy.scale, marker="s", s=30, color="0.25", zorder=2)
+        ax.annotate(", ".join(sorted(map(str, names))), (x * ux.scale, y * uy.scale),
+                    xytext=(4, 4), textcoords="offset points", fontsize="small", color="0.25")
+    ax.set_xlabel(f"{cx} ({ux.unit})")
+    ax.set_ylabel(f"{cy} ({uy.unit})")
+    ax.set_title(title or f"{cx} against {cy}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="upper right")
+    hv.plot(history["n"], history["hypervolume"] * ux.scale * uy.scale, color=ASYNC_EDGE)
+    hv.set_xlabel("candidates measured")
+    hv.set_ylabel(f"hypervolume ({ux.unit} x {uy.unit}, to the worst candidate)")
+    hv.set_title("the front's hypervolume so far")
+    hv.grid(alpha=0.3)
     return fig
 
 

@@ -322,3 +322,28 @@ def test_a_journal_study_reads_by_its_path_as_optuna_dashboard_opens_it(tmp_path
     name = optuna.get_all_study_names(plain)[0]
     values = [t.values for t in optuna.load_study(study_name=name, storage=plain).trials]
     assert values == [None if v != v else [v] for v in by_scheme["value_latency_s"]]
+
+
+def test_the_hypervolume_grows_to_that_of_the_final_front(tmp_path):
+    """After each candidate, the hypervolume of the front so far: 0 before the first valid
+    one, never falling, and at the end that of the records' front (records.front) to the
+    same reference point."""
+    import subprocess
+    import sys
+
+    from autoplace.measure.objective import ENERGY, LATENCY
+    from autoplace.records.front import figures, front, hypervolume
+    from autoplace.records.tuning_log import read
+
+    log = tmp_path / "bl.jsonl"
+    subprocess.run([sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw",
+                    "biglittle", "--trials", "40", "--log", str(log), "--no-progress"],
+                   check=True, capture_output=True)
+    df = analysis.load(log)
+    history = analysis.hypervolume_history(df)
+    assert history["n"].tolist() == list(range(1, len(df) + 1))
+    assert (np.diff(history["hypervolume"]) >= 0).all() and history["hypervolume"].iloc[-1] > 0
+    records = read(log)
+    ref = figures([r for r in records if r.result.ok], (LATENCY, ENERGY)).max(axis=0)
+    final = hypervolume(figures(front(records, (LATENCY, ENERGY)), (LATENCY, ENERGY)), ref)
+    assert history["hypervolume"].iloc[-1] == pytest.approx(final, rel=1e-12)

@@ -39,10 +39,11 @@ def test_report_writes_html_with_tables_and_embedded_pictures(tuned):
     assert run.returncode == 0, run.stderr
     assert str(out / "report.html") in run.stdout
     pngs = sorted(p.name for p in out.glob("*.png"))
-    assert pngs == ["convergence.png", "gantt.png", "occupancy.png", "utilisation.png"]
+    assert pngs == ["convergence.png", "front.png", "gantt.png", "occupancy.png",
+                    "utilisation.png"]  # (soc prices energy: its units' power)
     page = (out / "report.html").read_text()
     embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
-    assert len(embedded) == 4  # self-contained: no file links
+    assert len(embedded) == 5  # self-contained: no file links
     assert base64.b64decode(embedded[0])[:4] == b"\x89PNG"
     df = load(tuned)
     best = df.loc[df[df["ok"]]["latency_s"].idxmin()]
@@ -55,6 +56,27 @@ def test_report_writes_html_with_tables_and_embedded_pictures(tuned):
     assert table.count("<tr>") == len(load_graph("seed_te").ops)  # header is <tr style=..>
     for op in load_graph("seed_te").ops:
         assert f"<td>{op.name}</td>" in table
+
+
+def test_the_front_section_lists_the_front_and_only_where_energy_is_priced(tuned, tmp_path):
+    from autoplace.hardware.load import bundled_profiles
+    from autoplace.reports import analysis
+
+    out = tuned.parent / "rep_front"
+    assert autoplace("report", str(tuned), "--out", str(out), cwd=tuned.parent).returncode == 0
+    section = (out / "report.html").read_text().split("the front (docs/pareto.md)</h2>")[1]
+    rows = re.findall(r"<tr>\s*<td>(\d+)</td>", section.split("</table>")[0])
+    assert [int(t) for t in rows] == analysis.front(load(tuned))["trial"].tolist() and rows
+    soc = bundled_profiles()["soc"].read_text()
+    (tmp_path / "free.toml").write_text(
+        "\n".join(x for x in soc.splitlines() if not x.startswith("power_w")))
+    run = autoplace("tune", "seed_te", "--hw", str(tmp_path / "free.toml"), "--trials", "4",
+                    "--log", "f.jsonl", "--no-progress", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert autoplace("report", "f.jsonl", "--out", "rep", "--hw", "free.toml",
+                     cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "rep" / "front.png").exists()
+    assert "the front" not in (tmp_path / "rep" / "report.html").read_text()
 
 
 def test_report_defaults_its_directory_next_to_the_log(tuned):
