@@ -114,10 +114,12 @@ def test_a_tuning_record_is_not_a_pipeline_trial(mesh, logged, tmp_path):
     line["pipeline"] = {"stages": [[0, costs.n, 2, None]], "replicas": 1, "status": "ok",
                         "period_s": -1.0, "analytic_period_s": 1.0}
     path.write_text(json.dumps(line) + "\n")
-    with pytest.raises(TrialLogError, match=r"mixed.jsonl:1: corrupt record: 'pipeline "
-                                            r"period_s' must be a finite number >= 0, got -1.0"):
+    with pytest.raises(TrialLogError, match=r"mixed.jsonl:1: corrupt record: Expected a finite "
+                                            r"`float` >= 0 - at `\$.pipeline.period_s`"):
         read_lines(path)
-    for stages, wrong in (([["a", 3, 2, None]], "a pipeline stage's start must be an integer"),
+    for stages, wrong in (([["a", 3, 2, None]], r"Expected `int \| array \| null`, got `str` - "
+                                                r"at `\$.pipeline.stages\[0\]\[0\]`"),
+                          ([[-1, 3, 2, None]], "a pipeline stage's start must be an integer >= 0"),
                           ([[0, 3, 2, 5]], "a pipeline stage's splits must be a list or null"),
                           ([[0, 3]], r"a pipeline stage is \[start, end, pes, splits, "
                                      r"units, streamed\]"),
