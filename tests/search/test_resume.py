@@ -202,7 +202,9 @@ def kill_at_a_random_moment(cmd: list[str], log: Path, rng: random.Random) -> bo
 @pytest.mark.parametrize("storage", ["sqlite", "none"])
 def test_sigkills_at_random_moments_of_a_cli_run_lose_and_repeat_nothing(tmp_path, storage):
     """Real crashes, wherever the kill lands (among the baselines, mid-batch, between the log
-    and the study): three in a row, each followed by ``--resume``; then the job finishes."""
+    and the study, between a round's last record and its checkpoint): three in a row, each
+    followed by ``--resume``; then the job finishes, having measured what the job never
+    killed measures, trial by trial."""
     log = tmp_path / "t.jsonl"
     store = ["--storage", f"sqlite:///{tmp_path / 't.db'}"] if storage == "sqlite" else []
     cmd = [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw", "soc",
@@ -219,6 +221,11 @@ def test_sigkills_at_random_moments_of_a_cli_run_lose_and_repeat_nothing(tmp_pat
     if store:
         assert study_trials(store[1]) == logged_values(records)
     assert "resumed:" in done.stdout
+    whole = tmp_path / "whole.jsonl"
+    never = [x if x != str(log) else str(whole) for x in cmd]
+    never = [x.replace("t.db", "whole.db") for x in never]
+    assert subprocess.run(never, capture_output=True, timeout=300).returncode == 0
+    assert measured(records) == measured(read(whole))
 
 
 def test_resuming_with_a_changed_profile_is_refused_in_one_line(tmp_path):
