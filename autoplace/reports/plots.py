@@ -88,11 +88,12 @@ def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (
     fig = Figure(figsize=(11, 1.9 + 0.34 * len(labels)), layout="constrained")
     ax = fig.add_subplot()
     ops = [e for e in timeline if e.kind == "op"]
-    for kind in OP_KINDS:
+    for kind in OP_KINDS:  # edged in their own colour: a narrow bar keeps it (not the
+        # pale async copies' colour a white edge would leave)
         _bars(ax, [e for e in ops if kinds[e.name] == kind], rows, scale,
-              color=KIND_COLOURS[kind], edgecolor="white", linewidth=0.4)
+              color=KIND_COLOURS[kind], edgecolor=KIND_COLOURS[kind], linewidth=0.4)
     _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "sync"], rows, scale,
-          color=SYNC_COLOUR, edgecolor="white", linewidth=0.4)
+          color=SYNC_COLOUR, edgecolor=SYNC_COLOUR, linewidth=0.4)
     _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "async"], rows, scale,
           facecolor=ASYNC_COLOUR, edgecolor=ASYNC_EDGE, hatch=ASYNC_HATCH, linewidth=0.4)
     path = critical_path(graph, timeline) if critical else []
@@ -108,7 +109,8 @@ def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (
     ax.grid(axis="x", alpha=0.3)
     note = "" if outlined or not path else \
         f" (critical path: {len(path)} of {len(timeline)} events, not outlined)"
-    ax.set_title((title or f"{graph.name}: simulated schedule") + note)
+    ax.set_title(wrap_title((title or f"{graph.name}: simulated schedule") + note,
+                            fig.get_figwidth()))
     fig.legend(handles=_gantt_legend({kinds[e.name] for e in ops}, timeline,
                                      bool(path) and outlined),
                loc="outside lower center", ncol=6, fontsize="small", frameon=False)
@@ -265,28 +267,31 @@ def occupancy(occ: pd.DataFrame, *, capacities: Mapping[str, int] | None = None,
 
 def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Figure:
     """A pipelined plan on the mesh (:func:`autoplace.pipeline.layout.grid_maps`): each PE's
-    stage (-1: unused, blank) and the share of each period its busiest unit computes."""
+    stage (-1: unused, blank) and the share of each period its busiest unit computes, each
+    with its colour bar; titles wrapped to the figure's width."""
     rows, cols = stage.shape
-    width = min(16.0, max(9.0, 2.5 + 0.24 * cols))
-    fig = Figure(figsize=(width, max(4.0, 1.6 + width * rows / (2.4 * cols))),
+    width = min(16.0, max(10.0, 2.5 + 0.24 * cols))
+    fig = Figure(figsize=(width, max(4.5, 2.2 + width * rows / (2.6 * cols))),
                  layout="constrained")
     left, right = fig.subplots(1, 2)
     n = int(stage.max()) + 1
     cmap = colormaps["tab20"].resampled(max(n, 1))
     im = left.imshow(np.ma.masked_less(stage, 0), cmap=cmap, vmin=-0.5, vmax=n - 0.5,
                      interpolation="nearest")
-    left.set_title("stage of each PE (blank: unused)")
-    fig.colorbar(im, ax=left, label="stage", ticks=range(0, n, max(1, n // 12)), shrink=0.9)
+    panel = width / 2 - 1.2  # a panel's share of the width, its colour bar's off
+    left.set_title(wrap_title("stage of each PE (blank: unused)", panel), fontsize="medium")
+    fig.colorbar(im, ax=left, label="stage", ticks=range(0, n, max(1, n // 12)),
+                 fraction=0.05)
     im = right.imshow(np.ma.masked_less(busy, 0), cmap="Blues", vmin=0.0, vmax=1.0,
                       interpolation="nearest")
-    right.set_title("busy share of a period")
-    fig.colorbar(im, ax=right, label="its busiest unit's share", shrink=0.9)
+    right.set_title(wrap_title("busy share of a period", panel), fontsize="medium")
+    fig.colorbar(im, ax=right, label="its busiest unit's share", fraction=0.05)
     for ax in (left, right):
         ax.set_xlabel("column")
         ax.set_ylabel("row")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(title or "the plan on the grid")
+    fig.suptitle(wrap_title(title or "the plan on the grid", width))
     return fig
 
 

@@ -251,3 +251,38 @@ def _fits(fig: Figure, texts) -> None:
         assert box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1 and e.y1 <= box.y1 + 1, e
     for i, a in enumerate(extents):
         assert not any(a.overlaps(b) for b in extents[i + 1:])
+
+
+def test_the_grid_picture_on_the_bundled_4x4_mesh_fits_its_titles_and_colour_bars():
+    from autoplace.pipeline.layout import grid_maps
+
+    plan, costs, _ = _mesh_plan()
+    stage, busy = grid_maps(plan, costs)
+    assert stage.shape == (4, 4)
+    long = "squeezenet on mesh: a plan of six stages over the sixteen PEs of the 4x4 mesh " * 2
+    for title in ("squeezenet on mesh", long):
+        fig = plots.pipeline_grid(stage, busy, title=title)
+        maps, bars_ = fig.axes[:2], fig.axes[2:]
+        _fits(fig, [fig._suptitle, *(ax.title for ax in maps)])
+        assert len(bars_) == 2 and all(ax.get_ylabel() for ax in bars_)  # colour bars
+        for ax in bars_:  # not squashed: as tall as the map beside them, near enough
+            assert ax.get_position().height >= 0.8 * maps[0].get_position().height
+        width = fig.get_figwidth() * plots.CHARS_PER_INCH
+        assert all(len(line) <= width for line in fig._suptitle.get_text().split("\n"))
+
+
+def test_a_long_gantt_title_is_wrapped_and_op_bars_keep_their_colour():
+    """densenet121-like titles wrap to the figure's width; op bars are edged in their own
+    colour, never white (a narrow bar would look like the pale async copies)."""
+    graph = chain_graph()
+    res = simulate(graph, tiny_profile(), {"Y": {"unit": "acc", "scope": "sram"}})
+    events, units = res.timeline, ["cpu", "acc"]
+    title = "densenet121 on soc: the best placement of a long tuning run, " * 4
+    fig = plots.gantt(graph, events, units=units, title=title)
+    lines = fig.axes[0].get_title().split("\n")
+    width = int(fig.get_figwidth() * plots.CHARS_PER_INCH)
+    assert len(lines) > 1 and all(len(line) <= width for line in lines)
+    _fits(fig, [fig.axes[0].title])
+    ops = [p for p in bars(fig) if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)
+           and to_hex(p.get_facecolor()) in {to_hex(c) for c in plots.KIND_COLOURS.values()}]
+    assert ops and all(to_hex(p.get_edgecolor()) == to_hex(p.get_facecolor()) for p in ops)
