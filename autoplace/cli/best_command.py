@@ -20,8 +20,9 @@ def register(sub) -> None:
     b.add_argument("log", nargs="+", help="tuning log(s): several for a study's workers")
     b.add_argument("--model", default=None, help="the model (default: the log's graph name)")
     input_shapes_arg(b)
-    b.add_argument("--objective", choices=tuple(OBJECTIVES), default="latency",
-                   help="the best by latency, or by the period of a stream (throughput)")
+    b.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
+                   help="the best by latency, or by the period of a stream (throughput); "
+                        "default: throughput for a job of pipeline plans only, else latency")
     b.add_argument("--pareto", action="store_true",
                    help="print the front: the records no other beats on every one of "
                         "--criteria (within the --max-* limits)")
@@ -34,7 +35,6 @@ def cmd_best(args) -> int:
     from autoplace.records.tuning_log import JOB, read, without_side_files
 
     limits, criteria = limits_of(args), criteria_named(args.criteria.split(","))
-    how = args.pick or args.objective
     records = [r for path in without_side_files(args.log) for r in read(path)]
     jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
     for r in records:
@@ -53,16 +53,30 @@ def cmd_best(args) -> int:
         if args.pareto:
             found |= _print_front(job, criteria, limits)
             continue
+        how, why = _how(job, args)
         rec = pick(job, how, criteria, limits)
         if rec is None:
             continue
         found = True
-        _print_record(rec, job, args, "" if how in (LATENCY.name, THROUGHPUT.name, "energy")
-                      else f" (picked by {how}: {_figure(rec, CRITERIA.get(how, criteria))})")
+        _print_record(rec, job, args, why or (
+            "" if how in (LATENCY.name, THROUGHPUT.name, "energy")
+            else f" (picked by {how}: {_figure(rec, CRITERIA.get(how, criteria))})"))
     if not found:
         bounded = " within the limits given" if limits else ""
         raise ValueError(f"{', '.join(args.log)}: no valid record{bounded}")
     return 0
+
+
+def _how(job: list, args) -> tuple[str, str]:
+    """What picks a job's best: ``--pick``, ``--objective``, or by default throughput for a
+    job whose every record is a pipeline plan (what its user means), else latency; and
+    the note that says so where it is that default."""
+    if args.pick or args.objective:
+        return args.pick or args.objective, ""
+    if all(r.pipeline is not None for r in job):
+        return THROUGHPUT.name, (" (picked by throughput: every record is a pipeline plan; "
+                                 "--objective latency for the fastest inference)")
+    return LATENCY.name, ""
 
 
 def _print_record(rec, job, args, why: str) -> None:
@@ -73,7 +87,7 @@ def _print_record(rec, job, args, why: str) -> None:
         _check_stages(rec, args)
     runs = len({r.run for r in job})
     print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
-          f"{summary.figures(rec.result)} ({rec.strategy}, trial {rec.trial}, "
+          f"{summary.record_figures(rec)} ({rec.strategy}, trial {rec.trial}, "
           f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''}){why}")
     print(_format_plan(rec.pipeline) if rec.pipeline is not None else
           format_placement(rec.placement,

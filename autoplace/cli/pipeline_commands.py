@@ -137,11 +137,11 @@ def _print_planned(space, profile, secs: float):
     costs, pes, plan, machine = space.costs, space.pes, space.starts[0], space.costs.machine
     print(f"{space.graph.name} ({len(space.graph.ops)} ops) on {pes} PEs of {profile.name} "
           f"({machine.rows}x{machine.cols}), planned in {secs:.2f} s")
-    print_plan(plan, costs)
+    print_plan(plan, costs, what="the DP's plan")
     naive, bound = equal_flops(costs, pes), throughput_bound(costs, pes)
     if naive is not None:
         _print_naive(naive, costs)
-    print(f"bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
+    print(f"the mesh's bound: {bound:,.1f} inferences/s (every PE busy with useful work)")
     return plan
 
 
@@ -204,17 +204,17 @@ def _report_search(space, result, *, worker: bool, asked: int, short: int):
     if not worker and short > 0:
         print(f"  stopped short of the {asked} trials asked: every plan the moves reach from "
               "the measured plans is measured (the moves reach no other plan of this mesh)")
-    dps = [r for r in result.baselines.values() if r.result.period_s is not None]
-    if result.best is None or not dps:
+    from autoplace.pipeline.plan_space import dp_reference, reference_text
+
+    ref = dp_reference((r.strategy, r.trial, 1 / r.result.period_s if r.result.period_s
+                        else None) for r in result.baselines.values())
+    if result.best is None or ref is None:
         return space.starts[0]
-    dp = 1 / min(r.result.period_s for r in dps)  # the DP's plan that streams best
     best, plan = 1 / result.best.result.period_s, _plan(space, result.best)
-    which = "plan" if len(result.baselines) == 1 else "better plan (weights streamed, or held)"
-    print(f"  the DP's {which} streams {dp:,.1f} inferences/s; the best, trial "
-          f"{result.best.trial} ({result.best.strategy}), {best:,.1f} ({best / dp:.3f}x)")
+    print(f"  {reference_text(ref, len(result.baselines))}; the best, trial "
+          f"{result.best.trial} ({result.best.strategy}), {best:,.1f} ({best / ref[2]:.3f}x)")
     if plan != space.starts[0]:
-        print("tuned plan:")
-        print_plan(plan, space.costs)
+        print_plan(plan, space.costs, what="the tuned plan")
     return plan
 
 
@@ -247,13 +247,21 @@ def _no_fit(costs, pes: int, what: str) -> str:
             f"({m.memory_bytes / 2**20:.2f} MiB each; --max-split raises the {costs.K})")
 
 
-def print_plan(plan, costs) -> None:
+def print_plan(plan, costs, what: str = "plan") -> None:
+    """Print ``plan``: its throughput (streamed, as its record would hold it, beside the
+    analytic bound), its latency, then its stages."""
     from autoplace.pipeline import evaluate
+    from autoplace.pipeline.plan import rate_text
+    from autoplace.pipeline.stream_measurer import measure
 
     f = evaluate(plan, costs)
-    print(f"best: {f.throughput:,.1f} inferences/s: {plan.replicas} copies of a pipeline of "
-          f"{len(plan.stages)} stages on {plan.pes} PEs ({f.pes_used} PEs used); period "
-          f"{f.period_s * 1e3:.4f} ms, latency {f.latency_s * 1e3:.4f} ms")
+    _, period, analytic, _ = measure(plan, costs)
+    shape = (f"{plan.replicas} {'copies' if plan.replicas > 1 else 'copy'} of a pipeline of "
+             f"{len(plan.stages)} stages on {plan.pes} PEs ({f.pes_used} PEs used)")
+    print(f"{what}: {rate_text(period, plan.replicas) if period else 'does not fit'}; "
+          f"{shape}")
+    print(f"  {rate_text(analytic, plan.replicas, 'analytic bound')}; latency "
+          f"{f.latency_s * 1e3:.4f} ms")
     names = [op.name for op in costs.graph.ops]
     if f.shared_period_s >= max(f.stage_period_s):
         print(f"  the shared memory sets the period: {f.shared_period_s * 1e3:.4f} ms per "
@@ -274,8 +282,8 @@ def _print_naive(plan, costs) -> None:
     from autoplace.pipeline import evaluate
 
     f = evaluate(plan, costs)
-    print(f"equal-FLOP stages: {f.throughput:,.1f} inferences/s ({plan.replicas} copies of "
-          f"{len(plan.stages)} stages on {plan.pes} PEs)")
+    print(f"equal-FLOP stages: {f.throughput:,.1f} inferences/s analytic ({plan.replicas} "
+          f"copies of {len(plan.stages)} stages on {plan.pes} PEs)")
 
 
 # -- compile and run -------------------------------------------------------------------

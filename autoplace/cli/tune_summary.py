@@ -6,15 +6,25 @@ from __future__ import annotations
 from autoplace.cli.options import limits_of
 
 
-def figures(res) -> str:
-    """A result's latency and, where it has them, its stream's period and throughput, and
-    its energy (where the profile prices any)."""
+def figures(res, copies: int | None = None) -> str:
+    """A result's latency and, where it has them, its stream's period and throughput (of
+    a pipeline plan of ``copies`` copies: over every copy, and per copy), and its energy
+    (where the profile prices any)."""
+    from autoplace.pipeline.plan import rate_text
+
     text = f"latency {res.latency_s * 1e3:.4f} ms"
-    if res.period_s is not None:
+    if res.period_s is not None and copies is not None:
+        text += f", {rate_text(res.period_s * copies, copies)}"
+    elif res.period_s is not None:
         text += f", period {res.period_s * 1e3:.4f} ms ({1 / res.period_s:.1f} inferences/s)"
     if res.energy_j:
         text += f", energy {res.energy_j * 1e3:.4f} mJ"
     return text
+
+
+def record_figures(rec) -> str:
+    """:func:`figures` of a record (of a pipeline plan: with its copies)."""
+    return figures(rec.result, rec.pipeline["replicas"] if rec.pipeline else None)
 
 
 def report(result, log_path: str, objective, worker: bool = False) -> None:
@@ -35,10 +45,10 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
         print("no feasible placement found")
         return
     best = objective.value(result.best.result)
-    print(f"best ({objective.name}): {figures(result.best.result)} ({result.best.strategy}, "
+    print(f"best ({objective.name}): {record_figures(result.best)} ({result.best.strategy}, "
           f"trial {result.best.trial})")
     for name, rec in sorted(result.baselines.items()):
-        print(f"  baseline {name:<24} {_against(rec.result, objective, best)}")
+        print(f"  baseline {name:<24} {_against(rec, objective, best)}")
     rhos = [s["spearman"] for s in result.stats[-10:] if s.get("spearman") is not None]
     if rhos:
         from autoplace.records.tuning_log import MODEL_STATS, side_file
@@ -48,17 +58,18 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
               f"{len(rhos)} batches (per round in {side})")
 
 
-def _against(res, objective, best: float) -> str:
+def _against(rec, objective, best: float) -> str:
     """A baseline's figures, and how far from the best it is by ``objective``, or why it
     has no value for it."""
+    res = rec.result
     value, limits = objective.value(res), getattr(objective, "limits", None)
     if value is not None:
-        return f"{figures(res)}  ({value / best:.2f}x the best {objective.target})"
+        return f"{record_figures(rec)}  ({value / best:.2f}x the best {objective.target})"
     if not res.ok:
         return f"infeasible: {res.detail}"
     if limits is not None and not limits.admits(res):
-        return f"{figures(res)}  (beyond {limits.text()})"
-    return f"{figures(res)}  (its stream does not fit)"
+        return f"{record_figures(rec)}  (beyond {limits.text()})"
+    return f"{record_figures(rec)}  (its stream does not fit)"
 
 
 def _own_inputs(args) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -33,6 +33,22 @@ from autoplace.space import Placement
 STATUSES = ("ok", "no-fit", "bounded")
 #: the label of the dynamic program's plans, measured before the search (its baselines)
 START = "dp"
+
+def dp_reference(trials: Iterable[tuple[str, int, float | None]]) -> tuple[str, int, float] | None:
+    """Of ``(strategy, trial, streamed throughput or None)``, the DP's start plan that
+    streams best: what a search's best is compared with (``pipeline``, its report and its
+    search picture); None if no start plan streamed."""
+    starts = [(m, t, v) for m, t, v in trials
+              if (m == START or m.startswith(START + "-")) and v is not None and v == v]
+    return max(starts, key=lambda s: (s[2], -s[1])) if starts else None
+
+
+def reference_text(ref: tuple[str, int, float], starts: int) -> str:
+    """The one wording of :func:`dp_reference`: "the DP's better plan, trial 1 (dp-2),
+    1,278.3 inferences/s streamed" (``starts``: the DP's start plans measured)."""
+    which = "plan" if starts == 1 else "better plan"
+    return f"the DP's {which}, trial {ref[1]} ({ref[0]}), {ref[2]:,.1f} inferences/s streamed"
+
 
 _STAGE = re.compile(r"(\d+):(\d+):(\d+)(?:/([\d,]+))?(?:@([^~\s]+))?(?:~([\d,]+))?$")
 

@@ -72,18 +72,45 @@ def lanes(plan: PipelinePlan, costs: StageCosts) -> list[str]:
                      for what in (*names, "dma")]
 
 
-def steady_window(plan: PipelinePlan, costs: StageCosts, *, inferences: int = 64,
-                  window: int | None = None, periods: int = 1) -> tuple[float, float, list[tuple]]:
-    """``periods`` periods of the stream in steady state: ``(start, period, work)``, where
-    work is ``(resource, start, end, inference, item)`` of everything that runs in
+def stream_inferences(plan: PipelinePlan) -> int:
+    """Inferences streamed to measure ``plan``: 16 per stage (at least 64), so that the
+    middle half of the stream runs with the double buffers full."""
+    return max(64, 16 * len(plan.stages))
+
+
+def _finish(plan: PipelinePlan, costs: StageCosts, inferences: int | None,
+            window: int | None, record: list | None = None) -> np.ndarray:
+    """The sorted finish times of a stream through one copy of ``plan`` (default: the
+    measured stream, :func:`stream_inferences`, two inferences in flight per stage)."""
+    inferences = stream_inferences(plan) if inferences is None else inferences
+    window = 2 * len(plan.stages) if window is None else window
+    return np.sort(run_stream(pipeline_items(plan, costs), inferences, window, record=record))
+
+
+def streamed_period(plan: PipelinePlan, costs: StageCosts, analytic_s: float) -> float:
+    """THE period of ``plan``: seconds per inference of one copy in the measured stream,
+    never below ``analytic_s`` (a finite stream's window errs by up to 1.1%). What a plan's
+    record holds (over every copy: divided by the copies), what ``pipeline`` prints and
+    the period picture shows: one computation."""
+    return _clamped(_finish(plan, costs, None, None), analytic_s)
+
+
+def _clamped(finish: np.ndarray, analytic_s: float) -> float:
+    return max(middle_period(finish), analytic_s)
+
+
+def steady_window(plan: PipelinePlan, costs: StageCosts, analytic_s: float, *,
+                  periods: int = 1) -> tuple[float, float, list[tuple]]:
+    """``periods`` periods of the measured stream in steady state: ``(start, period,
+    work)``, the period :func:`streamed_period`'s (of the same stream), work
+    ``(resource, start, end, inference, item)`` of everything that runs in
     ``[start, start + periods * period)`` (clipped to it), for a Gantt chart. A stream runs
     in bursts (a stage may work on two inferences back to back, then wait): one period
     alone can miss a stage's compute; a picture shows several."""
-    window = 2 * len(plan.stages) if window is None else window
     ran: list[tuple] = []
-    finish = np.sort(run_stream(pipeline_items(plan, costs), inferences, window, record=ran))
-    period = middle_period(finish)
-    start = float(finish[inferences // 2 - periods // 2])
+    finish = _finish(plan, costs, None, None, record=ran)
+    period = _clamped(finish, analytic_s)
+    start = float(finish[len(finish) // 2 - periods // 2])
     end = start + periods * period
     return start, period, [(r, max(a, start), min(b, end), i, j) for r, a, b, i, j in ran
                            if a < end and b > start and b > a]
@@ -95,5 +122,4 @@ def pipeline_period(plan: PipelinePlan, costs: StageCosts, *, inferences: int = 
     pipeline (at most ``window`` in flight; default two per stage: double buffers)."""
     if inferences < 4:
         raise ValueError(f"inferences must be >= 4 to measure a period, got {inferences}")
-    window = 2 * len(plan.stages) if window is None else window
-    return middle_period(run_stream(pipeline_items(plan, costs), inferences, window))
+    return middle_period(_finish(plan, costs, inferences, window))

@@ -2,7 +2,7 @@
 space (:mod:`autoplace.pipeline.plan_space`).
 
 A plan is measured by simulating a stream of inferences through it
-(:func:`autoplace.pipeline.stream.pipeline_period`): its result's ``period_s`` is the
+(:func:`autoplace.pipeline.stream.streamed_period`): its result's ``period_s`` is the
 seconds per inference over every copy (1 / throughput: the throughput objective's value),
 its ``latency_s`` one inference's analytic latency through one copy, its ``energy_j`` the
 joules per inference at the streamed period (:func:`autoplace.pipeline.energy.plan_energy`,
@@ -22,17 +22,11 @@ from autoplace.measure.base import Measurer, MeasureResult
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.energy import plan_energy
 from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
-from autoplace.pipeline.stream import pipeline_period
+from autoplace.pipeline.stream import streamed_period
 from autoplace.space.problem import ErrorKind
 
 #: relative difference of throughputs below which they are the same (sums in another order)
 TIE = 1e-9
-
-
-def stream_inferences(plan: PipelinePlan) -> int:
-    """Inferences streamed to measure ``plan``: 16 per stage (at least 64), so that the
-    middle half of the stream runs with the double buffers full."""
-    return max(64, 16 * len(plan.stages))
 
 
 def measure(plan: PipelinePlan, costs: StageCosts, *,
@@ -51,7 +45,7 @@ def _measured(plan: PipelinePlan, costs: StageCosts, f: PlanFigures,
         return "no-fit", None, f.period_s, None
     if above is not None and f.throughput <= above:
         return "bounded", None, f.period_s, None
-    period = max(pipeline_period(plan, costs, inferences=stream_inferences(plan)), f.period_s)
+    period = streamed_period(plan, costs, f.period_s)
     return "ok", period, f.period_s, plan.replicas / period if period > 0 else math.inf
 
 

@@ -18,6 +18,8 @@ from autoplace.pipeline import MeshMachine, StageCosts, evaluate, throughput_bou
 from autoplace.pipeline.layout import grid_maps
 from autoplace.pipeline.log import best_plan, is_pipeline_line, read_lines
 from autoplace.pipeline.machine import MAX_SPLIT
+from autoplace.pipeline.plan import rate_text
+from autoplace.pipeline.plan_space import START, dp_reference, reference_text
 from autoplace.pipeline.stream import lanes, steady_window
 from autoplace.reports import plots
 from autoplace.reports.analysis import pipeline_frame
@@ -74,24 +76,29 @@ def write_pipeline_report(log: str | Path, out: str | Path, *, model: str | None
         raise ReportError(f"{log}: no trial to report")
     costs = _costs(lines, log, model, hw)
     plan, best = best_plan(log, costs, lines[-1]["profile_hash"])
-    throughput = 1 / best.result.period_s
+    throughput = 1 / best.result.period_s  # over every copy: the throughput objective's
     trials = pipeline_frame([(log, lines)])
     mine = trials[(trials["graph_fp"] == best.graph_fp)
                   & (trials["profile_hash"] == best.profile_hash)
                   & (trials["seed"] == best.seed)]
     pes = costs.machine.size
-    pictures = _pictures(plan, costs, mine, throughput_bound(costs, pes), out)
+    ref = dp_reference(zip(mine["move"].astype(str), mine["trial"], mine["throughput"]))
+    starts = int(mine["move"].astype(str).map(lambda m: m == START
+                                              or m.startswith(START + "-")).sum())
+    pictures = _pictures(plan, costs, mine, throughput_bound(costs, pes), out,
+                         reference=(reference_text(ref, starts), ref[2]) if ref else None)
     f = evaluate(plan, costs)
-    dp = mine["throughput"].iloc[0]
+    against = f", {throughput / ref[2]:.3f}x {reference_text(ref, starts)}" if ref else ""
     title = f"{costs.graph.name} on {costs.machine.name} ({costs.machine.rows}x" \
             f"{costs.machine.cols})"
     body = [
         f"<h1>Pipeline report: {html.escape(title)}</h1>",
         f"<p>{html.escape(str(log))}: {len(mine)} trials (seed {best.seed}); best trial "
-        f"{best.trial} ({html.escape(best.strategy)}): {throughput:,.1f} inferences/s"
-        f" streamed, {throughput / dp:.3f}x the DP's plan ({dp:,.1f}); "
-        f"{plan.replicas} copies of {len(plan.stages)} stages on {plan.pes} PEs "
-        f"({f.pes_used} of {pes} used); analytic period {f.period_s * 1e3:.4f} ms.</p>",
+        f"{best.trial} ({html.escape(best.strategy)}): "
+        f"{rate_text(best.pipeline['period_s'], plan.replicas)}{html.escape(against)}; "
+        f"{len(plan.stages)} stages on {plan.pes} PEs per copy "
+        f"({f.pes_used} of {pes} used); {rate_text(f.period_s, plan.replicas, 'analytic bound')}"
+        ".</p>",
         "<h2>Stages of the best plan</h2>", html_table(stage_table(plan, costs)),
         "<h2>On the grid</h2>", html_img(pictures["grid"]),
         "<h2>One period in steady state (streamed)</h2>", html_img(pictures["period"]),
@@ -109,17 +116,19 @@ def plan_pictures(plan, costs: StageCosts, out: Path) -> dict[str, Path]:
     steady state) in ``out``; their paths by name."""
     out.mkdir(parents=True, exist_ok=True)
     name = f"{costs.graph.name} on {costs.machine.name}"
-    start, period, work = steady_window(plan, costs, periods=PERIODS_SHOWN)
+    start, period, work = steady_window(plan, costs, evaluate(plan, costs).period_s,
+                                        periods=PERIODS_SHOWN)
     return _save(out, {
         "grid": plots.pipeline_grid(*grid_maps(plan, costs), title=name),
         "period": plots.pipeline_period(work, start, period, lanes(plan, costs),
-                                        periods=PERIODS_SHOWN)})
+                                        periods=PERIODS_SHOWN, copies=plan.replicas)})
 
 
 def _pictures(plan, costs: StageCosts, trials: pd.DataFrame, bound: float,
-              out: Path) -> dict[str, Path]:
+              out: Path, reference: tuple[str, float] | None) -> dict[str, Path]:
     name = f"{costs.graph.name} on {costs.machine.name}"
-    search = plots.pipeline_search(trials, bound=bound, title=f"{name}: the search")
+    search = plots.pipeline_search(trials, bound=bound, reference=reference,
+                                   title=f"{name}: the search")
     return {**plan_pictures(plan, costs, out), **_save(out, {"search": search})}
 
 

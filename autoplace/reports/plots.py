@@ -7,6 +7,7 @@ state); ``fig.savefig(path)`` renders them with Agg. Each function takes the tab
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -30,6 +31,17 @@ BAR = 0.72  # bar height in lane units
 #: the critical path is outlined only when it holds at most this share of the events: on a
 #: chain every event is on it, and outlining them all says nothing
 OUTLINE_SHARE = 2 / 3
+
+
+#: a title's characters per inch of figure at a font size of 12 points (a mean glyph is
+#: about 0.6 em wide): past it a title is wrapped, not cut
+CHARS_PER_INCH = 72 / (0.6 * 12)
+
+
+def wrap_title(title: str, width_in: float) -> str:
+    """``title`` wrapped into lines that fit ``width_in`` inches of figure."""
+    return "\n".join(textwrap.wrap(title, max(20, int(width_in * CHARS_PER_INCH)),
+                                    break_long_words=False)) or title
 
 
 def _lane_rows(timeline: Sequence[Event], units: Sequence[str],
@@ -76,11 +88,12 @@ def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (
     fig = Figure(figsize=(11, 1.9 + 0.34 * len(labels)), layout="constrained")
     ax = fig.add_subplot()
     ops = [e for e in timeline if e.kind == "op"]
-    for kind in OP_KINDS:
+    for kind in OP_KINDS:  # edged in their own colour: a narrow bar keeps it (not the
+        # pale async copies' colour a white edge would leave)
         _bars(ax, [e for e in ops if kinds[e.name] == kind], rows, scale,
-              color=KIND_COLOURS[kind], edgecolor="white", linewidth=0.4)
+              color=KIND_COLOURS[kind], edgecolor=KIND_COLOURS[kind], linewidth=0.4)
     _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "sync"], rows, scale,
-          color=SYNC_COLOUR, edgecolor="white", linewidth=0.4)
+          color=SYNC_COLOUR, edgecolor=SYNC_COLOUR, linewidth=0.4)
     _bars(ax, [e for e in timeline if e.kind == "copy" and e.mode == "async"], rows, scale,
           facecolor=ASYNC_COLOUR, edgecolor=ASYNC_EDGE, hatch=ASYNC_HATCH, linewidth=0.4)
     path = critical_path(graph, timeline) if critical else []
@@ -96,7 +109,8 @@ def gantt(graph: OpGraph, timeline: Sequence[Event], *, units: Sequence[str] = (
     ax.grid(axis="x", alpha=0.3)
     note = "" if outlined or not path else \
         f" (critical path: {len(path)} of {len(timeline)} events, not outlined)"
-    ax.set_title((title or f"{graph.name}: simulated schedule") + note)
+    ax.set_title(wrap_title((title or f"{graph.name}: simulated schedule") + note,
+                            fig.get_figwidth()))
     fig.legend(handles=_gantt_legend({kinds[e.name] for e in ops}, timeline,
                                      bool(path) and outlined),
                loc="outside lower center", ncol=6, fontsize="small", frameon=False)
@@ -253,45 +267,51 @@ def occupancy(occ: pd.DataFrame, *, capacities: Mapping[str, int] | None = None,
 
 def pipeline_grid(stage: np.ndarray, busy: np.ndarray, *, title: str = "") -> Figure:
     """A pipelined plan on the mesh (:func:`autoplace.pipeline.layout.grid_maps`): each PE's
-    stage (-1: unused, blank) and the share of each period its busiest unit computes."""
+    stage (-1: unused, blank) and the share of each period its busiest unit computes, each
+    with its colour bar; titles wrapped to the figure's width."""
     rows, cols = stage.shape
-    width = min(16.0, max(9.0, 2.5 + 0.24 * cols))
-    fig = Figure(figsize=(width, max(4.0, 1.6 + width * rows / (2.4 * cols))),
+    width = min(16.0, max(10.0, 2.5 + 0.24 * cols))
+    fig = Figure(figsize=(width, max(4.5, 2.2 + width * rows / (2.6 * cols))),
                  layout="constrained")
     left, right = fig.subplots(1, 2)
     n = int(stage.max()) + 1
     cmap = colormaps["tab20"].resampled(max(n, 1))
     im = left.imshow(np.ma.masked_less(stage, 0), cmap=cmap, vmin=-0.5, vmax=n - 0.5,
                      interpolation="nearest")
-    left.set_title("stage of each PE (blank: unused)")
-    fig.colorbar(im, ax=left, label="stage", ticks=range(0, n, max(1, n // 12)), shrink=0.9)
+    panel = width / 2 - 1.2  # a panel's share of the width, its colour bar's off
+    left.set_title(wrap_title("stage of each PE (blank: unused)", panel), fontsize="medium")
+    fig.colorbar(im, ax=left, label="stage", ticks=range(0, n, max(1, n // 12)),
+                 fraction=0.05)
     im = right.imshow(np.ma.masked_less(busy, 0), cmap="Blues", vmin=0.0, vmax=1.0,
                       interpolation="nearest")
-    right.set_title("busy share of a period")
-    fig.colorbar(im, ax=right, label="its busiest unit's share", shrink=0.9)
+    right.set_title(wrap_title("busy share of a period", panel), fontsize="medium")
+    fig.colorbar(im, ax=right, label="its busiest unit's share", fraction=0.05)
     for ax in (left, right):
         ax.set_xlabel("column")
         ax.set_ylabel("row")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(title or "the plan on the grid")
+    fig.suptitle(wrap_title(title or "the plan on the grid", width))
     return fig
 
 
 def pipeline_period(work: Sequence[tuple], start: float, period: float,
-                    lanes_: Sequence[str], *, periods: int = 1, title: str = "") -> Figure:
-    """``periods`` periods of a pipeline's stream in steady state (``work`` of
-    :func:`autoplace.pipeline.stream.steady_window`): per stage (``lanes_``:
-    :func:`autoplace.pipeline.stream.lanes`), its PEs' units and its DMA engines, each
-    piece of work coloured by the inference it belongs to (DMA work hatched), the periods'
-    bounds dashed."""
+                    lanes_: Sequence[str], *, periods: int = 1, copies: int = 1,
+                    title: str = "") -> Figure:
+    """``periods`` periods of one copy's stream in steady state (``work`` and ``period``
+    of :func:`autoplace.pipeline.stream.steady_window`, the period its record holds): per
+    stage (``lanes_``: :func:`autoplace.pipeline.stream.lanes`), its PEs' units and its DMA
+    engines, each piece of work coloured by the inference it belongs to (a legend names
+    each colour; DMA work hatched), the periods' bounds dashed."""
+    from autoplace.pipeline.plan import rate_text
+
     row = {name: i for i, name in enumerate(lanes_)}
-    fig = Figure(figsize=(11, 1.6 + 0.32 * len(lanes_)), layout="constrained")
+    fig = Figure(figsize=(11, 2.2 + 0.32 * len(lanes_)), layout="constrained")
     ax = fig.add_subplot()
-    colours = colormaps["tab10"].colors
+    colour = _inference_colours(sorted({w[3] for w in work}))
     for res, a, b, inference, _ in work:
         ax.barh(row[res], (b - a) * 1e3, left=(a - start) * 1e3, height=BAR,
-                color=colours[inference % len(colours)], edgecolor="white", linewidth=0.5,
+                color=colour[inference], edgecolor="white", linewidth=0.5,
                 hatch=ASYNC_HATCH if res.endswith(".dma") else None)
         if (b - a) > 0.08 * period:
             ax.text((a + b - 2 * start) / 2 * 1e3, row[res], str(inference), ha="center",
@@ -302,28 +322,43 @@ def pipeline_period(work: Sequence[tuple], start: float, period: float,
     ax.invert_yaxis()
     ax.set_xlim(0, periods * period * 1e3)
     ax.set_xlabel("time in steady state (ms); bars: which inference (number); hatched: DMA")
-    ax.set_title(title or (f"{periods} periods of {period * 1e3:.4f} ms in steady state"
-                           if periods > 1 else
-                           f"one period in steady state: {period * 1e3:.4f} ms"))
+    shown = f"{periods} periods" if periods > 1 else "one period"
+    ax.set_title(title or wrap_title(f"{shown} of one copy's stream in steady state; "
+                                     f"{rate_text(period, copies)}", fig.get_figwidth()))
+    handles = [Patch(color=c, label=f"inference {i}") for i, c in colour.items()]
+    handles.append(Patch(facecolor="0.6", edgecolor="white", hatch=ASYNC_HATCH,
+                         label="DMA (hatched)"))
+    fig.legend(handles=handles, loc="outside lower center", fontsize="small", frameon=False,
+               ncol=min(8, len(handles)))
     return fig
 
 
+def _inference_colours(inferences: Sequence[int]) -> dict[int, tuple]:
+    """A distinct colour per inference shown: tab20's, or a colour map's past 20."""
+    if len(inferences) <= 20:
+        colours = colormaps["tab20"].colors
+    else:
+        colours = colormaps["turbo"].resampled(len(inferences))(range(len(inferences)))
+    return {i: tuple(colours[k]) for k, i in enumerate(inferences)}
+
+
 def pipeline_search(trials: pd.DataFrame, *, bound: float | None = None,
-                    title: str = "") -> Figure:
+                    reference: tuple[str, float] | None = None, title: str = "") -> Figure:
     """A pipeline search: each trial's streamed throughput (dots; ``trial``, ``throughput``,
-    NaN for plans that do not fit), the best so far (line), the DP's plan (trial 0) and
-    ``bound`` as dashed lines."""
+    NaN for plans that do not fit), the best so far (line), ``reference`` (``(label,
+    inferences/s)``: :func:`autoplace.pipeline.plan_space.dp_reference`; default: trial
+    0's) and ``bound`` as dashed lines."""
     fig = Figure(figsize=(9, 4.5), layout="constrained")
     ax = fig.add_subplot()
     ax.scatter(trials["trial"], trials["throughput"], s=7, alpha=0.35, linewidths=0)
     ax.step(trials["trial"], trials["throughput"].cummax().ffill(), where="post", linewidth=2,
             label="best so far")
-    ax.axhline(trials["throughput"].iloc[0], linestyle="--", color="grey",
-               label="the DP's plan (trial 0)")
+    label, level = reference or ("the DP's plan (trial 0)", trials["throughput"].iloc[0])
+    ax.axhline(level, linestyle="--", color="grey", label=label)
     if bound:
         ax.axhline(bound, linestyle=":", color="black", label="bound")
     ax.set_xlabel("trial")
-    ax.set_ylabel("inferences/s (streamed, all replicas)")
+    ax.set_ylabel("inferences/s (streamed, over every copy)")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
     ax.set_title(title or "pipeline search")

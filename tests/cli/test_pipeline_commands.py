@@ -25,8 +25,9 @@ def test_the_plan_printed_is_the_dynamic_programs(tmp_path):
     costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(load_profile("mesh")))
     plan = best_pipeline(costs)
     f = evaluate(plan, costs)
-    assert (f"best: {f.throughput:,.1f} inferences/s: {plan.replicas} copies of a pipeline of "
-            f"{len(plan.stages)} stages on {plan.pes} PEs") in p.stdout
+    assert (f"{f.throughput:,.1f} inferences/s analytic bound") in p.stdout
+    assert (f"; {plan.replicas} copies of a pipeline of {len(plan.stages)} stages on "
+            f"{plan.pes} PEs") in p.stdout
     stages = re.findall(r"ops +(\d+)-(\d+) .*: (\d+) PEs", p.stdout)
     assert [(int(a), int(b) + 1, int(k)) for a, b, k in stages] == \
         [(s.start, s.end, s.pes) for s in plan.stages]
@@ -333,3 +334,27 @@ def test_ctrl_c_keeps_every_trial_and_the_same_command_goes_on(tmp_path):
     assert len(lines) == more and [x["trial"] for x in lines] == list(range(more))
     assert len({plan_of(x) for x in lines}) == more  # no plan measured twice
     assert f"{len(first)} known from the log or study, not measured again" in again.stdout
+
+
+def test_one_throughput_of_a_plan_of_two_copies_in_pipeline_best_and_report(tmp_path):
+    """The DP's squeezenet plan on the 4x4 mesh (2 copies): ``pipeline``, ``best`` (by
+    throughput by default on a log of pipeline plans) and the report state its streamed
+    throughput and period over both copies, from one computation and in one wording, and
+    name the per-copy period as such (issue 31)."""
+    from autoplace.pipeline.plan import rate_text
+
+    log = tmp_path / "pipe.jsonl"
+    p = cli("pipeline", "squeezenet", "--hw", "mesh", "--log", log)
+    assert p.returncode == 0, p.stderr
+    (line,) = read_lines(log)
+    assert line["replicas"] == 2
+    streamed = rate_text(line["period_s"], 2)
+    assert "over 2 copies" in streamed and "ms per copy" in streamed
+    assert f"the DP's plan: {streamed}" in p.stdout
+    assert rate_text(line["analytic_period_s"], 2, "analytic bound") in p.stdout
+    b = cli("best", log)
+    assert b.returncode == 0, b.stderr
+    assert streamed in b.stdout and "picked by throughput" in b.stdout
+    r = cli("report", log, "--out", tmp_path / "rep")
+    assert r.returncode == 0, r.stderr
+    assert streamed in (tmp_path / "rep" / "report.html").read_text()

@@ -25,8 +25,8 @@ from autoplace.pipeline import (
 )
 from autoplace.pipeline.log import TrialLogError, best_plan, read_lines
 from autoplace.pipeline.manifest import read_manifest, write_manifest
-from autoplace.pipeline.stream import pipeline_period
-from autoplace.pipeline.stream_measurer import StreamMeasurer, measure, stream_inferences
+from autoplace.pipeline.stream import pipeline_period, stream_inferences
+from autoplace.pipeline.stream_measurer import StreamMeasurer, measure
 from autoplace.records.tuning_log import RecordError
 
 MS = 1e-3

@@ -157,6 +157,7 @@ def test_the_period_picture_shows_every_stages_compute_though_the_stream_is_burs
     report's picture); three show it, on every stage."""
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
+    from autoplace.pipeline import evaluate
     from autoplace.pipeline.plan_space import parse_plan
     from autoplace.pipeline.stream import lanes, steady_window
     from autoplace.search.mesh import mesh_costs
@@ -168,8 +169,8 @@ def test_the_period_picture_shows_every_stages_compute_though_the_stream_is_burs
         return {r for r, *_ in work if r.endswith(".pes")}
 
     every = {f"stage{n}.pes" for n in range(len(plan.stages))}
-    assert computing(steady_window(plan, costs)[2]) != every  # what one period showed
-    start, period, work = steady_window(plan, costs, periods=3)
+    analytic = evaluate(plan, costs).period_s
+    start, period, work = steady_window(plan, costs, analytic, periods=3)
     assert computing(work) == every
     assert all(start <= a < b <= start + 3 * period for _, a, b, _, _ in work)
     fig = plots.pipeline_period(work, start, period, lanes(plan, costs), periods=3)
@@ -184,7 +185,7 @@ def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
 
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
-    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline
+    from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
     from autoplace.pipeline.layout import grid_maps
     from autoplace.pipeline.stream import lanes, steady_window
 
@@ -196,7 +197,7 @@ def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
     left, right = fig.axes[:2]  # the two maps, then their colour bars
     assert np.ma.getdata(left.images[0].get_array()).shape == (8, 8)
     assert right.images[0].get_array().max() <= 1.0
-    start, period, work = steady_window(plan, costs)
+    start, period, work = steady_window(plan, costs, evaluate(plan, costs).period_s)
     fig = plots.pipeline_period(work, start, period, lanes(plan, costs))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
@@ -208,3 +209,80 @@ def test_pipeline_pictures_have_a_lane_per_stage_resource_and_the_grid():
     for lane in labels:
         spans = sorted((a, b) for r, a, b, _, _ in work if r == lane)
         assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:]))
+
+
+def _mesh_plan():
+    from autoplace.pipeline import evaluate
+    from autoplace.pipeline.plan_space import parse_plan
+    from autoplace.search.mesh import mesh_costs
+
+    costs, _ = mesh_costs(load_graph("squeezenet"), load_profile("mesh"))
+    plan = parse_plan("0:3:3 3:7:3/1,2,3,3 7:12:3 12:26:2 26:36:2 36:41:2/2,2,2,1,2 x1")
+    return plan, costs, evaluate(plan, costs).period_s
+
+
+def test_the_period_picture_is_the_measured_period_and_names_every_colour():
+    """The period the picture shows is the one a plan's record holds (one stream, one
+    clamp), and its legend has an entry per colour its bars use (issue 31)."""
+    from autoplace.pipeline.stream import lanes, steady_window, streamed_period
+
+    plan, costs, analytic = _mesh_plan()
+    start, period, work = steady_window(plan, costs, analytic, periods=3)
+    assert period == streamed_period(plan, costs, analytic)
+    fig = plots.pipeline_period(work, start, period, lanes(plan, costs), periods=3)
+    used = {to_hex(p.get_facecolor()) for p in bars(fig)}
+    legend = fig.legends[0]
+    named = {to_hex(h.get_facecolor()) for h, t in zip(legend.legend_handles,
+                                                      legend.get_texts())
+             if t.get_text().startswith("inference ")}
+    assert used == named and len(named) == len({w[3] for w in work})  # none repeated
+    assert f"{period * 1e3:.4f} ms" in fig.axes[0].get_title()
+
+
+def _fits(fig: Figure, texts) -> None:
+    """Each text drawn inside the figure, none over another."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    box = fig.bbox
+    extents = [t.get_window_extent(renderer) for t in texts if t.get_text()]
+    for e in extents:
+        assert box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1 and e.y1 <= box.y1 + 1, e
+    for i, a in enumerate(extents):
+        assert not any(a.overlaps(b) for b in extents[i + 1:])
+
+
+def test_the_grid_picture_on_the_bundled_4x4_mesh_fits_its_titles_and_colour_bars():
+    from autoplace.pipeline.layout import grid_maps
+
+    plan, costs, _ = _mesh_plan()
+    stage, busy = grid_maps(plan, costs)
+    assert stage.shape == (4, 4)
+    long = "squeezenet on mesh: a plan of six stages over the sixteen PEs of the 4x4 mesh " * 2
+    for title in ("squeezenet on mesh", long):
+        fig = plots.pipeline_grid(stage, busy, title=title)
+        maps, bars_ = fig.axes[:2], fig.axes[2:]
+        _fits(fig, [fig._suptitle, *(ax.title for ax in maps)])
+        assert len(bars_) == 2 and all(ax.get_ylabel() for ax in bars_)  # colour bars
+        for ax in bars_:  # not squashed: as tall as the map beside them, near enough
+            assert ax.get_position().height >= 0.8 * maps[0].get_position().height
+        width = fig.get_figwidth() * plots.CHARS_PER_INCH
+        assert all(len(line) <= width for line in fig._suptitle.get_text().split("\n"))
+
+
+def test_a_long_gantt_title_is_wrapped_and_op_bars_keep_their_colour():
+    """densenet121-like titles wrap to the figure's width; op bars are edged in their own
+    colour, never white (a narrow bar would look like the pale async copies)."""
+    graph = chain_graph()
+    res = simulate(graph, tiny_profile(), {"Y": {"unit": "acc", "scope": "sram"}})
+    events, units = res.timeline, ["cpu", "acc"]
+    title = "densenet121 on soc: the best placement of a long tuning run, " * 4
+    fig = plots.gantt(graph, events, units=units, title=title)
+    lines = fig.axes[0].get_title().split("\n")
+    width = int(fig.get_figwidth() * plots.CHARS_PER_INCH)
+    assert len(lines) > 1 and all(len(line) <= width for line in lines)
+    _fits(fig, [fig.axes[0].title])
+    ops = [p for p in bars(fig) if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)
+           and to_hex(p.get_facecolor()) in {to_hex(c) for c in plots.KIND_COLOURS.values()}]
+    assert ops and all(to_hex(p.get_edgecolor()) == to_hex(p.get_facecolor()) for p in ops)
