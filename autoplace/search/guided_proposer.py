@@ -10,7 +10,6 @@ knows nothing of Optuna or logs: the search feeds results back with :meth:`obser
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -329,16 +328,25 @@ class GuidedProposer:
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     """Spearman's rank correlation of the pairs of ``a`` and ``b`` that are both finite
-    (ties ranked by their mean); None with fewer than three such pairs or a constant side."""
+    (ties ranked by their mean); None with fewer than three such pairs or a constant side.
+
+    ``scipy.stats.spearmanr`` gives the same figure (a test checks it on random data with
+    ties) but importing ``scipy.stats`` loads 337 modules, 0.3 s of every tuning job (0.3 ms
+    per trial of a 1,000-trial job), for the Pearson correlation of two rank vectors."""
     ok = np.isfinite(a) & np.isfinite(b)
     if ok.sum() < 3:
         return None
-    from scipy.stats import ConstantInputWarning, spearmanr  # 0.3 s: only once it is needed
+    ra, rb = _ranks(a[ok]), _ranks(b[ok])
+    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
 
-    with warnings.catch_warnings():  # a constant side: NaN, said here by None
-        warnings.simplefilter("ignore", ConstantInputWarning)
-        rho, _ = spearmanr(a[ok], b[ok])
-    return float(rho) if np.isfinite(rho) else None
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties given their mean rank."""
+    _, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + 1 + ends) / 2.0)[inverse]
 
 
 def _feature_keys(X: np.ndarray) -> list[bytes]:

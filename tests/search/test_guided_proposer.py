@@ -63,3 +63,18 @@ def test_batch_quality_rho_is_spearmans_on_finite_pairs_none_when_undefined():
         assert _spearman(np.array([1.0, 2, np.inf, np.nan]), np.array([1.0, 2, 3, 4])) is None
         rho = _spearman(np.array([3.0, 1, 2, np.inf]), np.array([30.0, 10, 20, 0]))
         assert rho == pytest.approx(1.0) and isinstance(rho, float)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_batch_quality_rho_is_scipys_spearmanr(seed):
+    """The same figure as scipy.stats.spearmanr, on random batches with many ties."""
+    from scipy.stats import spearmanr
+
+    from autoplace.search.guided_proposer import _spearman
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 60))
+    a, b = rng.integers(0, 6, n).astype(float), rng.normal(size=n).round(1)
+    want = spearmanr(a, b).statistic
+    got = _spearman(a, b)
+    assert (got is None) if not np.isfinite(want) else got == pytest.approx(want, abs=1e-12)
