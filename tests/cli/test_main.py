@@ -262,6 +262,26 @@ def test_every_options_help_says_its_default_once_and_never_none():
     assert checked > 100
 
 
+@pytest.mark.parametrize("names", [("--rpc-tracker", "--rpc-key"), ("--tracker", "--key")])
+def test_serve_takes_the_rpc_flags_of_the_other_commands_and_its_old_names(names):
+    """Issue 31: serve had --tracker/--key where tune, run, calibrate... have --rpc-*."""
+    from autoplace.cli.main import build_parser
+
+    args = build_parser().parse_args(["serve", "--hw", "soc", names[0], "h:1", names[1], "k"])
+    assert (args.rpc_tracker, args.rpc_key) == ("h:1", "k")
+    usage = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
+    assert "--rpc-tracker HOST:PORT, --tracker HOST:PORT" in usage
+
+
+def test_report_takes_o_as_compile_does(tmp_path):
+    log = tmp_path / "t.jsonl"
+    assert cli("tune", "seed_te", "--hw", "soc", "--trials", 2, "--log", log,
+               "--no-progress").returncode == 0
+    r = cli("report", log, "-o", tmp_path / "here")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "here" / "report.html").is_file()
+
+
 def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, monkeypatch):
     import time
 
