@@ -265,6 +265,12 @@ def read(path: str | Path) -> list[Record]:
 #: may hold several such jobs (``--append``, other models); every reader keys on these.
 JOB = ("graph_fp", "profile_hash", "measurer")
 
+
+def jobs_named(records: list[Record]) -> str:
+    """``graph on profile (measurer)`` of the records' jobs, for a message."""
+    names = sorted({f"{r.graph} on {r.profile} ({r.measurer})" for r in records})
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
 #: Columns with few distinct values: categorical in :func:`load`'s frame.
 _CATEGORIES = ("log", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",
                "measurer")

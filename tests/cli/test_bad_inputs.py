@@ -263,6 +263,12 @@ def option_cases() -> list[Case]:
                                               "{dir}/missing/new.jsonl", "--no-progress"),
              ("missing/new.jsonl", "No such file or directory")),
     ]
+    for argv in (("pipeline", "seed_te", "--hw", "mesh", "--trials", "2"),
+                 ("tune", "seed_te", "--hw", "mesh", "--objective", "throughput", "--trials",
+                  "2", "--no-progress")):  # a pipeline search appended to any log (issue 31)
+        cases.append(Case(f"option {argv[0]} --log of another job (a placement search's)",
+                          (*argv, "--log", "{dir}/log.jsonl"),
+                          ("--log", "log.jsonl", "another job", "seed_te on soc (simulator)")))
     host = bundled_profiles()["host"].read_text()
     cases.append(Case("option --measurer local with a target key TVM lacks",
                       tune("--hw", "{dir}/hw.toml", "--measurer", "local"),
