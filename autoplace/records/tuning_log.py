@@ -38,9 +38,13 @@ SCHEMA_VERSION = 2
 MODEL_STATS, CHECKPOINT = ".model.jsonl", ".state.jsonl"
 
 
-def side_file(log: str | Path, suffix: str) -> Path:
-    """The side file ``suffix`` (:data:`MODEL_STATS`, :data:`CHECKPOINT`) of ``log``."""
+def side_file(log: str | Path, suffix: str) -> Path | None:
+    """The side file ``suffix`` (:data:`MODEL_STATS`, :data:`CHECKPOINT`) of ``log``; None
+    for a log that is no regular file (``--log /dev/null``, a pipe): it has none, as nothing
+    is resumed from it, and its directory (``/dev``) is no place to write them."""
     log = Path(log)
+    if log.exists() and not log.is_file():
+        return None
     return log.with_name(log.stem + suffix)
 
 
