@@ -296,6 +296,34 @@ def test_a_log_on_dev_null_is_taken_and_nothing_is_written_beside_it():
     assert "best (latency)" in t.stdout and seen() == before
 
 
+def test_best_and_report_of_ones_own_model_without_model_say_to_pass_it(tmp_path):
+    """A log names its graph, not where it is: best printed kind ? for every op with no hint,
+    report failed without naming --model (issue 31)."""
+    from autoplace.models import GRAPH_DIR
+
+    model, log = tmp_path / "mine.json", tmp_path / "t.jsonl"
+    model.write_text(json.dumps({**json.loads((GRAPH_DIR / "seed_te.json").read_text()),
+                                 "name": "mine"}))
+    assert cli("tune", model, "--trials", 2, "--log", log, "--no-progress").returncode == 0
+    best = cli("best", log)
+    assert best.returncode == 0, best.stderr
+    note = best.stdout.strip().splitlines()[-1]
+    assert note.startswith("note: its graph 'mine' is not a bundled model") and \
+        "--model PATH" in note
+    assert "note:" not in cli("best", log, "--model", model).stdout
+    assert_one_line_error(cli("report", log, "-o", tmp_path / "rep"), "t.jsonl",
+                          "graph 'mine' is not a bundled model", "--model PATH")
+    from autoplace.hardware.load import bundled_profiles
+
+    hw, log = tmp_path / "board.toml", tmp_path / "b.jsonl"
+    hw.write_text(bundled_profiles()["soc"].read_text().replace('name = "soc"', 'name = "board"'))
+    assert cli("tune", model, "--hw", hw, "--trials", 2, "--log", log,
+               "--no-progress").returncode == 0
+    assert_one_line_error(cli("report", log), "--model PATH", "--hw PATH", "'board'")
+    assert_one_line_error(cli("report", log, "--model", model), "profile 'board' is not a "
+                          "bundled one", "--hw PATH")
+
+
 def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, monkeypatch):
     import time
 
