@@ -144,6 +144,14 @@ def graph_cases() -> list[Case]:
                       ("none.json",)))
     cases.append(Case("model: unknown name", ("tune", "nosuchmodel", *tune()[2:]),
                       ("nosuchmodel",)))
+    node = {"cpuLatency": 1.0, "fpgaLatency": 1.0, "supportedOnFpga": 1}
+    instance = {"maxSizePerFPGA": 10.0, "maxFPGAs": 1, "maxCPUs": 1,
+                "nodes": [dict(node, id=0), dict(node, id=1)],
+                "edges": [{"sourceId": 0, "destId": 0, "cost": 1.0}]}
+    cases.append(Case("graph: an instance's self-edge (import-instance; once without its file)",
+                      ("import-instance", "{dir}/inst.json", "--out", "{dir}"),
+                      ("inst.json", "edges[0]", "to itself"),
+                      (("inst.json", json.dumps(instance)),)))
     return cases + profiled_cases()
 
 
