@@ -176,6 +176,18 @@ def load_graph(spec: str | Path, shapes: Shapes | None = None,
     return load_module(path, shapes, patterns)[1]
 
 
+def own_inputs_hint(graph: str, profile: str | None = None) -> str:
+    """What to pass for a log of a user's own model, the log naming its graph (and
+    ``profile``) but not where they are: ``--model PATH``, and ``--hw PATH`` where
+    ``profile`` is given and is no bundled one."""
+    from autoplace.hardware.load import bundled_profiles
+
+    hw = f" and --hw PATH (its profile {profile!r} is not bundled either)" \
+        if profile is not None and profile not in bundled_profiles() else ""
+    return (f"its graph {graph!r} is not a bundled model: pass --model PATH (the .onnx, .pt2 "
+            f"or graph .json it was tuned on){hw}")
+
+
 def entry_points(profile) -> tuple[str, ...]:
     """The patterns ``profile``'s units name by entry point, each resolved (a failure is a
     ProfileError naming the unit's key); importing TVM only if there are some."""

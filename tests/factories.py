@@ -105,6 +105,24 @@ def resident_and_streamed(space):
         second: {"unit": "accelerator2", "scope": "sram2", "weights": "streamed"}}})
 
 
+def contiguous_genomes(space, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Random genomes whose block units each run one range of consecutive ops in program
+    order (a contiguous set), every other op on a parallel unit."""
+    choice, mode = space.random_genomes(n, rng)
+    block = [u for u, x in enumerate(space.profile.units) if x.execution == "block"]
+    for b in range(n):
+        cuts = np.sort(rng.choice(space.n_ops + 1, size=2 * len(block)))
+        owner = np.full(space.n_ops, -1)
+        for u, lo, hi in zip(block, cuts[0::2], cuts[1::2]):
+            owner[lo:hi] = u
+        for i in range(space.n_ops):
+            units = space.c_unit[i, :space.n_choices[i]]
+            want = units == owner[i] if owner[i] >= 0 else ~np.isin(units, block)
+            if not want[choice[b, i]] and want.any():
+                choice[b, i] = rng.choice(np.flatnonzero(want))
+    return choice, mode
+
+
 def free_port() -> int:
     """A TCP port of 127.0.0.1 that nothing listens on (bound, then released)."""
     with socket.socket() as s:

@@ -89,9 +89,16 @@ def _print_record(rec, job, args, why: str) -> None:
     print(f"{rec.graph} on {rec.profile} ({rec.measurer}): "
           f"{summary.record_figures(rec)} ({rec.strategy}, trial {rec.trial}, "
           f"{len(job)} records{f' of {runs} runs' if runs > 1 else ''}){why}")
-    print(_format_plan(rec.pipeline) if rec.pipeline is not None else
-          format_placement(rec.placement,
-                           _graph_or_none(args.model or rec.graph, args.input_shapes)))
+    if rec.pipeline is not None:
+        print(_format_plan(rec.pipeline))
+        return
+    graph = _graph_or_none(args.model or rec.graph, args.input_shapes)
+    print(format_placement(rec.placement, graph))
+    if graph is None and args.model is None:
+        from autoplace.models import own_inputs_hint
+
+        print(f"note: {own_inputs_hint(rec.graph)}; without it op kinds are ? and ops in "
+              "name order")
 
 
 def _figure(rec, criteria) -> str:

@@ -32,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--log", default=None, metavar="FILE",
                    help="append every trial to FILE (the tuner's records; compile --log "
                         "reads its best; with --storage, by default "
-                        "pipeline-GRAPH-PROFILE.jsonl: the log is the source of truth)")
+                        "pipeline-GRAPH-PROFILE.jsonl: the log is the source of truth); a "
+                        "search goes on from its own log and refuses another job's")
     p.add_argument("--storage", default=None, metavar="URL",
                    help="also keep the trials in an Optuna study (journal:PATH, "
                         "sqlite:///PATH, postgresql://...); a search run again skips them")
@@ -171,6 +172,7 @@ def _search(space, args, *, trials: int, asked: int, log: str | None):
     from autoplace.records.tuning_log import TuningLog
     from autoplace.search.mesh import mesh_config, tune_mesh
 
+    _refuse_another_jobs_log(log, space)
     config = mesh_config(trials=trials, seed=args.seed, cost_model=args.cost_model,
                          storage=args.storage, study_name=args.study, resume=True,
                          worker=args.worker, grace_s=args.grace)
@@ -187,6 +189,23 @@ def _search(space, args, *, trials: int, asked: int, log: str | None):
     return _report_search(space, result, worker=args.worker, asked=asked,
                           short=trials - (result.resumed + result.measured
                                           - len(result.baselines)))
+
+
+def _refuse_another_jobs_log(log: str | None, space) -> None:
+    """Refuse a log holding records of another job than this search (its graph, profile and
+    measurer): a pipeline search always goes on from its log, so it takes only its own,
+    where ``tune`` refuses any log with records without --resume or --append."""
+    if not log or not Path(log).exists():
+        return
+    from autoplace.pipeline.stream_measurer import StreamMeasurer
+    from autoplace.records.tuning_log import jobs_named, read
+
+    job = (space.graph.fingerprint, space.profile.hash, StreamMeasurer.name)
+    others = [r for r in read(log) if (r.graph_fp, r.profile_hash, r.measurer) != job]
+    if others:
+        raise ValueError(f"--log {log}: holds {len(others)} records of another job "
+                         f"({jobs_named(others)}), not of this pipeline search of "
+                         f"{space.graph.name} on {space.profile.name}; give another --log")
 
 
 def _report_search(space, result, *, worker: bool, asked: int, short: int):

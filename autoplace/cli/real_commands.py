@@ -91,8 +91,10 @@ def register(sub) -> None:
     r.set_defaults(run=cmd_run)
     s = sub.add_parser("serve", help="a TVM RPC server that also simulates a profile")
     s.add_argument("--hw", required=True, help="the profile the server simulates")
-    s.add_argument("--tracker", required=True, help="HOST:PORT of the TVM RPC tracker")
-    s.add_argument("--key", required=True, help="device key to register under")
+    s.add_argument("--rpc-tracker", "--tracker", required=True, metavar="HOST:PORT",
+                   help="the TVM RPC tracker (--tracker: the same)")
+    s.add_argument("--rpc-key", "--key", required=True, metavar="KEY",
+                   help="device key to register under (--key: the same)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=9090, help="first port to try")
     s.add_argument("--port-end", type=int, default=9199, help="last port to try")
@@ -357,11 +359,11 @@ def cmd_serve(args) -> int:
     from autoplace.measure import server
 
     profile = load_profile(args.hw)
-    server.parse_addr(args.tracker)
-    srv = server.start(profile, args.tracker, args.key, host=args.host, port=args.port,
+    server.parse_addr(args.rpc_tracker, "--rpc-tracker")
+    srv = server.start(profile, args.rpc_tracker, args.rpc_key, host=args.host, port=args.port,
                        port_end=args.port_end, handshake_timeout=args.handshake_timeout,
                        max_upload_mib=args.max_upload_mib)
-    print(f"READY port={srv.port} key={args.key} profile={profile.name} "
-          f"tracker={args.tracker}", flush=True)
+    print(f"READY port={srv.port} key={args.rpc_key} profile={profile.name} "
+          f"tracker={args.rpc_tracker}", flush=True)
     server.serve_forever(srv)
     return 0

@@ -12,7 +12,7 @@ def register(sub) -> None:
     r = sub.add_parser("report", help="an HTML report of a tuning log, or of a pipeline "
                                       "search's log: tables and pictures")
     r.add_argument("log", help="tuning log (JSON lines)")
-    r.add_argument("--out", default=None, help="output directory (default LOG-report/)")
+    r.add_argument("-o", "--out", default=None, help="output directory (default LOG-report/)")
     r.add_argument("--model", default=None,
                    help="the log's model, if not a bundled name (.onnx, .pt2 or graph .json)")
     r.add_argument("--hw", default=None, help="the log's profile, if not bundled (.toml)")

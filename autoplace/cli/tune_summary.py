@@ -55,7 +55,7 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
 
         side = side_file(log_path, MODEL_STATS)
         print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
-              f"{len(rhos)} batches (per round in {side})")
+              f"{len(rhos)} batches" + (f" (per round in {side})" if side else ""))
 
 
 def _against(rec, objective, best: float) -> str:

@@ -199,7 +199,7 @@ class RPCMeasurer(BuildingMeasurer):
         return NoServerError(
             f"rpc: {why} under key {self.key!r} on tracker {self._addr()} ({detail}); "
             "candidates measured so far are in the log. Start servers (autoplace serve --hw "
-            f"PROFILE --tracker {self._addr()} --key {self.key}) and run the same command "
+            f"PROFILE --rpc-tracker {self._addr()} --rpc-key {self.key}) and run the same command "
             "again with --resume to continue")
 
     def _open(self, session_timeout: float | None = None, stop=None):

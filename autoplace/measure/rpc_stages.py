@@ -28,8 +28,8 @@ def time_stages_rpc(files: Sequence[str | Path], keys: Sequence[str], tracker: s
         if key not in sessions:
             if registered(tracker, key) == 0:
                 raise BuildError(f"rpc: no server under key {key!r} on tracker {tracker} "
-                                 f"(start one: autoplace serve --hw PROFILE --tracker "
-                                 f"{tracker} --key {key})")
+                                 f"(start one: autoplace serve --hw PROFILE --rpc-tracker "
+                                 f"{tracker} --rpc-key {key})")
             sessions[key] = rpc.connect_tracker(host, port).request(key, session_timeout=600.0)
         sess = sessions[key]
         sess.upload(str(f))

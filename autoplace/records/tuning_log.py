@@ -38,9 +38,13 @@ SCHEMA_VERSION = 2
 MODEL_STATS, CHECKPOINT = ".model.jsonl", ".state.jsonl"
 
 
-def side_file(log: str | Path, suffix: str) -> Path:
-    """The side file ``suffix`` (:data:`MODEL_STATS`, :data:`CHECKPOINT`) of ``log``."""
+def side_file(log: str | Path, suffix: str) -> Path | None:
+    """The side file ``suffix`` (:data:`MODEL_STATS`, :data:`CHECKPOINT`) of ``log``; None
+    for a log that is no regular file (``--log /dev/null``, a pipe): it has none, as nothing
+    is resumed from it, and its directory (``/dev``) is no place to write them."""
     log = Path(log)
+    if log.exists() and not log.is_file():
+        return None
     return log.with_name(log.stem + suffix)
 
 
@@ -264,6 +268,12 @@ def read(path: str | Path) -> list[Record]:
 #: What makes records comparable: one graph, one version of one profile, one measurer. A log
 #: may hold several such jobs (``--append``, other models); every reader keys on these.
 JOB = ("graph_fp", "profile_hash", "measurer")
+
+
+def jobs_named(records: list[Record]) -> str:
+    """``graph on profile (measurer)`` of the records' jobs, for a message."""
+    names = sorted({f"{r.graph} on {r.profile} ({r.measurer})" for r in records})
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 #: Columns with few distinct values: categorical in :func:`load`'s frame.
 _CATEGORIES = ("log", "run", "graph", "graph_fp", "profile", "profile_hash", "strategy",

@@ -315,10 +315,13 @@ def _edge_index(graph: OpGraph) -> dict[str, int]:
     return {graph.edge_name(k): k for k in range(len(graph.edges))}
 
 
-def _hops(timeline: Sequence[Event]) -> dict[str, list[Event]]:
+def _hops(graph: OpGraph, timeline: Sequence[Event]) -> dict[str, list[Event]]:
+    """The hops of each edge's copy, in time order (a block unit's reads and writes of the
+    block model are copies of no edge: left out)."""
+    edges = _edge_index(graph)
     hops: dict[str, list[Event]] = {}
     for e in sorted(timeline, key=lambda e: (e.start, e.end)):
-        if e.kind == "copy":
+        if e.kind == "copy" and e.name in edges:
             hops.setdefault(e.name, []).append(e)
     return hops
 
@@ -328,42 +331,78 @@ def critical_path(graph: OpGraph, timeline: Sequence[Event]) -> list[Event]:
 
     From the op that ends last, step back to whatever made each event start when it did:
     an input (the producer op, or the last hop of the copy bringing it) that arrived at
-    that moment, else the previous work on the same resource.
+    that moment, else the previous work on the same resource. In the block model, a block
+    unit's copies ("fpga0 inputs", "fpga0 outputs": no edge of the graph) read the inputs of
+    its block, each present at its producer's end (a block's end if made by one), and write
+    its outputs after its ops.
     """
     if not timeline:
         return []
-    ops = {e.name: e for e in timeline if e.kind == "op"}
-    hops, edges, ins = _hops(timeline), _edge_index(graph), graph.in_edges()
-    per_res: dict[str, list[Event]] = {}
-    for e in sorted(timeline, key=lambda e: (e.start, e.end)):
-        per_res.setdefault(e.resource, []).append(e)
+    causes = _Causes(graph, timeline)
     tol = 1e-12 * max(e.end for e in timeline)
-
-    def inputs(e: Event) -> list[Event]:
-        if e.kind == "copy":
-            chain = hops[e.name]
-            j = chain.index(e)
-            return [chain[j - 1]] if j else [ops[graph.ops[graph.edges[edges[e.name]].src].name]]
-        return [hops[graph.edge_name(k)][-1] if graph.edge_name(k) in hops
-                else ops[graph.ops[graph.edges[k].src].name] for k in ins[graph.index(e.name)]]
-
-    path = [max(ops.values(), key=lambda e: e.end)]
+    path = [max(causes.ops.values(), key=lambda e: e.end)]
+    on_path = {id(path[0])}
     while path[-1].start > tol:
         e = path[-1]
-        before = [p for p in per_res[e.resource] if p.end <= e.start + tol and p is not e]
-        cands = inputs(e) + before[-1:]
-        nxt = next((p for p in cands if abs(p.end - e.start) <= tol), None)
+        nxt = next((p for p in causes.inputs(e) + causes.previous(e, tol)
+                    if abs(p.end - e.start) <= tol and id(p) not in on_path), None)
         if nxt is None:
             break
         path.append(nxt)
+        on_path.add(id(nxt))
     return path[::-1]
+
+
+class _Causes:
+    """The events a timeline's event may have waited for (see :func:`critical_path`)."""
+
+    def __init__(self, graph: OpGraph, timeline: Sequence[Event]):
+        self.graph, self.edges, self.ins = graph, _edge_index(graph), graph.in_edges()
+        self.ops = {e.name: e for e in timeline if e.kind == "op"}
+        self.hops = _hops(graph, timeline)
+        self.per_res: dict[str, list[Event]] = {}
+        for e in sorted(timeline, key=lambda e: (e.start, e.end)):
+            self.per_res.setdefault(e.resource, []).append(e)
+        self.rank = {id(e): j for events in self.per_res.values() for j, e in enumerate(events)}
+        self.block_end = {e.resource: self.per_res[e.resource][-1] for e in timeline
+                          if e.kind == "copy" and e.name not in self.edges}
+
+    def previous(self, e: Event, tol: float) -> list[Event]:
+        """The work before ``e`` on its resource, if it ended by ``e``'s start (ops that
+        take no time run in the timeline's order)."""
+        before = self.per_res[e.resource][:self.rank[id(e)]]
+        return [p for p in before if p.end <= e.start + tol][-1:]
+
+    def producer(self, k: int) -> Event:
+        return self.ops[self.graph.ops[self.graph.edges[k].src].name]
+
+    def arrival(self, k: int, where: str) -> Event:
+        """The event that makes edge ``k``'s tensor present on resource ``where``."""
+        name, src = self.graph.edge_name(k), self.producer(k)
+        if name in self.hops:
+            return self.hops[name][-1]
+        return src if src.resource == where else self.block_end.get(src.resource, src)
+
+    def inputs(self, e: Event) -> list[Event]:
+        """What ``e`` read: its inputs' arrivals, a hop's previous hop or producer."""
+        if e.kind == "op":
+            return [self.arrival(k, e.resource) for k in self.ins[self.graph.index(e.name)]]
+        if e.name in self.hops:
+            chain = self.hops[e.name]
+            j = chain.index(e)
+            return [chain[j - 1]] if j else [self.producer(self.edges[e.name])]
+        if e.name != f"{e.resource} inputs":  # a block's outputs: after its ops
+            return []
+        return [self.arrival(k, e.resource) for i, op in enumerate(self.graph.ops)
+                if self.ops[op.name].resource == e.resource for k in self.ins[i]
+                if self.producer(k).resource != e.resource]
 
 
 def buffers(graph: OpGraph, timeline: Sequence[Event]) -> pd.DataFrame:
     """Every buffer of a simulated run: scope, nbytes, alloc and free time (the rules of
     docs/simulator.md; graph inputs and weights are not counted)."""
     ops = {e.name: e for e in timeline if e.kind == "op"}
-    hops, outs = _hops(timeline), graph.out_edges()
+    hops, outs = _hops(graph, timeline), graph.out_edges()
     makespan = max((e.end for e in ops.values()), default=0.0)
     rows = []
     for i, op in enumerate(graph.ops):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoplace.graph import OpGraph
+from autoplace.graph import GraphError, OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.simulator import Simulator
@@ -48,10 +48,23 @@ def logged_inputs(row, log: Path, model: str | None, hw: str | None,
     ``profile_hash``) was measured on, or ``model`` and ``hw`` in their place: ReportError
     naming the option to fix if they are not the ones the log names."""
     from autoplace.hardware.load import load_profile
-    from autoplace.models import load_graph
+    from autoplace.hardware.profile import ProfileError
+    from autoplace.models import load_graph, own_inputs_hint
 
-    graph = load_graph(model or row["graph"], shapes)
-    profile = load_profile(hw or row["profile"])
+    try:
+        graph = load_graph(model or row["graph"], shapes)
+    except GraphError:
+        if model:
+            raise
+        raise ReportError(f"{log}: {own_inputs_hint(row['graph'], hw or row['profile'])}"
+                          ) from None
+    try:
+        profile = load_profile(hw or row["profile"])
+    except ProfileError:
+        if hw:
+            raise
+        raise ReportError(f"{log}: its profile {row['profile']!r} is not a bundled one: pass "
+                          "--hw PATH (the .toml it was tuned on)") from None
     if graph.fingerprint != row["graph_fp"]:
         raise ReportError(f"{log}: graph {graph.name!r} (fingerprint {graph.fingerprint}) is "
                           f"not the log's {row['graph_fp']}; pass --model with the right one")

@@ -39,8 +39,8 @@ JOB = ("run", "sampler", "seed", "batch_size", "objective")  # the header's fiel
 _TAIL = frozenset(("append_at", "items"))  # the keys of an appended list's new items
 
 
-def checkpoint_path(log: Path) -> Path:
-    """The checkpoint of the job logged in ``log``."""
+def checkpoint_path(log: Path) -> Path | None:
+    """The checkpoint of the job logged in ``log`` (None: a log that is no regular file)."""
     return side_file(log, CHECKPOINT)
 
 

@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autoplace.measure.base import MeasureResult
 from autoplace.measure.objective import LATENCY, Objective
-from autoplace.records.tuning_log import Record, TuningLog, new_run_id, read
+from autoplace.records.tuning_log import Record, TuningLog, jobs_named, new_run_id, read
 from autoplace.search.config import TuneConfig
 from autoplace.search.params import TrialParams, distributions, op_param, to_placement
 from autoplace.search.strategy import SearchError
@@ -129,7 +129,7 @@ class Store:
         if everything and not (self.continues or self.append):
             raise SearchError(
                 f"{self.log.path}: already holds {len(everything)} records (of "
-                f"{_jobs(everything)}); --resume continues its job, --append adds a new run "
+                f"{jobs_named(everything)}); --resume continues its job, --append adds a new run "
                 "to it, or give another --log")
         records = [r for r in everything if r.graph_fp == g.fingerprint]
         changed = next((r for r in records if r.profile == p.name and r.profile_hash != p.hash),
@@ -304,12 +304,6 @@ def shared_run_id(study: optuna.Study) -> str:
     if study.user_attrs.get("run") != run:
         study.set_user_attr("run", run)
     return run
-
-
-def _jobs(records: list[Record]) -> str:
-    """``graph on profile`` of the records' jobs, for a message."""
-    names = sorted({f"{r.graph} on {r.profile} ({r.measurer})" for r in records})
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _attrs(rec: Record, genome: str, value: float | None) -> dict:

@@ -144,6 +144,14 @@ def graph_cases() -> list[Case]:
                       ("none.json",)))
     cases.append(Case("model: unknown name", ("tune", "nosuchmodel", *tune()[2:]),
                       ("nosuchmodel",)))
+    node = {"cpuLatency": 1.0, "fpgaLatency": 1.0, "supportedOnFpga": 1}
+    instance = {"maxSizePerFPGA": 10.0, "maxFPGAs": 1, "maxCPUs": 1,
+                "nodes": [dict(node, id=0), dict(node, id=1)],
+                "edges": [{"sourceId": 0, "destId": 0, "cost": 1.0}]}
+    cases.append(Case("graph: an instance's self-edge (import-instance; once without its file)",
+                      ("import-instance", "{dir}/inst.json", "--out", "{dir}"),
+                      ("inst.json", "edges[0]", "to itself"),
+                      (("inst.json", json.dumps(instance)),)))
     return cases + profiled_cases()
 
 
@@ -263,6 +271,12 @@ def option_cases() -> list[Case]:
                                               "{dir}/missing/new.jsonl", "--no-progress"),
              ("missing/new.jsonl", "No such file or directory")),
     ]
+    for argv in (("pipeline", "seed_te", "--hw", "mesh", "--trials", "2"),
+                 ("tune", "seed_te", "--hw", "mesh", "--objective", "throughput", "--trials",
+                  "2", "--no-progress")):  # a pipeline search appended to any log (issue 31)
+        cases.append(Case(f"option {argv[0]} --log of another job (a placement search's)",
+                          (*argv, "--log", "{dir}/log.jsonl"),
+                          ("--log", "log.jsonl", "another job", "seed_te on soc (simulator)")))
     host = bundled_profiles()["host"].read_text()
     cases.append(Case("option --measurer local with a target key TVM lacks",
                       tune("--hw", "{dir}/hw.toml", "--measurer", "local"),

@@ -262,6 +262,68 @@ def test_every_options_help_says_its_default_once_and_never_none():
     assert checked > 100
 
 
+@pytest.mark.parametrize("names", [("--rpc-tracker", "--rpc-key"), ("--tracker", "--key")])
+def test_serve_takes_the_rpc_flags_of_the_other_commands_and_its_old_names(names):
+    """Issue 31: serve had --tracker/--key where tune, run, calibrate... have --rpc-*."""
+    from autoplace.cli.main import build_parser
+
+    args = build_parser().parse_args(["serve", "--hw", "soc", names[0], "h:1", names[1], "k"])
+    assert (args.rpc_tracker, args.rpc_key) == ("h:1", "k")
+    usage = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
+    assert "--rpc-tracker HOST:PORT, --tracker HOST:PORT" in usage
+
+
+def test_report_takes_o_as_compile_does(tmp_path):
+    log = tmp_path / "t.jsonl"
+    assert cli("tune", "seed_te", "--hw", "soc", "--trials", 2, "--log", log,
+               "--no-progress").returncode == 0
+    r = cli("report", log, "-o", tmp_path / "here")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "here" / "report.html").is_file()
+
+
+def test_a_log_on_dev_null_is_taken_and_nothing_is_written_beside_it():
+    """fsync of /dev/null raises EINVAL, no error of the log's (records/tuning_log.py); its
+    side files (checkpoint, cost-model statistics) once went to /dev."""
+    side = [Path("/dev/null.state.jsonl"), Path("/dev/null.model.jsonl")]
+
+    def seen():
+        return [p.stat().st_mtime_ns if p.exists() else None for p in side]
+
+    before = seen()
+    t = cli("tune", "seed_te", "--trials", 2, "--log", "/dev/null", "--no-progress")
+    assert t.returncode == 0 and not t.stderr, t.stderr
+    assert "best (latency)" in t.stdout and seen() == before
+
+
+def test_best_and_report_of_ones_own_model_without_model_say_to_pass_it(tmp_path):
+    """A log names its graph, not where it is: best printed kind ? for every op with no hint,
+    report failed without naming --model (issue 31)."""
+    from autoplace.models import GRAPH_DIR
+
+    model, log = tmp_path / "mine.json", tmp_path / "t.jsonl"
+    model.write_text(json.dumps({**json.loads((GRAPH_DIR / "seed_te.json").read_text()),
+                                 "name": "mine"}))
+    assert cli("tune", model, "--trials", 2, "--log", log, "--no-progress").returncode == 0
+    best = cli("best", log)
+    assert best.returncode == 0, best.stderr
+    note = best.stdout.strip().splitlines()[-1]
+    assert note.startswith("note: its graph 'mine' is not a bundled model") and \
+        "--model PATH" in note
+    assert "note:" not in cli("best", log, "--model", model).stdout
+    assert_one_line_error(cli("report", log, "-o", tmp_path / "rep"), "t.jsonl",
+                          "graph 'mine' is not a bundled model", "--model PATH")
+    from autoplace.hardware.load import bundled_profiles
+
+    hw, log = tmp_path / "board.toml", tmp_path / "b.jsonl"
+    hw.write_text(bundled_profiles()["soc"].read_text().replace('name = "soc"', 'name = "board"'))
+    assert cli("tune", model, "--hw", hw, "--trials", 2, "--log", log,
+               "--no-progress").returncode == 0
+    assert_one_line_error(cli("report", log), "--model PATH", "--hw PATH", "'board'")
+    assert_one_line_error(cli("report", log, "--model", model), "profile 'board' is not a "
+                          "bundled one", "--hw PATH")
+
+
 def test_a_slow_set_up_phase_says_what_it_does_and_a_quick_one_is_quiet(capsys, monkeypatch):
     import time
 

@@ -53,6 +53,11 @@ def test_a_search_that_runs_out_of_new_plans_says_so(tmp_path):
     assert 2 <= done < 1000
     assert "stopped short of the 1000 trials asked: every plan the moves reach from the " \
            "measured plans is measured" in t.stdout
+    # draws are bounded per start plan (DRY_DRAWS), not by the trials asked (issue 31:
+    # 50 x N draws never ended at N = 10^30)
+    t = cli("pipeline", "seed_te", "--hw", mesh, "--trials", 10**30, timeout=60)
+    assert t.returncode == 0, t.stderr
+    assert f"stopped short of the {10**30} trials asked" in t.stdout
     # tune --objective throughput counts the DP's plan besides the trials asked
     t = cli("tune", "seed_te", "--hw", mesh, "--objective", "throughput", "--trials",
             1000, "--log", tmp_path / "t.jsonl", "--no-progress")

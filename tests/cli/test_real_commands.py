@@ -75,8 +75,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     _one_line_error(cli("tune", "seed_te", "--hw", "soc", "--trials", "2", "--measurer", "rpc",
                         "--log", str(tmp_path / "l.jsonl"), "--no-progress"),
                     "--rpc-tracker HOST:PORT")
-    _one_line_error(cli("serve", "--hw", "soc", "--tracker", "nowhere", "--key", "k"),
-                    "--tracker", "'nowhere'")
+    _one_line_error(cli("serve", "--hw", "soc", "--rpc-tracker", "nowhere", "--rpc-key", "k"),
+                    "--rpc-tracker", "'nowhere'")
 
 
 def test_tune_with_the_local_measurer(tmp_path):

@@ -195,6 +195,20 @@ def test_import_instance_writes_a_graph_and_profile_the_tuner_takes(tmp_path, ca
     assert main(["import-instance", str(tmp_path / "missing.json")]) == 2
 
 
+def test_report_of_an_imported_instance_s_log_is_written(tmp_path, capsys):
+    """Its blocks' reads and writes ("fpga2 inputs") once broke the critical path."""
+    from autoplace.cli.main import main
+
+    graph, hw = tmp_path / "layers-gnmt.json", tmp_path / "layers-gnmt.toml"
+    log, out = tmp_path / "t.jsonl", tmp_path / "rep"
+    assert main(["import-instance", "layers-gnmt", "--out", str(tmp_path)]) == 0
+    assert main(["tune", str(graph), "--hw", str(hw), "--trials", "4", "--no-progress",
+                 "--log", str(log)]) == 0
+    assert main(["report", str(log), "--model", str(graph), "--hw", str(hw),
+                 "--out", str(out)]) == 0
+    assert (out / "report.html").is_file() and (out / "gantt.png").is_file()
+
+
 def test_a_pool_of_cpus_has_the_period_of_its_work_over_its_cores():
     """A latency instance's CPUs (8 cores, as wide as the graph for latency): everything on
     them streams at the slower of its longest node and all its nodes' time over 8."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from factories import contiguous_genomes
 
 from autoplace.frontend.tarnawski import convert, load_instance
 from autoplace.graph import Edge, Op, OpGraph
@@ -32,24 +33,6 @@ def modelled_profile() -> Profile:
                    for i in range(2) for a, b in (("dram", f"sram{i}"), (f"sram{i}", "dram")))
     return Profile(name="blocks", host="cpu", default_scope="dram", units=units, scopes=scopes,
                    copies=copies)
-
-
-def contiguous_genomes(space: SearchSpace, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Random genomes whose block units each run one range of consecutive ops in program
-    order (a contiguous set), every other op on a parallel unit."""
-    choice, mode = space.random_genomes(n, rng)
-    block = [u for u, x in enumerate(space.profile.units) if x.execution == "block"]
-    for b in range(n):
-        cuts = np.sort(rng.choice(space.n_ops + 1, size=2 * len(block)))
-        owner = np.full(space.n_ops, -1)
-        for u, lo, hi in zip(block, cuts[0::2], cuts[1::2]):
-            owner[lo:hi] = u
-        for i in range(space.n_ops):
-            units = space.c_unit[i, :space.n_choices[i]]
-            want = units == owner[i] if owner[i] >= 0 else ~np.isin(units, block)
-            if not want[choice[b, i]] and want.any():
-                choice[b, i] = rng.choice(np.flatnonzero(want))
-    return choice, mode
 
 
 def _agree(space: SearchSpace, n: int, seed: int) -> None:

@@ -63,7 +63,7 @@ class Servers:
         for _ in range(n):
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "autoplace", "serve", "--hw", self.hw,
-                 "--tracker", self.tracker, "--key", self.key, *options],
+                 "--rpc-tracker", self.tracker, "--rpc-key", self.key, *options],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 start_new_session=True))
         for p in self.procs[-n:]:

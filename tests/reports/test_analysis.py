@@ -10,8 +10,9 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
-from factories import chain_graph, fork_graph, tiny_profile
+from factories import chain_graph, contiguous_genomes, fork_graph, tiny_profile
 
+from autoplace.frontend.tarnawski import convert, load_instance
 from autoplace.hardware.load import load_profile
 from autoplace.measure import ErrorKind, MeasureResult
 from autoplace.measure.simulator import Simulator
@@ -238,6 +239,47 @@ def test_critical_path_follows_the_busy_unit_when_it_binds():
     g, p = fork_graph(), tiny_profile()
     res = Simulator(SearchSpace(g, p), timeline=True).simulate(SearchSpace(g, p).uniform("cpu"))
     assert [e.name for e in analysis.critical_path(g, res.timeline)] == ["S", "L", "R", "J"]
+
+
+def block_instance():
+    """n5 (3 ms on the CPU) -> n7 (0.5 ms on an FPGA) -> n2 (1 ms, CPU only), the edges
+    costing 0.375 and 0.125 ms: the FPGA's block reads n5's output and writes n7's."""
+    node = {"cpuLatency": 3.0, "fpgaLatency": 0.5, "supportedOnFpga": 1, "size": 1.0}
+    data = {"maxSizePerFPGA": 100.0, "maxFPGAs": 1, "maxCPUs": 1,
+            "nodes": [dict(node, id=5), dict(node, id=7),
+                      dict(node, id=2, cpuLatency=1.0, supportedOnFpga=0)],
+            "edges": [{"sourceId": 5, "destId": 7, "cost": 0.375},
+                      {"sourceId": 7, "destId": 2, "cost": 0.125}]}
+    return convert(data, name="tiny", source="tiny.json")
+
+
+def test_critical_path_of_a_block_goes_through_its_reads_and_writes():
+    g, p = block_instance()
+    space = SearchSpace(g, p)
+    pl = space.from_user({"n7": {"unit": "fpga0", "scope": "mem0", "weights": "resident"}})
+    res = Simulator(space, timeline=True).simulate(pl)
+    path = analysis.critical_path(g, res.timeline)
+    assert [e.name for e in path] == ["n5", "fpga0 inputs", "n7", "fpga0 outputs", "n2"]
+    assert path[-1].end == pytest.approx((3.0 + 0.375 + 0.5 + 0.125 + 1.0) * 1e-3)
+
+
+def test_critical_path_of_block_model_runs_is_a_chain_from_zero_to_the_latency():
+    # layers-gnmt has ops that take no time inside blocks, once a cause of an endless walk
+    g, p = load_instance("layers-gnmt")
+    space = SearchSpace(g, p)
+    sim = Simulator(space, timeline=True)
+    choice, mode = contiguous_genomes(space, 12, np.random.default_rng(0))
+    checked = 0
+    for c, m in zip(choice, mode):
+        res = sim.simulate(space.decode(c, m))
+        if not res.ok:
+            continue
+        path = analysis.critical_path(g, res.timeline)
+        assert path[0].start == 0.0 and path[-1].end == pytest.approx(res.latency_s, rel=1e-12)
+        assert all(a.end == pytest.approx(b.start, abs=1e-12) for a, b in zip(path, path[1:]))
+        assert any(e.kind == "copy" and e.name.endswith(" inputs") for e in path)
+        checked += 1
+    assert checked >= 8
 
 
 def test_occupancy_peaks_are_the_simulator_peaks():
