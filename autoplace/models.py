@@ -176,14 +176,12 @@ def load_graph(spec: str | Path, shapes: Shapes | None = None,
     return load_module(path, shapes, patterns)[1]
 
 
-def own_inputs_hint(graph: str, profile: str | None = None) -> str:
-    """What to pass for a log of a user's own model, the log naming its graph (and
-    ``profile``) but not where they are: ``--model PATH``, and ``--hw PATH`` where
-    ``profile`` is given and is no bundled one."""
-    from autoplace.hardware.load import bundled_profiles
-
-    hw = f" and --hw PATH (its profile {profile!r} is not bundled either)" \
-        if profile is not None and profile not in bundled_profiles() else ""
+def own_inputs_hint(graph: str, unbundled_profile: str | None = None) -> str:
+    """What to pass for a log of a user's own model, the log naming its graph but not where
+    it is: ``--model PATH``, and ``--hw PATH`` where the log's profile is no bundled one
+    (``unbundled_profile``: its name)."""
+    hw = f" and --hw PATH (its profile {unbundled_profile!r} is not bundled either)" \
+        if unbundled_profile is not None else ""
     return (f"its graph {graph!r} is not a bundled model: pass --model PATH (the .onnx, .pt2 "
             f"or graph .json it was tuned on){hw}")
 

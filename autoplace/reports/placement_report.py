@@ -47,7 +47,7 @@ def logged_inputs(row, log: Path, model: str | None, hw: str | None,
     """The graph and profile a log's ``row`` (``graph``, ``profile``, ``graph_fp``,
     ``profile_hash``) was measured on, or ``model`` and ``hw`` in their place: ReportError
     naming the option to fix if they are not the ones the log names."""
-    from autoplace.hardware.load import load_profile
+    from autoplace.hardware.load import bundled_profiles, load_profile
     from autoplace.hardware.profile import ProfileError
     from autoplace.models import load_graph, own_inputs_hint
 
@@ -56,8 +56,9 @@ def logged_inputs(row, log: Path, model: str | None, hw: str | None,
     except GraphError:
         if model:
             raise
-        raise ReportError(f"{log}: {own_inputs_hint(row['graph'], hw or row['profile'])}"
-                          ) from None
+        named = hw or row["profile"]
+        unbundled = None if named in bundled_profiles() else named
+        raise ReportError(f"{log}: {own_inputs_hint(row['graph'], unbundled)}") from None
     try:
         profile = load_profile(hw or row["profile"])
     except ProfileError:

@@ -309,6 +309,7 @@ class Tuner:
         if remaining > 0:
             warnings.warn(f"search stopped after {measured} trials: {self._why_stopped()}",
                           stacklevel=2)
+        self._baselines_lost_to_the_dead()
         return measured
 
     def _toward_fitting(self, n: int) -> Proposal | None:
@@ -344,6 +345,19 @@ class Tuner:
         self._take_in(got or self.store.others())
         self.run_baselines()
         return len(self.done) > before
+
+    def _baselines_lost_to_the_dead(self) -> None:
+        """A worker whose search is over: while a baseline is measured by no worker and
+        others still hold trials (a dead worker's claim lapses after its grace), wait, take
+        in what they measured and measure the baselines no live worker holds; so a job
+        whose search ends within a dead worker's grace still measures every baseline."""
+        running = self.shared is not None
+        while running and any(name not in self.done for name, _ in self.baselines):
+            running = self.shared.others_running()  # (a lapsed claim is free to take now)
+            self._take_in(self.store.others())
+            self.run_baselines()
+            if running and any(name not in self.done for name, _ in self.baselines):
+                time.sleep(min(1.0, self.config.grace_s / 4))
 
     def predict(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
         """The free model descent ranks moves by: the simulator (infinite where a genome does

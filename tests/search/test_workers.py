@@ -382,3 +382,49 @@ def test_rounds_lost_to_other_workers_claims_do_not_end_a_worker(tmp_path, monke
                 worker=True))
     assert len(lost) == STALLED_ROUNDS + 3
     assert result.measured - len(baselines_of()) == 20
+
+
+DIES_HOLDING_THE_BASELINES = textwrap.dedent("""
+    import os, signal, sys
+    from autoplace.hardware.load import load_profile
+    from autoplace.measure.simulator import Simulator
+    from autoplace.models import load_graph
+    from autoplace.records.tuning_log import TuningLog
+    from autoplace.search import TuneConfig, tune
+    from autoplace.space import SearchSpace
+
+    class Dies(Simulator):
+        def measure(self, *args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        measure_encoded = measure
+
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    config = TuneConfig(trials=16, storage=sys.argv[2], worker=True, grace_s=3.0)
+    with TuningLog(sys.argv[1]) as log:
+        tune(space, Dies(space), log, config)
+""")
+
+
+def test_a_worker_whose_search_ends_within_a_dead_workers_grace_measures_its_baselines(
+        tmp_path):
+    """A worker died holding the baselines' claims (running, not measured). The next
+    worker loses them to it, and its 16 trials end before the dead worker's grace does: it
+    then waits for the claims to lapse and measures every baseline (it used to end with
+    none of them measured: seen in CI once the search got fast enough)."""
+    storage = f"journal:{tmp_path / 'study.journal'}"
+    dead = subprocess.run([sys.executable, "-c", DIES_HOLDING_THE_BASELINES,
+                           str(tmp_path / "d.jsonl"), storage],
+                          capture_output=True, text=True, timeout=600)
+    assert dead.returncode == -signal.SIGKILL, dead.stderr
+    held = the_study(storage).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert held and all(t.user_attrs["kind"] == BASELINE for t in held)
+    t = subprocess.run([sys.executable, "-m", "autoplace", "tune", MODEL, "--hw", HW,
+                        "--trials", "16", "--storage", storage, "--worker", "--log",
+                        str(tmp_path / "w.jsonl"), "--grace", "3", "--no-progress"],
+                       capture_output=True, text=True, timeout=600)
+    assert t.returncode == 0, t.stderr
+    records = read(tmp_path / "w.jsonl")
+    names = sorted(name for name, _ in baselines_of())
+    assert sorted(r.strategy for r in records if r.strategy in names) == names
+    assert len(records) - len(names) == 16 and len(held) == len(names)
