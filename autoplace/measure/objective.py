@@ -2,9 +2,11 @@
 other figures of a result a front of records weighs them against (energy, peak memory).
 
 Both are seconds per inference and both are in every simulated record (``latency_s``,
-``period_s``); the objective says which one the search ranks by, which one the study is
-told and which record is the best. ``throughput`` minimises the period (docs/simulator.md,
-"Throughput"): inferences per second in steady state are ``1 / period_s``.
+``period_s``), as is the energy (``energy_j``: the ``energy`` objective minimises joules);
+the objective says which one the search ranks by, which one the study is told and which
+record is the best, and :meth:`Objective.bounded` keeps a job within a user's limits.
+``throughput`` minimises the period (docs/simulator.md, "Throughput"): inferences per second
+in steady state are ``1 / period_s``.
 
 A reader of records ranks by an objective without simulating: the batch simulator's kernels
 (numba) load only when :meth:`Objective.feasible` first runs.
@@ -60,7 +62,7 @@ class Objective(Criterion, ABC):
 
     @abstractmethod
     def simulated(self, out: BatchOutput) -> np.ndarray:
-        """Per row, the simulator's seconds per inference, whether or not the row fits."""
+        """Per row, the simulator's figure (seconds, or joules), whether or not it fits."""
 
     @abstractmethod
     def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
