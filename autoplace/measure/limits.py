@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -59,17 +59,26 @@ class Limits:
     def __bool__(self) -> bool:
         return self.latency_s is not None or self.energy_j is not None or bool(self.memory)
 
+    def keeps(self, latency, energy, peak_of: Callable[[str], object]) -> np.ndarray:
+        """Per row of figures (arrays or numbers; NaN: the row has none, which keeps no
+        bound), whether it keeps every bound: ``latency`` seconds, ``energy`` joules (read
+        only with an energy bound), ``peak_of(scope)`` the bytes held in ``scope``."""
+        ok = np.ones(np.shape(latency), dtype=bool)
+        for bound, value in ((self.latency_s, latency), (self.energy_j, energy)):
+            if bound is not None:
+                ok &= np.asarray(value, dtype=np.float64) <= bound
+        for scope, bound in self.memory.items():
+            ok &= np.asarray(peak_of(scope), dtype=np.float64) <= bound
+        return ok
+
     def admits(self, result: MeasureResult) -> bool:
         """Whether a valid ``result`` keeps every bound (a bound on a figure the result
         lacks, e.g. energy on a profile without energy figures, is not kept)."""
         if not result.ok:
             return False
-        for bound, value in ((self.latency_s, result.latency_s),
-                             (self.energy_j, result.energy_j)):
-            if bound is not None and (value is None or value > bound):
-                return False
-        return all(result.peak_bytes.get(scope, math.inf) <= bound
-                   for scope, bound in self.memory.items())
+        energy = math.nan if result.energy_j is None else result.energy_j
+        return bool(self.keeps(result.latency_s, energy,
+                               lambda scope: result.peak_bytes.get(scope, math.nan)))
 
     def unknown_scopes(self, scopes: Iterable[str]) -> list[str]:
         """The scopes bounded that are not among ``scopes`` (a misspelt name)."""
@@ -85,15 +94,9 @@ class Limits:
     def within(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
         """Per simulated row, whether it keeps every bound (``out`` simulated per unit
         where :attr:`per_unit`); its peaks are counted as the capacity check counts them."""
-        ok = np.ones(len(out.latency), dtype=bool)
-        if self.latency_s is not None:
-            ok &= out.latency <= self.latency_s
-        if self.energy_j is not None:
-            ok &= out.energy <= self.energy_j
         index = space.profile.scope_index
-        for scope, bound in self.memory.items():
-            ok &= np.floor(out.peak[:, index[scope]]) <= bound
-        return ok
+        return self.keeps(out.latency, out.energy,
+                          lambda scope: np.floor(out.peak[:, index[scope]]))
 
     def text(self) -> str:
         """The bounds as the options that set them (empty: none)."""

@@ -205,11 +205,8 @@ def front(df: pd.DataFrame, criteria: Sequence[str] = ("latency", "energy"),
 
     crit, limits = fr.criteria_named(criteria), limits or fr.Limits()
     d = front_figures(df[df["ok"]], [c.name for c in crit])
-    keep = pd.Series(True, index=d.index)
-    for bound, col in ((limits.latency_s, "latency_s"), (limits.energy_j, "energy_j")):
-        keep &= d[col] <= bound if bound is not None else True
-    for scope, bound in limits.memory.items():
-        keep &= d.get(f"peak_bytes.{scope}", pd.Series(np.nan, index=d.index)) <= bound
+    keep = limits.keeps(d["latency_s"], d["energy_j"],
+                        lambda scope: d.get(f"peak_bytes.{scope}", np.nan))
     names = [c.name for c in crit]
     d = d[keep & d[names].notna().all(axis=1)].sort_values("trial", kind="stable")
     parts = [_front_of(g, names) for _, g in d.groupby(list(JOB), observed=True, sort=False)]
