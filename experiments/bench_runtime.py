@@ -202,11 +202,14 @@ def tuned_row(name: str, profile, cache: Path, trials: int, seed: int = 0) -> di
 
 # -- 3. simulated against measured --------------------------------------------------------
 def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0,
-                 rounds: int = 3) -> dict:
+                 rounds: int = 3, kernel_db: Path | None = None) -> dict:
     """Each placement timed in ``rounds`` interleaved rounds (median of 3 runs each), its
     fastest kept, as calibration keeps it; simulated with the profile and with its units'
-    hand-over set to 0 (the simulator before it had one)."""
+    hand-over set to 0 (the simulator before it had one). ``kernel_db``: the kernels are
+    built as that database schedules them (the tuned build; the profile should then be
+    calibrated on the same database: ``autoplace calibrate --kernel-db``)."""
     from autoplace.calibrate.handover import with_handover
+    from autoplace.deploy.kernel_db import KernelDatabase
     from autoplace.measure.batch import random_feasible
     from autoplace.measure.local import LocalMeasurer
     from autoplace.measure.simulator import Simulator
@@ -217,7 +220,7 @@ def fidelity_row(name: str, profile, cache: Path, n: int, seed: int = 0,
     space = SearchSpace(graph, profile)
     sim, chosen = Simulator(space), random_feasible(space, n, np.random.default_rng(seed))
     m = LocalMeasurer(mod, graph, profile, space=space, settings=settings(3), cache_dir=cache,
-                      timeout=600)
+                      timeout=600, kernels=KernelDatabase(kernel_db) if kernel_db else None)
     try:
         timed = [m.measure(chosen) for _ in range(rounds)]
     finally:
@@ -430,6 +433,9 @@ def main() -> None:
                     help="a checkout of fa7bb04 (git worktree add DIR fa7bb04) for the rate")
     ap.add_argument("--cache-dir", type=Path,
                     default=Path(tempfile.gettempdir()) / "autoplace-bench-kernels")
+    ap.add_argument("--kernel-db", type=Path, default=None,
+                    help="fidelity of the tuned build: kernels as this database (autoplace "
+                         "tune-kernels) schedules them; --hw calibrated on it")
     args = ap.parse_args()
     from autoplace.hardware.load import load_profile
 
@@ -448,7 +454,8 @@ def main() -> None:
         else:
             fn = {"vm": lambda m: vm_row(m, profile, args.cache_dir),
                   "tuned": lambda m: tuned_row(m, profile, args.cache_dir, args.trials),
-                  "fidelity": lambda m: fidelity_row(m, profile, args.cache_dir, args.random)
+                  "fidelity": lambda m: fidelity_row(m, profile, args.cache_dir, args.random,
+                                                     kernel_db=args.kernel_db)
                   }[table]
             rows = []
             for m in args.models:
