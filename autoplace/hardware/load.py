@@ -1,9 +1,10 @@
 """Read and validate hardware profiles (TOML) into :class:`autoplace.hardware.profile.Profile`.
 
-The unit/scope/copy schema is documented in :mod:`autoplace.hardware.profile`. Units convert on
-load: ``gflops`` stays GFLOP/s, ``launch_overhead_us``, ``handover_us`` and ``latency_us``
-become seconds, ``capacity_mib`` becomes bytes (MiB = 2**20 B), ``bandwidth_gbps`` (GB/s =
-1e9 B/s) becomes B/s.
+The unit/scope/copy schema is documented in :mod:`autoplace.hardware.profile` and
+docs/profile.md, and declared (keys, types, ranges, defaults) in
+:mod:`autoplace.hardware.toml_schema`. Units convert on load: ``gflops`` stays GFLOP/s,
+``launch_overhead_us``, ``handover_us`` and ``latency_us`` become seconds, ``capacity_mib``
+becomes bytes (MiB = 2**20 B), ``bandwidth_gbps`` (GB/s = 1e9 B/s) becomes B/s.
 Optional keys: ``name`` (default: the file stem), ``description``, ``units.*.rpc_key``,
 ``units.*.class`` (a label shared by units of one kind, which a profiled graph's measured
 latencies may name), ``units.*.execution`` (``stream``, ``parallel`` or ``block``: how the
@@ -57,101 +58,92 @@ from pathlib import Path
 import autoplace
 from autoplace.hardware.mesh_expansion import expand_mesh
 from autoplace.hardware.profile import Profile, ProfileError
-from autoplace.hardware.toml_tables import (
-    REQUIRED,
-    ProfileParts,
-    Table,
-    parse_copy,
-    parse_scope,
-    parse_unit,
-    type_name,
-)
+from autoplace.hardware.toml_schema import ProfileSpec, read
+from autoplace.hardware.toml_tables import At, ProfileParts, parse_copy, parse_scope, parse_unit
 
 __all__ = ["bundled_profiles", "load_profile", "profile_from_toml"]
 
-def _parse_top(doc: Table) -> ProfileParts:
-    has_mesh = "mesh" in doc.data
-    units = doc.table("units", {} if has_mesh else REQUIRED)
-    scopes = doc.table("scopes", {} if has_mesh else REQUIRED)
+
+def _parse_top(doc: ProfileSpec, at: At) -> ProfileParts:
     parts = ProfileParts({}, {}, [], {})
-    for name, t in units.subtables() if isinstance(units, Table) else ():
-        parts.units[name] = parse_unit(t, name)
-        parts.origin[name] = t.path
-    for name, t in scopes.subtables() if isinstance(scopes, Table) else ():
-        parts.scopes[name] = parse_scope(t, name)
-    if has_mesh:
-        expand_mesh(doc.table("mesh"), parts)
-    copies, scope_names = doc.get("copies", (list,), "an array of tables", []), set(parts.scopes)
-    for i, entry in enumerate(copies):
+    for key in ("units", "scopes"):
+        if getattr(doc, key) is None and doc.mesh is None:
+            raise at.error(key, "missing required key")
+    for name, spec in (doc.units or {}).items():
+        where = At(at.source, f"units.{name}")
+        parts.units[name] = parse_unit(spec, where, name)
+        parts.origin[name] = where.path
+    for name, spec in (doc.scopes or {}).items():
+        parts.scopes[name] = parse_scope(spec, At(at.source, f"scopes.{name}"), name)
+    if doc.mesh is not None:
+        expand_mesh(doc.mesh, At(at.source, "mesh"), parts)
+    scope_names = set(parts.scopes)
+    for i, spec in enumerate(doc.copies):
         key = f"copies[{i}]"
-        if not isinstance(entry, dict):
-            raise doc.error(key, f"must be a table, got {type_name(entry)} {entry!r}")
-        for path in parse_copy(Table(doc.source, key, entry), scope_names):
+        for path in parse_copy(spec, At(at.source, key), scope_names):
             parts.copies.append((key, path))
     return parts
 
 
-def _check_copies(doc: Table, parts: ProfileParts) -> None:
+def _check_copies(at: At, parts: ProfileParts) -> None:
     seen: dict[tuple[str, str], str] = {}
     for key, c in parts.copies:
         if (c.src, c.dst) in seen:
             first = seen[c.src, c.dst]
-            raise doc.error(key, f"duplicate copy path {c.src}->{c.dst} (also {first})")
+            raise at.error(key, f"duplicate copy path {c.src}->{c.dst} (also {first})")
         seen[c.src, c.dst] = key
 
 
-def _check_access(doc: Table, parts: ProfileParts, default_scope: str) -> None:
+def _check_access(at: At, parts: ProfileParts, default_scope: str) -> None:
     reached: set[str] = set()
     for name, scope in parts.scopes.items():
         for unit in sorted(scope.access - {"*"}):
             if unit not in parts.units:
-                raise doc.error(f"scopes.{name}.access", f"unit {unit!r} is not defined")
+                raise at.error(f"scopes.{name}.access", f"unit {unit!r} is not defined")
         reached |= set(parts.units) if "*" in scope.access else scope.access
     default = parts.scopes[default_scope].access
     for name in parts.units:
         if name not in reached:
-            raise doc.error(parts.origin[name], f"unit {name!r} can access no scope "
-                            "(list it in some scope's access)")
+            raise at.error(parts.origin[name], f"unit {name!r} can access no scope "
+                           "(list it in some scope's access)")
         unit = parts.units[name]
         sealed = unit.execution == "block" and unit.weights == {"resident"}
         if "*" not in default and name not in default and not sealed:
-            raise doc.error(parts.origin[name], f"unit {name!r} cannot access default_scope "
-                            f"{default_scope!r} (graph inputs and weights live there; only a "
-                            "block unit with resident weights, whose inputs arrive by its "
-                            "transfers, may do without it)")
+            raise at.error(parts.origin[name], f"unit {name!r} cannot access default_scope "
+                           f"{default_scope!r} (graph inputs and weights live there; only a "
+                           "block unit with resident weights, whose inputs arrive by its "
+                           "transfers, may do without it)")
 
 
-def _check_execution(doc: Table, parts: ProfileParts) -> None:
+def _check_execution(at: At, parts: ProfileParts) -> None:
     """The block model has no program-order queues: with a ``block`` unit, every other
     unit must run ``parallel`` or ``block`` (docs/simulator.md)."""
     if not any(u.execution == "block" for u in parts.units.values()):
         return
     for name, unit in parts.units.items():
         if unit.handover_s:
-            raise doc.error(f"{parts.origin[name]}.handover_us", "the block model has no "
-                            "hand-over (nothing waits for a resource); leave it out")
+            raise at.error(f"{parts.origin[name]}.handover_us", "the block model has no "
+                           "hand-over (nothing waits for a resource); leave it out")
         if unit.execution == "stream":
-            raise doc.error(f"{parts.origin[name]}.execution", "must be 'parallel' or 'block' "
-                            "in a profile with block units (got 'stream', the default)")
+            raise at.error(f"{parts.origin[name]}.execution", "must be 'parallel' or 'block' "
+                           "in a profile with block units (got 'stream', the default)")
 
 
-def _parse_profile(doc: Table, stem: str) -> Profile:
-    name = doc.string("name", stem)
-    description = doc.string("description", "")
-    host, default_scope = doc.string("host"), doc.string("default_scope")
-    parts = _parse_top(doc)
-    doc.finish()
-    if host not in parts.units:
-        raise doc.error("host", f"unit {host!r} is not defined")
-    if default_scope not in parts.scopes:
-        raise doc.error("default_scope", f"scope {default_scope!r} is not defined")
-    _check_access(doc, parts, default_scope)
-    _check_copies(doc, parts)
-    _check_execution(doc, parts)
-    return Profile(name=name, host=host, default_scope=default_scope,
-                   units=tuple(parts.units.values()), scopes=tuple(parts.scopes.values()),
-                   copies=tuple(c for _, c in parts.copies), description=description,
-                   source=doc.source, mesh=parts.mesh)
+def _parse_profile(doc: ProfileSpec, source: str) -> Profile:
+    at = At(source, "")
+    parts = _parse_top(doc, at)
+    if doc.host not in parts.units:
+        raise at.error("host", f"unit {doc.host!r} is not defined")
+    if doc.default_scope not in parts.scopes:
+        raise at.error("default_scope", f"scope {doc.default_scope!r} is not defined")
+    _check_access(at, parts, doc.default_scope)
+    _check_copies(at, parts)
+    _check_execution(at, parts)
+    return Profile(name=Path(source).stem if doc.name is None else doc.name, host=doc.host,
+                   default_scope=doc.default_scope, units=tuple(parts.units.values()),
+                   scopes=tuple(parts.scopes.values()),
+                   copies=tuple(c for _, c in parts.copies), description=doc.description,
+                   source=source, mesh=parts.mesh)
 
 
 # -- public API -----------------------------------------------------------------------------------
@@ -190,4 +182,4 @@ def profile_from_toml(text: str, source: str) -> Profile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source}: TOML syntax error: {exc}") from None
-    return _parse_profile(Table(source, "", data), Path(source).stem)
+    return _parse_profile(read(data, source), source)
