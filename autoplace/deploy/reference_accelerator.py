@@ -14,7 +14,9 @@ What this one does with a region:
   with ``call_dps_packed``: inputs, then the output to fill) that runs it;
 - models the region's time as the unit's profile says (``options``: a launch overhead
   plus, per composite, its FLOPs at its pattern's rate) and records each call with it
-  (:func:`calls`), as a real device's driver reports its cycle counts.
+  (:func:`calls`), as a real device's driver reports its cycle counts, and with the name
+  of the thread that made it (the unit's worker, ``autoplace-<unit>``, when the runtime
+  runs it).
 
 So an offloaded module runs here and its outputs equal the unplaced model's; a vendor's
 generator registered as ``relax.ext.<name>`` replaces this one by name.
@@ -40,10 +42,12 @@ _modelled: dict[str, float] = {}  # symbol -> modelled seconds per call
 
 @dataclass(frozen=True)
 class Call:
-    """One call of an offloaded region: its symbol and modelled seconds."""
+    """One call of an offloaded region: its symbol, modelled seconds, and the name of the
+    thread that called it."""
 
     symbol: str
     modelled_s: float
+    thread: str = ""
 
 
 def calls() -> list[Call]:
@@ -107,7 +111,7 @@ def _register(region: relax.Function, options) -> None:
         for out, value in zip(args[-outs:], got if outs > 1 else [got]):
             out.copyfrom(value)
         with _lock:
-            _calls.append(Call(symbol, seconds))
+            _calls.append(Call(symbol, seconds, threading.current_thread().name))
 
     with _lock:
         _keep[symbol], _modelled[symbol] = vm, seconds
