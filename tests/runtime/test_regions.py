@@ -173,3 +173,40 @@ def test_a_code_generator_not_registered_is_a_one_line_error_naming_the_key(kern
                 source=import_model("bert_tiny"))
     assert "units.npu.codegen: no code generator relax.ext.no_such_npu" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+MODULE_NPU = "autoplace_test_module_npu"
+
+
+@tvm.register_global_func(f"relax.ext.{MODULE_NPU}", override=True)
+def _module_npu(functions, options, constant_names):
+    """A vendor's code generator that returns modules: each exports the region's symbol, a
+    kernel that does not compute the region (0.5 * the row sum of x, + 1) so that the test
+    sees whose function ran."""
+    return [tvm.compile(_half_row_sum().with_attr("global_symbol",
+                                                  str(region.attrs["global_symbol"])),
+                        target={"kind": "llvm"}).mod for region in functions]
+
+
+def _half_row_sum() -> tvm.tirx.PrimFunc:
+    x = te.placeholder((4, 8), "float32", name="x")
+    k = te.reduce_axis((0, 8), name="k")
+    total = te.compute((4,), lambda i: te.sum(x[i, k], axis=k), name="total")
+    y = te.compute((4, 8), lambda i, j: total[i] * 0.5 + 1.0, name="y")
+    return te.create_prim_func([x, y])
+
+
+def test_a_region_runs_the_function_a_module_of_its_code_generator_exports(kernel_cache):
+    source = dense_beside_meeting()
+    mod, graph = from_relax(source, "dense_meet")
+    dense = next(m for m in graph.matches if m.pattern == "matmul_bias").ops
+    with Runtime(mod, graph, npu_profile(MODULE_NPU), cache_dir=kernel_cache,
+                 source=source) as rt:
+        x = inputs_of(rt.program)
+        placement = Placement(ops={op.name: ("npu" if i in dense else "cpu", "dram")
+                                   for i, op in enumerate(graph.ops)}, copies={})
+        a = rt.assemble(placement)
+        arm(parties=1)  # (the meeting kernel meets nobody)
+        got = rt.run(a, x, timeout=60)
+    np.testing.assert_allclose(got[0], np.repeat(x[0].sum(1, keepdims=True) * 0.5 + 1, 8, 1),
+                               rtol=1e-5)
