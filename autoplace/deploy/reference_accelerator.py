@@ -8,8 +8,8 @@ and ``RunCodegen`` hands each offloaded region (a Relax function with ``Codegen`
 ``global_symbol`` attributes, calling ``Composite`` functions) to ``relax.ext.<codegen>``.
 What this one does with a region:
 
-- compiles it for the host (TVM's default pipeline, its weights bound in it), as a
-  vendor's would for its device;
+- compiles it for the host (its weights bound in it; its kernels fused and scheduled as
+  the runtime's own), as a vendor's would for its device;
 - registers a packed function under the region's ``global_symbol`` (the name the VM calls
   with ``call_dps_packed``: inputs, then the output to fill) that runs it;
 - models the region's time as the unit's profile says (``options``: a launch overhead
@@ -30,6 +30,10 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
+
+from autoplace.deploy.compiler import placed_pipeline
+from autoplace.deploy.schedule import default_schedule
+from autoplace.frontend.relax import fuse
 
 #: the code generator's name (``codegen = "autoplace_ref"`` in a profile unit)
 NAME = "autoplace_ref"
@@ -99,10 +103,20 @@ def modelled_seconds(region: relax.Function, options) -> float:
     return float(options.get("launch_s", 0.0)) + (flops / (rate * 1e9) if rate else 0.0)
 
 
+def _compiled(region: relax.Function) -> tvm.runtime.Executable:
+    """The region compiled for the host: fused as the frontend fuses a model, each kernel
+    scheduled as the runtime's kernels are (:func:`autoplace.deploy.schedule.default_schedule`)."""
+    target = tvm.target.Target({"kind": "llvm"})
+    mod = fuse(_flat(region))
+    for gv, func in mod.functions_items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            mod[gv] = default_schedule(func, target).with_attr("target", target)
+    return tvm.compile(mod, target=target, relax_pipeline=placed_pipeline())
+
+
 def _register(region: relax.Function, options) -> None:
     symbol = str(region.attrs["global_symbol"])
-    target = tvm.target.Target({"kind": "llvm"})
-    vm = relax.VirtualMachine(tvm.compile(_flat(region), target=target), tvm.cpu())
+    vm = relax.VirtualMachine(_compiled(region), tvm.cpu())
     run, seconds = vm["main"], modelled_seconds(region, options)
     outs = len(region.ret_ty.fields) if isinstance(region.ret_ty, relax.TupleType) else 1
 
