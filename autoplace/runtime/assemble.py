@@ -77,7 +77,6 @@ class _Binder:
         schedule = timing.schedule
         self.program, self.space, self.p, self.s = program, space, placement, schedule
         self.regions = {c.ops: c for c in regions}
-        self.offloaded = {op for c in regions for op in c.ops}
         self.plan = PoolPlan(timing, {c.name: c.capacity_bytes for c in space.profile.scopes})
         self.start = timing.start
         self.default = space.profile.default_scope
@@ -139,10 +138,9 @@ class _Binder:
 
     def _plan_resident(self, k: int) -> None:
         """A copy in op ``k``'s scope of each weight it keeps resident there (once per
-        weight and scope; a region holds its own)."""
+        weight and scope; a region reads it there where it takes the weight as an input)."""
         op, scope = self.space.graph.ops[k], self.scope(k)
-        if self.p.weights.get(op.name) != "resident" or scope == self.default \
-                or k in self.offloaded:
+        if self.p.weights.get(op.name) != "resident" or scope == self.default:
             return
         for a in self.program.kernels[k].args:
             if a[0] == "weight" and ("resident", a[1], scope) not in self.slots:
