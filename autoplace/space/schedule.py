@@ -186,9 +186,10 @@ def with_regions(space: SearchSpace, timing: Timing,
         members.setdefault(key, []).append(i)
     order = _topological(s, node, members)
     index = {key: n for n, key in enumerate(order)}
-    work = [_merged(s, [s.work[i] for i in members[key]], {index[node[a]] for i in
-                                                           members[key] for a in s.work[i].after}
-                    - {index[key]}, regions, key) for key in order]
+    work = []
+    for key in order:
+        after = {index[node[a]] for i in members[key] for a in s.work[i].after} - {index[key]}
+        work.append(_merged(s, s.work[members[key][0]], sorted(after), regions, key))
     op_work = tuple(index[node[i]] for i in s.op_work)
     reads = tuple(tuple(dict.fromkeys(index[node[r]] for r in rs if index[node[r]] != op_work[k]))
                   for k, rs in enumerate(s.reads))
@@ -223,12 +224,13 @@ def _topological(s: Schedule, node: list, members: dict) -> list:
     return out
 
 
-def _merged(s: Schedule, items: list[Work], after: set[int],
+def _merged(s: Schedule, first: Work, after: list[int],
             regions: Sequence[Sequence[int]], key: tuple) -> Work:
-    """The piece of work of a node: a region of ``items``, or the one work item."""
+    """The piece of work of a node: a region (on the unit of its ops, in its last op's
+    scope), or the one work item (``first``) reading what it reads in the new order."""
     if key[0] == "work":
-        return replace(items[0], after=tuple(sorted(after)), follows=())
+        return replace(first, after=tuple(after), follows=())
     ops = tuple(sorted(regions[key[1]]))
     last = s.work[s.op_work[ops[-1]]]
     return Work(kind="region", resource=last.resource, op=ops[-1], src=last.src,
-                dst=last.dst, after=tuple(sorted(after)), ops=ops)
+                dst=last.dst, after=tuple(after), ops=ops)
