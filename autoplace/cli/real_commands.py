@@ -198,7 +198,8 @@ def cmd_compile(args) -> int:
     mod, graph, profile, rec = _best_record(args.model, args.hw, args.log, args.objective,
                                             args.input_shapes, choice=args)
     with Runtime(mod, graph, profile, cache_dir=_cache(args),
-                 cross_compiler=args.cross_compiler, kernels=kernels(args)) as rt:
+                 cross_compiler=args.cross_compiler, kernels=kernels(args),
+                 source=_source(args.model, args.input_shapes, profile)) as rt:
         try:
             rt.check(rec.placement)  # refused here, not on the board, if it cannot run
         except BuildError as exc:  # which placement, from where
@@ -209,28 +210,35 @@ def cmd_compile(args) -> int:
                               record={"trial": rec.trial, "strategy": rec.strategy,
                                       "measurer": rec.measurer,
                                       "latency_s": rec.result.latency_s})
-        archs = sorted({rt.libraries.arch(u) for u in rec.placement.units_used()})
+        archs = sorted({rt.libraries.arch(u) for u in rt.kernel_units(rec.placement)})
+        offload = rt.offload(rec.placement)
     units = sorted(rec.placement.units_used())
     print(f"{rec.graph} on {rec.profile}: trial {rec.trial} ({rec.strategy}, "
           f"{rec.result.latency_s * 1e3:.4f} ms by {rec.measurer}), units {', '.join(units)}, "
-          f"{len(rec.placement.copies)} copies, kernels for {', '.join(archs)} -> {path}")
-    _report_offload(args, graph, profile, rec)
+          f"{len(rec.placement.copies)} copies, kernels for {', '.join(archs) or 'no unit'}"
+          f" -> {path}")
+    if offload is not None:
+        _report_offload(profile, rec, offload)
     return 0
 
 
-def _report_offload(args, graph, profile, rec) -> None:
+def _source(model: str, shapes, profile):
+    """The model as imported, where a unit of ``profile`` has a code generator (the
+    runtime runs the regions its BYOC build makes); else None."""
+    from autoplace.deploy.offload import offload_units
+    from autoplace.models import import_model
+
+    return import_model(model, shapes) if offload_units(profile) else None
+
+
+def _report_offload(profile, rec, offload) -> None:
     """For each unit with a code generator, what its BYOC build of the best placement
     offloads (:func:`autoplace.deploy.offload.partition`: matches, regions, groups the merge
     split), and, built by the reference accelerator, the unit's time as built (its regions'
     modelled calls) beside the simulator's."""
     from autoplace.deploy import reference_accelerator
-    from autoplace.deploy.offload import offload_units, partition
-    from autoplace.models import import_model
+    from autoplace.deploy.offload import offload_units
 
-    mod = import_model(args.model, args.input_shapes) if offload_units(profile) else None
-    if mod is None:
-        return
-    _, offload = partition(mod, graph, rec.placement, profile)
     for unit in offload_units(profile):
         name, split = unit.name, offload.split_of(unit.name)
         print(f"  {name} ({unit.codegen}): {len(offload.matches[name])} matches offloaded in "
@@ -350,7 +358,8 @@ def _placed(args):
                                             shapes=args.input_shapes)
     entry = {"model": args.target, "fingerprint": graph.fingerprint,
              "input_shapes": args.input_shapes}
-    return (Runtime(mod, graph, profile, cache_dir=_cache(args), kernels=kernels(args)),
+    return (Runtime(mod, graph, profile, cache_dir=_cache(args), kernels=kernels(args),
+                    source=_source(args.target, args.input_shapes, profile)),
             rec.placement, entry)
 
 

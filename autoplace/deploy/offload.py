@@ -7,7 +7,8 @@ the graph's matches (``OpGraph.matches``) and the placement put all its ops ther
 ``MergeCompositeFunctions`` merges adjacent composites of one code generator into regions
 (it keeps apart those whose merge would make a cycle: TVM issue 19887) and ``RunCodegen``
 hands each region to ``relax.ext.<codegen>``. :class:`Offload` says what was built: the
-matches offloaded, the regions, and the placed groups the merge split.
+matches offloaded, the region calls (what each reads and writes, as graph values:
+:mod:`autoplace.deploy.region_calls`), and the placed groups the merge split.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tvm import relax
 from tvm.relax.backend.pattern_registry import FusionPattern
 
 from autoplace.deploy import reference_accelerator  # noqa: F401  (registers its generator)
+from autoplace.deploy.region_calls import RegionCall, region_calls
 from autoplace.deploy.targets import BuildError
 from autoplace.frontend.patterns import pattern
 from autoplace.frontend.relax import fold_weights, kernel_of_calls
@@ -30,14 +32,19 @@ from autoplace.space import Placement
 
 @dataclass(frozen=True)
 class Offload:
-    """What a partition offloaded: per unit, the matches (graph op indices) and the symbols
-    of the region calls in ``main`` (regions alike share one function, and symbol);
+    """What a partition offloaded: per unit, the matches (graph op indices); the region
+    calls in ``main``, in its order (regions alike share one function, and symbol);
     ``groups``: the placed groups (ops on the unit joined by edges), which the merge should
     make one region each."""
 
     matches: dict[str, tuple[Match, ...]]
-    symbols: dict[str, tuple[str, ...]]
+    calls: tuple[RegionCall, ...]
     groups: dict[str, int]
+
+    @property
+    def symbols(self) -> dict[str, tuple[str, ...]]:
+        """Per unit, the symbols of its region calls, in ``main``'s order."""
+        return {u: tuple(c.symbol for c in self.calls if c.unit == u) for u in self.groups}
 
     @property
     def regions(self) -> dict[str, int]:
@@ -56,6 +63,17 @@ class Offload:
 def offload_units(profile: Profile) -> list[Unit]:
     """The units whose placed matches a code generator builds."""
     return [u for u in profile.units if u.codegen]
+
+
+def check_codegens(profile: Profile) -> list[Unit]:
+    """The units with a code generator; a BuildError naming the key where one is not
+    registered (``relax.ext.<codegen>``)."""
+    units = offload_units(profile)
+    for unit in units:
+        if tvm.get_global_func(f"relax.ext.{unit.codegen}", allow_missing=True) is None:
+            raise BuildError(f"{profile.source}: units.{unit.name}.codegen: no code generator "
+                             f"relax.ext.{unit.codegen} is registered")
+    return units
 
 
 def _check(unit: Unit, pattern: str, graph: OpGraph, placement: Placement,
@@ -99,15 +117,6 @@ def _groups(graph: OpGraph, ops: set[int]) -> int:
     return len({root(i) for i in ops})
 
 
-def _region_calls(mod: tvm.IRModule, codegen: str) -> tuple[str, ...]:
-    """The symbols of the calls of ``codegen``'s regions in ``main``, in order."""
-    ours = {gv: str(f.attrs["global_symbol"]) for gv, f in mod.functions_items()
-            if isinstance(f, relax.Function) and f.attrs is not None
-            and str(f.attrs.get("Codegen", "")) == codegen}
-    return tuple(ours[b.value.op] for block in mod["main"].body.blocks for b in block.bindings
-                 if isinstance(b.value, relax.Call) and b.value.op in ours)
-
-
 def _options(unit: Unit) -> dict:
     """What the code generator is told of the unit (its modelled time)."""
     return {"launch_s": unit.launch_overhead_s, "gflops": dict(unit.gflops)}
@@ -117,11 +126,7 @@ def partition(mod: tvm.IRModule, graph: OpGraph, placement: Placement,
               profile: Profile) -> tuple[tvm.IRModule, Offload]:
     """``mod`` (as imported, the graph's model) with the matches placed on code-generator
     units offloaded to their generators, and what was offloaded."""
-    units = offload_units(profile)
-    for unit in units:
-        if tvm.get_global_func(f"relax.ext.{unit.codegen}", allow_missing=True) is None:
-            raise BuildError(f"{profile.source}: units.{unit.name}.codegen: no code generator "
-                             f"relax.ext.{unit.codegen} is registered")
+    units = check_codegens(profile)
     before = fold_weights(mod)
     kernel_of, taken = kernel_of_calls(before), {u.name: [] for u in units}
     patterns = [p for u in units
@@ -129,7 +134,8 @@ def partition(mod: tvm.IRModule, graph: OpGraph, placement: Placement,
     grouped = relax.transform.FuseOpsByPattern(patterns, bind_constants=True)(before)
     merged = relax.transform.MergeCompositeFunctions()(grouped)
     offload = Offload(matches={u: _distinct(ms) for u, ms in taken.items()},
-                      symbols={u.name: _region_calls(merged, u.codegen) for u in units},
+                      calls=region_calls(before, merged, kernel_of,
+                                         {u.codegen: u.name for u in units}),
                       groups={u.name: _groups(graph, {i for m in taken[u.name] for i in m.ops})
                               for u in units})
     _check_placed(graph, placement, offload)
@@ -158,3 +164,19 @@ def _check_placed(graph: OpGraph, placement: Placement, offload: Offload) -> Non
                                  "pattern table there was offloaded")
 
 
+
+
+def region_functions(built: tvm.IRModule, offload: Offload) -> dict[str, object]:
+    """The function of each region symbol of ``offload``: exported by a module the code
+    generator returned (``external_mods`` of ``built``), else registered globally under
+    the symbol (as the reference accelerator does)."""
+    modules = list(built.attrs.get("external_mods", [])) if built.attrs is not None else []
+    out = {}
+    for symbol in {c.symbol for c in offload.calls}:
+        found = next((m.get_function(symbol, True) for m in modules
+                      if m.implements_function(symbol, True)), None)
+        found = found or tvm.get_global_func(symbol, allow_missing=True)
+        if found is None:
+            raise BuildError(f"offload: the code generator built no function {symbol!r}")
+        out[symbol] = found
+    return out

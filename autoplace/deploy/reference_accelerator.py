@@ -8,13 +8,15 @@ and ``RunCodegen`` hands each offloaded region (a Relax function with ``Codegen`
 ``global_symbol`` attributes, calling ``Composite`` functions) to ``relax.ext.<codegen>``.
 What this one does with a region:
 
-- compiles it for the host (TVM's default pipeline, its weights bound in it), as a
-  vendor's would for its device;
+- compiles it for the host (its weights bound in it; its kernels fused and scheduled as
+  the runtime's own), as a vendor's would for its device;
 - registers a packed function under the region's ``global_symbol`` (the name the VM calls
   with ``call_dps_packed``: inputs, then the output to fill) that runs it;
 - models the region's time as the unit's profile says (``options``: a launch overhead
   plus, per composite, its FLOPs at its pattern's rate) and records each call with it
-  (:func:`calls`), as a real device's driver reports its cycle counts.
+  (:func:`calls`), as a real device's driver reports its cycle counts, and with the name
+  of the thread that made it (the unit's worker, ``autoplace-<unit>``, when the runtime
+  runs it).
 
 So an offloaded module runs here and its outputs equal the unplaced model's; a vendor's
 generator registered as ``relax.ext.<name>`` replaces this one by name.
@@ -29,6 +31,10 @@ import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
 
+from autoplace.deploy.compiler import placed_pipeline
+from autoplace.deploy.schedule import default_schedule
+from autoplace.frontend.relax import fuse
+
 #: the code generator's name (``codegen = "autoplace_ref"`` in a profile unit)
 NAME = "autoplace_ref"
 
@@ -40,10 +46,12 @@ _modelled: dict[str, float] = {}  # symbol -> modelled seconds per call
 
 @dataclass(frozen=True)
 class Call:
-    """One call of an offloaded region: its symbol and modelled seconds."""
+    """One call of an offloaded region: its symbol, modelled seconds, and the name of the
+    thread that called it."""
 
     symbol: str
     modelled_s: float
+    thread: str = ""
 
 
 def calls() -> list[Call]:
@@ -95,10 +103,20 @@ def modelled_seconds(region: relax.Function, options) -> float:
     return float(options.get("launch_s", 0.0)) + (flops / (rate * 1e9) if rate else 0.0)
 
 
+def _compiled(region: relax.Function) -> tvm.runtime.Executable:
+    """The region compiled for the host: fused as the frontend fuses a model, each kernel
+    scheduled as the runtime's kernels are (:func:`autoplace.deploy.schedule.default_schedule`)."""
+    target = tvm.target.Target({"kind": "llvm"})
+    mod = fuse(_flat(region))
+    for gv, func in mod.functions_items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            mod[gv] = default_schedule(func, target).with_attr("target", target)
+    return tvm.compile(mod, target=target, relax_pipeline=placed_pipeline())
+
+
 def _register(region: relax.Function, options) -> None:
     symbol = str(region.attrs["global_symbol"])
-    target = tvm.target.Target({"kind": "llvm"})
-    vm = relax.VirtualMachine(tvm.compile(_flat(region), target=target), tvm.cpu())
+    vm = relax.VirtualMachine(_compiled(region), tvm.cpu())
     run, seconds = vm["main"], modelled_seconds(region, options)
     outs = len(region.ret_ty.fields) if isinstance(region.ret_ty, relax.TupleType) else 1
 
@@ -107,7 +125,7 @@ def _register(region: relax.Function, options) -> None:
         for out, value in zip(args[-outs:], got if outs > 1 else [got]):
             out.copyfrom(value)
         with _lock:
-            _calls.append(Call(symbol, seconds))
+            _calls.append(Call(symbol, seconds, threading.current_thread().name))
 
     with _lock:
         _keep[symbol], _modelled[symbol] = vm, seconds

@@ -11,7 +11,10 @@ The simulator's schedule (:mod:`autoplace.space.schedule`) executed for real, on
 - work waits only for the work whose results it reads (events), and for the work before it
   on its own resource (:mod:`autoplace.runtime.executor`);
 - buffers in one pool per scope, storage reused only where the schedule orders it
-  (:mod:`autoplace.runtime.memory`); resident weights copied into their scope once.
+  (:mod:`autoplace.runtime.memory`); resident weights copied into their scope once;
+- given the model as imported (``source``), the ops a placement puts on a unit with a code
+  generator run as the regions its BYOC build makes (:mod:`autoplace.deploy.offload`),
+  each one piece of work on the unit's worker.
 
 ``Runtime`` is what ``autoplace run``, the local measurer and ``calibrate`` use
 (docs/runtime.md). Imports TVM.
@@ -19,6 +22,7 @@ The simulator's schedule (:mod:`autoplace.space.schedule`) executed for real, on
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,18 +30,27 @@ import numpy as np
 import tvm
 
 from autoplace.deploy.kernel_db import KernelDatabase
+from autoplace.deploy.offload import (
+    Offload,
+    check_codegens,
+    offload_units,
+    partition,
+    region_functions,
+)
+from autoplace.deploy.region_calls import RegionCall
 from autoplace.deploy.run import TimeSettings
 from autoplace.deploy.schedule import declared_cores
 from autoplace.deploy.targets import BuildError
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
-from autoplace.runtime.assemble import Assembled, assemble, copy_tensor, plan_buffers
+from autoplace.runtime.assemble import Assembled, assemble, copy_tensor, plan_buffers, timing_of
 from autoplace.runtime.executor import Executor, RunError, RunTimeout, RunTrace
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.memory import PoolError
 from autoplace.runtime.native import native_library
 from autoplace.runtime.program import Program, read_program
 from autoplace.space import Placement, SearchSpace
+from autoplace.space.schedule import Timing
 
 #: where kernel libraries are cached unless told otherwise
 DEFAULT_CACHE = Path.home() / ".cache" / "autoplace" / "kernels"
@@ -66,13 +79,16 @@ class Runtime:
     another architecture; ``kernels``, a kernel database, schedules them).
     ``copy(src, dst)`` is how a DMA engine moves bytes (TVM's copy here). ``native``:
     workers run their share of a run in C (where the loop compiles; else in Python).
+    ``source``: the model as imported (``models.import_model``); given it, the matches a
+    placement puts on a unit with a ``codegen`` run as the regions its code generator
+    builds (without it, as kernels built for the unit's target, a stand-in).
     """
 
     def __init__(self, mod: tvm.IRModule | Program, graph: OpGraph, profile: Profile, *,
                  cache_dir: str | Path, space: SearchSpace | None = None,
                  copy=copy_tensor, files: dict[str, Path] | None = None,
                  cross_compiler: str | None = None, kernels: KernelDatabase | None = None,
-                 native: bool = True):
+                 native: bool = True, source: tvm.IRModule | None = None):
         self.program = mod if isinstance(mod, Program) else read_program(mod)
         check_program(self.program, graph)
         self.graph, self.profile = graph, profile
@@ -84,17 +100,54 @@ class Runtime:
         self.executor = Executor(profile, threads,
                                  native_library(Path(cache_dir)) if native else None)
         self.copy = copy
+        self.source = source
+        if source is not None:
+            check_codegens(profile)
+        self._offloads: dict[str, tuple] = {}
         #: when each piece of work ran in the last timed run
         self.last_trace: RunTrace | None = None
+
+    def offload(self, placement: Placement) -> Offload | None:
+        """What ``placement``'s BYOC build offloads (None without ``source``, or where it
+        puts nothing on a unit with a code generator)."""
+        return self._offload(placement)[0]
+
+    def regions(self, placement: Placement) -> tuple[RegionCall, ...]:
+        """The region calls ``placement``'s BYOC build makes, in ``main``'s order."""
+        offload = self.offload(placement)
+        return offload.calls if offload is not None else ()
+
+    def _offload(self, placement: Placement) -> tuple[Offload | None, dict]:
+        """(what is offloaded, the regions' functions by symbol), partitioned once per
+        placement."""
+        coded = {u.name for u in offload_units(self.profile)}
+        if self.source is None or not coded & placement.units_used():
+            return None, {}
+        key = json.dumps(placement.to_dict(), sort_keys=True)
+        if key not in self._offloads:
+            built, offload = partition(self.source, self.graph, placement, self.profile)
+            self._offloads[key] = (offload, region_functions(built, offload))
+        return self._offloads[key]
+
+    def kernel_units(self, placement: Placement) -> list[str]:
+        """The units that run kernels of ``placement`` (not only regions)."""
+        offloaded = {op for c in self.regions(placement) for op in c.ops}
+        return sorted({placement.ops[op.name][0] for i, op in enumerate(self.graph.ops)
+                       if i not in offloaded})
+
+    def timing(self, placement: Placement) -> Timing:
+        """The schedule this runtime runs for ``placement`` (each region one piece of
+        work), with its simulated timing."""
+        return timing_of(self.space, placement, self.regions(placement))
 
     def check(self, placement: Placement) -> None:
         """Refuse ``placement`` unless the runtime can run it as placed (its scopes' pools
         fit), and build its units' libraries (none is loaded: a board's may be of another
         architecture)."""
         self._refuse(placement)
-        for unit in sorted(placement.units_used()):
+        for unit in self.kernel_units(placement):
             self.libraries.build(unit)
-        plan_buffers(self.program, self.space, placement)
+        plan_buffers(self.program, self.space, placement, regions=self.regions(placement))
 
     def _refuse(self, placement: Placement) -> None:
         problem = self.space.check(placement)
@@ -110,8 +163,9 @@ class Runtime:
         """``placement`` bound to compiled kernels and buffers (nothing compiled but the
         libraries of units not used before)."""
         self._refuse(placement)
-        self.libraries.load_all(sorted(placement.units_used()))
-        return assemble(self.program, self.space, placement, self.libraries, copy=self.copy)
+        self.libraries.load_all(self.kernel_units(placement))
+        return assemble(self.program, self.space, placement, self.libraries, copy=self.copy,
+                        regions=self.regions(placement), functions=self._offload(placement)[1])
 
     def feed(self, a: Assembled, arrays: Sequence[np.ndarray]) -> None:
         """Copy the graph inputs into ``a``'s input buffers."""

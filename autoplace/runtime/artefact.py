@@ -34,7 +34,6 @@ from autoplace.graph import GraphError, OpGraph
 from autoplace.hardware.load import profile_from_toml
 from autoplace.hardware.profile import ProfileError
 from autoplace.hardware.write import to_toml
-from autoplace.measure.simulator import Simulator
 from autoplace.runtime import Runtime
 from autoplace.runtime.program import WEIGHTS_FILE, Program
 from autoplace.space import Placement, PlacementError
@@ -51,7 +50,7 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     libraries, copied = {}, {}
-    for unit in sorted(placement.units_used()):
+    for unit in rt.kernel_units(placement):
         rt.libraries.build(unit)
         src = rt.libraries.path(unit)
         if src not in copied:
@@ -63,7 +62,8 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         {f"w{i}": v for i, v in enumerate(rt.program.weight_values)}))
     (out / "profile.toml").write_text(to_toml(rt.profile, "the profile this build runs on"))
     (out / "graph.json").write_text(json.dumps(rt.graph.to_dict()))
-    timing = Simulator(rt.space).timing(placement)
+    timing = rt.timing(placement)
+    regions = rt.regions(placement)
     manifest = {
         "format": FORMAT, "version": VERSION,
         "graph": {"name": rt.graph.name, "fingerprint": rt.graph.fingerprint,
@@ -76,6 +76,7 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         "placement": placement.to_dict(), "record": record or {},
         "libraries": libraries, "weights": file_entry(out, weights),
         "program": rt.program.to_dict(), "schedule": timing.to_dict(),
+        **({"regions": [c.to_dict() for c in regions]} if regions else {}),
     }
     path = out / MANIFEST
     path.write_text(json.dumps(manifest, indent=1) + "\n")
@@ -122,5 +123,21 @@ def load_artefact(directory: str | Path) -> Artefact:
                             f"{len(program.weights)}")
     program = Program.from_dict(m["program"], tuple(weights[f"w{i}"]
                                                    for i in range(len(weights))))
-    rt = Runtime(program, graph, profile, cache_dir=root, files=files)
+    rt = Runtime(program, graph, profile, cache_dir=root, files=files,
+                 source=_source(m, path) if m.get("regions") else None)
+    if m.get("regions") and [c.to_dict() for c in rt.regions(placement)] != m["regions"]:
+        raise ArtefactError(f"{path}: regions: the model's BYOC build today is not the one "
+                            "this artefact was built with")
     return Artefact(runtime=rt, placement=placement, manifest=m)
+
+
+def _source(m: dict, path: Path):
+    """The model as imported, whose offloaded regions an artefact's code generators build
+    again where it runs (their output is not stored in the artefact)."""
+    from autoplace.models import import_model
+
+    graph = m["graph"]
+    if "model" not in graph:
+        raise ArtefactError(f"{path}: regions: the build names no model to build them from")
+    shapes = {k: tuple(v) for k, v in graph.get("input_shapes", {}).items()} or None
+    return import_model(graph["model"], shapes)

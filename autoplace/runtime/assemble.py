@@ -5,7 +5,10 @@ runs it: an op to its unit's compiled kernel with its argument and output tensor
 hop to a copy of the edge's tensors from one scope's buffer into the next. Nothing is
 compiled (the kernels come from :class:`~autoplace.runtime.libraries.KernelLibraries`);
 buffers come from one pool per scope (:mod:`autoplace.runtime.memory`); resident weights
-are copied into their op's scope here, once.
+are copied into their op's scope here, once. An offloaded region (``regions``: the calls a
+code generator built, :class:`~autoplace.deploy.region_calls.RegionCall`) is one piece of
+work calling the region's function: its inputs are read where the placement's copies put
+them, its results get buffers written when it runs, its own values get none.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ import numpy as np
 import tvm
 import tvm_ffi
 
+from autoplace.deploy.region_calls import RegionCall
 from autoplace.measure.simulator import Simulator
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.memory import ALIGN, PoolPlan, Request
 from autoplace.runtime.native import NativePlan
 from autoplace.runtime.program import Program, TensorSpec
 from autoplace.space import Placement, SearchSpace
-from autoplace.space.schedule import Schedule, Timing
+from autoplace.space.schedule import Schedule, Timing, with_regions
 
 _COPY = tvm.get_global_func("runtime.TVMTensorCopyFromTo")
 
@@ -69,9 +73,10 @@ class _Binder:
     """Plans every buffer of a schedule, then makes its tensors."""
 
     def __init__(self, program: Program, space: SearchSpace, placement: Placement,
-                 timing: Timing):
+                 timing: Timing, regions: tuple[RegionCall, ...] = ()):
         schedule = timing.schedule
         self.program, self.space, self.p, self.s = program, space, placement, schedule
+        self.regions = {c.ops: c for c in regions}
         self.plan = PoolPlan(timing, {c.name: c.capacity_bytes for c in space.profile.scopes})
         self.start = timing.start
         self.default = space.profile.default_scope
@@ -81,7 +86,7 @@ class _Binder:
         self.readers = self._readers()
 
     def scope(self, op: int) -> str:
-        return self.s.work[self.s.op_work[op]].dst
+        return self.p.ops[self.space.graph.ops[op].name][1]
 
     def _readers(self) -> dict[int, list[int]]:
         """Work index -> the work that reads its output (op consumers, next hops)."""
@@ -118,14 +123,22 @@ class _Binder:
                 for f, spec in enumerate(prog.kernels[w.op].outputs):
                     key = ("op", w.op, f)
                     self.request(key, w.dst, spec, item, pinned=key in results)
+            elif w.kind == "region":
+                for key in self.region_outputs(w):
+                    spec = prog.kernels[key[1]].outputs[key[2]]
+                    self.request(key, self.scope(key[1]), spec, item, pinned=key in results)
             else:
                 src = self.space.graph.edges[w.edge].src
                 for f in prog.edge_fields(src, w.op):
                     self.request(("hop", item, f), w.dst, prog.kernels[src].outputs[f], item)
 
+    def region_outputs(self, w) -> list[tuple]:
+        """The program's refs of the results of region work ``w``."""
+        return [field_of(self.program, v) for v in self.regions[w.ops].outputs]
+
     def _plan_resident(self, k: int) -> None:
         """A copy in op ``k``'s scope of each weight it keeps resident there (once per
-        weight and scope)."""
+        weight and scope; a region reads it there where it takes the weight as an input)."""
         op, scope = self.space.graph.ops[k], self.scope(k)
         if self.p.weights.get(op.name) != "resident" or scope == self.default:
             return
@@ -152,6 +165,24 @@ class _Binder:
         return out
 
 
+def field_of(program: Program, value: tuple) -> tuple:
+    """The program's ref of a region's value: ``("op", k, shape, dtype)``, the output of
+    kernel *k* of that shape and dtype; ``("weight", ...)``, the weight kernel *k* reads of
+    that shape and dtype; an input as it is."""
+    if value[0] == "input":
+        return tuple(value)
+    k, spec = value[1], TensorSpec(tuple(value[2]), str(value[3]))
+    if value[0] == "op":
+        found = [("op", k, f) for f, o in enumerate(program.kernels[k].outputs) if o == spec]
+    else:
+        found = list(dict.fromkeys(a for a in program.kernels[k].args
+                                   if a[0] == "weight" and program.weights[a[1]] == spec))
+    if len(found) != 1:
+        raise ValueError(f"kernel {k} has {len(found)} {value[0]}s of {spec}; a region's "
+                         "value must be one of them")
+    return found[0]
+
+
 def _arena(nbytes: int) -> np.ndarray:
     """``nbytes`` of host memory starting at an :data:`ALIGN`-byte boundary."""
     base = np.empty(nbytes + ALIGN, dtype=np.uint8)
@@ -174,10 +205,12 @@ def _arg(b: _Binder, t: dict, ref: tuple, k: int):
 
 
 def _calls(b: _Binder, t: dict, item: int, libraries: KernelLibraries,
-           copy: tvm_ffi.Function) -> tuple[Call, ...]:
+           copy: tvm_ffi.Function, functions: dict) -> tuple[Call, ...]:
     """Work item ``item``'s calls: its kernel with its inputs and outputs, or a copy per
     field of the edge its hop copies."""
     w = b.s.work[item]
+    if w.kind == "region":
+        return (_region_call(b, t, w, functions),)
     if w.kind == "op":
         kernel = b.program.kernels[w.op]
         args = [_arg(b, t, a, w.op) for a in kernel.args]
@@ -191,7 +224,21 @@ def _calls(b: _Binder, t: dict, item: int, libraries: KernelLibraries,
     return tuple(pairs)
 
 
+def _region_call(b: _Binder, t: dict, w, functions: dict) -> Call:
+    """A region's call: its function, its inputs where its first op reading each finds
+    it, then its results."""
+    call, args = b.regions[w.ops], []
+    for value in call.args:
+        ref = field_of(b.program, value)
+        reader = next(k for k in w.ops if ref in b.program.kernels[k].args)
+        args.append(_arg(b, t, ref, reader))
+    outs = [t[key] for key in b.region_outputs(w)]
+    return (functions[call.symbol], (*args, *outs))
+
+
 def _label(space: SearchSpace, w) -> str:
+    if w.kind == "region":
+        return f"region of {len(w.ops)} ops (last {space.graph.ops[w.op].name}) on {w.resource}"
     if w.kind == "op":
         return f"op {space.graph.ops[w.op].name} on {w.resource}"
     return f"{w.mode} copy {space.edge_names[w.edge]} ({w.src} -> {w.dst}) on {w.resource}"
@@ -215,11 +262,20 @@ def _cross(schedule: Schedule, reuse: set[tuple[int, int]]
     return tuple(waits), tuple(signals)
 
 
+def timing_of(space: SearchSpace, placement: Placement,
+              regions: tuple[RegionCall, ...] = ()) -> Timing:
+    """The schedule the runtime runs, with its simulated timing: the simulator's, each
+    region one piece of work."""
+    timing = Simulator(space).timing(placement)
+    return with_regions(space, timing, [c.ops for c in regions]) if regions else timing
+
+
 def plan_buffers(program: Program, space: SearchSpace, placement: Placement, *,
-                 capacity_check: bool = True) -> _Binder:
+                 capacity_check: bool = True, regions: tuple[RegionCall, ...] = ()
+                 ) -> _Binder:
     """Every buffer of ``placement``'s schedule planned in its scope's pool (nothing
     allocated, no kernel loaded); a pool over its scope's capacity is a PoolError."""
-    binder = _Binder(program, space, placement, Simulator(space).timing(placement))
+    binder = _Binder(program, space, placement, timing_of(space, placement, regions), regions)
     binder.plan_all()
     if capacity_check:
         binder.plan.check({s.name: s.capacity_bytes for s in space.profile.scopes})
@@ -228,18 +284,23 @@ def plan_buffers(program: Program, space: SearchSpace, placement: Placement, *,
 
 def assemble(program: Program, space: SearchSpace, placement: Placement,
              libraries: KernelLibraries, *, inputs: dict | None = None,
-             copy: Callable = copy_tensor, capacity_check: bool = True) -> Assembled:
+             copy: Callable = copy_tensor, capacity_check: bool = True,
+             regions: tuple[RegionCall, ...] = (), functions: dict | None = None
+             ) -> Assembled:
     """Bind ``placement``'s schedule to compiled kernels and pooled buffers.
 
     ``inputs`` maps ``("input", i)`` to tensors to read the graph inputs from (default: a
     buffer of the default scope each, filled by the caller); ``copy(src, dst)`` is how copy
-    engines move bytes (a board's DMA driver would be called here).
+    engines move bytes (a board's DMA driver would be called here); ``regions``: the
+    offloaded regions' calls, ``functions`` their functions by symbol.
     """
-    binder = plan_buffers(program, space, placement, capacity_check=capacity_check)
+    binder = plan_buffers(program, space, placement, capacity_check=capacity_check,
+                          regions=regions)
     schedule = binder.s
     t = binder.tensors(inputs or {}, program.weight_values)
     engine = _COPY if copy is copy_tensor else tvm_ffi.convert(copy)
-    calls = tuple(_calls(binder, t, i, libraries, engine) for i in range(len(schedule.work)))
+    calls = tuple(_calls(binder, t, i, libraries, engine, functions or {})
+                  for i in range(len(schedule.work)))
     waits, signals = _cross(schedule, binder.plan.waits)
     results = tuple(t[r] if r[0] != "op" else t[("op", r[1], r[2])] for r in program.results)
     return Assembled(schedule=schedule, calls=calls, waits=waits, signals=signals,

@@ -13,10 +13,17 @@ work before it, in program order, of every unit that shares one of its CPUs (``f
 
 A ``parallel`` unit runs each op as soon as it is ready, whatever its order
 (:attr:`Schedule.unordered`).
+
+Where a code generator builds several ops of a unit as one *region* (docs/offload.md),
+:func:`with_regions` makes each region one piece of work (``kind == "region"``): it reads
+what its ops read from outside it, its results are there when it ends, and the copies
+between its own ops are no more (its values are its own).
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from autoplace.space.compiled import SearchSpace
@@ -46,6 +53,8 @@ class Work:
     mode: str = ""
     #: work of other units that shares a CPU with this one's unit and comes before it
     follows: tuple[int, ...] = ()
+    #: a region's ops (``kind == "region"``; ``op`` is the last of them)
+    ops: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +98,7 @@ class Timing:
                  "dst": w.dst, "after": list(w.after),
                  **({"edge": w.edge, "hop": w.hop, "mode": w.mode} if w.kind == "copy"
                     else {}),
+                 **({"ops": list(w.ops)} if w.kind == "region" else {}),
                  "start_s": s, "end_s": e}
                 for w, s, e in zip(self.schedule.work, self.start, self.end)]
         return {"work": work, "order": {r: list(v) for r, v in self.schedule.order.items()},
@@ -156,3 +166,71 @@ def _with_order(space: SearchSpace, work: list[Work], op_work: list[int],
     unordered = frozenset(u.name for u in space.profile.units if u.execution == "parallel")
     return Schedule(work=tuple(work), order={r: tuple(v) for r, v in order.items()},
                     unordered=unordered, op_work=tuple(op_work), reads=tuple(reads))
+
+
+def with_regions(space: SearchSpace, timing: Timing,
+                 regions: Sequence[Sequence[int]]) -> Timing:
+    """``timing``'s schedule with each of ``regions`` (ops of one unit) run as one piece of
+    work, from its first op's simulated start to its last op's end. The work is put in an
+    order its dependencies allow, keeping program order where they leave it free (a region
+    at its last op)."""
+    s, edges = timing.schedule, space.graph.edges
+    group = {op: g for g, ops in enumerate(regions) for op in ops}
+    node: list = []
+    for i, w in enumerate(s.work):
+        g = group.get(w.op)
+        inside = g is not None and (w.kind == "op" or group.get(edges[w.edge].src) == g)
+        node.append(("region", g) if inside else ("work", i))
+    members: dict = {}
+    for i, key in enumerate(node):
+        members.setdefault(key, []).append(i)
+    order = _topological(s, node, members)
+    index = {key: n for n, key in enumerate(order)}
+    work = []
+    for key in order:
+        after = {index[node[a]] for i in members[key] for a in s.work[i].after} - {index[key]}
+        work.append(_merged(s, s.work[members[key][0]], sorted(after), regions, key))
+    op_work = tuple(index[node[i]] for i in s.op_work)
+    reads = tuple(tuple(dict.fromkeys(index[node[r]] for r in rs if index[node[r]] != op_work[k]))
+                  for k, rs in enumerate(s.reads))
+    merged = _with_order(space, _sharing(space, work), list(op_work), list(reads))
+    return Timing(schedule=merged,
+                  start=tuple(min(timing.start[i] for i in members[k]) for k in order),
+                  end=tuple(max(timing.end[i] for i in members[k]) for k in order))
+
+
+def _topological(s: Schedule, node: list, members: dict) -> list:
+    """The nodes (work, or regions) in an order their reads allow: the earliest ready by
+    its last member's place in program order."""
+    needs = {key: {node[a] for i in items for a in s.work[i].after} - {key}
+             for key, items in members.items()}
+    waiting = {key: len(n) for key, n in needs.items()}
+    users: dict = {}
+    for key, n in needs.items():
+        for dep in n:
+            users.setdefault(dep, []).append(key)
+    ready = [(members[k][-1], k) for k, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, key = heapq.heappop(ready)
+        out.append(key)
+        for user in users.get(key, []):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, (members[user][-1], user))
+    if len(out) != len(members):
+        raise ValueError("regions whose reads make a cycle cannot run as one piece of work")
+    return out
+
+
+def _merged(s: Schedule, first: Work, after: list[int],
+            regions: Sequence[Sequence[int]], key: tuple) -> Work:
+    """The piece of work of a node: a region (on the unit of its ops, in its last op's
+    scope), or the one work item (``first``) reading what it reads in the new order."""
+    if key[0] == "work":
+        return replace(first, after=tuple(after), follows=())
+    ops = tuple(sorted(regions[key[1]]))
+    last = s.work[s.op_work[ops[-1]]]
+    return Work(kind="region", resource=last.resource, op=ops[-1], src=last.src,
+                dst=last.dst, after=tuple(after), ops=ops)

@@ -91,7 +91,9 @@ def test_tune_with_the_local_measurer(tmp_path):
 
 def test_compile_reports_what_a_code_generator_offloads(tmp_path):
     """On a profile whose npu has a code generator, compile says what its BYOC build of the
-    best placement offloads: the matches placed on the npu, in regions; run --check holds."""
+    best placement offloads: the matches placed on the npu, in regions; the build runs each
+    region as one piece of work on the npu (no npu kernel library), and run --check holds;
+    a code generator nobody registered is a one-line error."""
     from pathlib import Path
 
     text = (Path(__file__).parents[2] / "hwprofiles" / "npu.toml").read_text()
@@ -114,5 +116,17 @@ def test_compile_reports_what_a_code_generator_offloads(tmp_path):
     assert f"npu (autoplace_ref): {len(placed)} matches offloaded in " in built.stdout
     simulated = rec.result.unit_busy_s["npu"] * 1e3
     assert f"ms on npu (the simulator's: {simulated:.4f} ms)" in built.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    regions = manifest["regions"]
+    assert {i for r in regions for i in r["ops"]} == on_npu and "npu" not in manifest["libraries"]
+    assert sorted(w["ops"] for w in manifest["schedule"]["work"] if w["kind"] == "region") == \
+        sorted(r["ops"] for r in regions)
     ran = cli("run", str(out), "--repeat", "1", "--check")
     assert ran.returncode == 0, ran.stderr
+    bad = tmp_path / "npu_vendor.toml"
+    bad.write_text(hw.read_text().replace('codegen = "autoplace_ref"', 'codegen = "my_npu"'))
+    assert cli("tune", "bert_tiny", "--hw", str(bad), "--trials", "4", "--log",
+               str(tmp_path / "vendor.jsonl"), "--no-progress").returncode == 0
+    _one_line_error(cli("compile", "bert_tiny", "--hw", str(bad), "--log",
+                        str(tmp_path / "vendor.jsonl"), "-o", str(tmp_path / "v"), *cache),
+                    "units.npu.codegen: no code generator relax.ext.my_npu is registered")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from factories import fork_graph
+from factories import fork_graph, tiny_profile
 
 from autoplace.hardware.profile import Profile, Scope, Unit
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.simulator import Simulator
 from autoplace.space import SearchSpace
-from autoplace.space.schedule import schedule_of
+from autoplace.space.schedule import schedule_of, with_regions
 
 
 def pinned_profile(handover_ms: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Profile:
@@ -82,3 +82,32 @@ def test_work_that_waits_for_another_unit_starts_a_handover_after_it(spec, laten
     assert sum(reference.unit_busy_s.values()) == pytest.approx(10e-3)  # a wait, not work
     batch = simulate_batch(space, *space.encode([placement]))
     assert batch.latency[0] == pytest.approx(reference.latency_s)
+
+
+def test_a_region_is_one_piece_of_work_in_an_order_its_reads_allow():
+    """fork_graph on tiny: S (acc, SRAM) and R (acc, DRAM) as one region, L on acc beside
+    it, J on the cpu. In program order (S, L, R) acc would run L, which reads S, before the
+    region that writes S: the region comes first; the copy S -> R inside the region is no
+    more, the copy S -> L waits for the whole region."""
+    space = SearchSpace(fork_graph(), tiny_profile())
+    placement = space.from_user({"ops": {"S": {"unit": "acc", "scope": "sram"}, "L": "acc",
+                                         "R": "acc", "J": "cpu"},
+                                 "copies": {"S->L": "async", "S->R": "async"}})
+    timing = Simulator(space).timing(placement)
+    merged = with_regions(space, timing, [(0, 2)])
+    s = merged.schedule
+    region = s.op_work[0]
+    assert s.op_work[2] == region and s.work[region].kind == "region"
+    assert s.work[region].ops == (0, 2) and s.work[region].after == ()
+    assert [s.work[i].kind for i in s.order["acc"]] == ["region", "op"]  # then L
+    copies = [w for w in s.work if w.kind == "copy"]
+    assert [space.edge_names[w.edge] for w in copies] == ["S->L"]
+    assert copies[0].after == (region,) and s.work[s.op_work[1]].after == (s.work.index(
+        copies[0]),)
+    assert sorted(s.work[s.op_work[3]].after) == sorted({region, s.op_work[1]})
+    old = timing.schedule
+    assert merged.start[region] == timing.start[old.op_work[0]]
+    assert merged.end[region] == timing.end[old.op_work[2]]
+    with pytest.raises(ValueError, match="cycle"):  # S -> L (cpu) -> J: a region {S, J}
+        with_regions(space, Simulator(space).timing(space.from_user(
+            {"S": "acc", "L": "cpu", "R": "acc", "J": "acc"})), [(0, 3)])
