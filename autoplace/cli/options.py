@@ -143,6 +143,17 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def objective_arg(text: str) -> str:
+    """``--objective``: one objective's name, or several's (``latency,energy``)."""
+    from autoplace.measure.objective import objective_named
+
+    try:
+        objective_named(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def limits_of(args):
     """The :class:`~autoplace.measure.limits.Limits` of :func:`limit_args`' options."""
     from autoplace.measure.limits import Limits

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from autoplace.measure.limits import Limits
-from autoplace.measure.objective import OBJECTIVES, Objective, objective_named
+from autoplace.measure.objective import Objective, objective_named
 from autoplace.records.tuning_log import Record
 from autoplace.search.guided_proposer import COST_MODELS
 from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
@@ -25,8 +25,9 @@ class TuneConfig:
     trials: int = 200
     seed: int = 0
     #: what the search minimises: ``"latency"`` (one inference), ``"throughput"`` (the
-    #: period of a stream, docs/simulator.md) or ``"energy"`` (joules per inference); all
-    #: are logged
+    #: period of a stream, docs/simulator.md) or ``"energy"`` (joules per inference); or the
+    #: front of two or three of latency, energy, peak_memory (``"latency,energy"``,
+    #: docs/pareto.md); all are logged
     objective: str = "latency"
     #: bounds the best must keep (``--max-latency``, ``--max-energy``, ``--max-memory``):
     #: a candidate beyond them is no better than a failure (docs/pareto.md)
@@ -74,8 +75,6 @@ class TuneConfig:
              f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
             (self.trials >= 0, f"trials >= 0 must hold, got trials={self.trials}"),
             (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
-            (self.objective in OBJECTIVES,
-             f"objective must be one of {tuple(OBJECTIVES)}, got objective={self.objective!r}"),
             (self.sampler in SAMPLERS,
              f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
             (self.study_params in (None, *STUDY_PARAMS),
@@ -98,12 +97,21 @@ class TuneConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        objective_named(self.objective)  # (a one-line error naming the bad spec)
+        if self.multi and self.sampler != "evolve":
+            raise ValueError(f"objective {self.objective!r}: several objectives are searched "
+                             f"by the default sampler (evolve), got sampler={self.sampler!r}")
         self._check_model_files()
 
     @property
     def goal(self) -> Objective:
         """The :class:`Objective` that :attr:`objective` names, within :attr:`limits`."""
         return objective_named(self.objective).bounded(self.limits)
+
+    @property
+    def multi(self) -> bool:
+        """Whether the job searches several objectives' front (``latency,energy``)."""
+        return len(self.goal.criteria) > 1
 
     @property
     def continues(self) -> bool:
@@ -144,3 +152,6 @@ class TuneResult:
     warm_start: str = ""
     #: the records this run measured, in order (``measured`` of them)
     records: tuple[Record, ...] = ()
+    #: a job of several objectives: its front over them within its limits (the whole
+    #: job's, best by the first objective first; :func:`autoplace.records.front.front`)
+    front: tuple[Record, ...] = ()

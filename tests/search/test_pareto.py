@@ -1,0 +1,129 @@
+"""``--objective latency,energy``: a job of several objectives logs and tells the study
+every one, keeps capacity and limits as constraints, and ends with their front."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+from test_objective import every_placement, hungry_chain
+
+from autoplace.measure.limits import Limits
+from autoplace.measure.objective import ENERGY, LATENCY, PEAK_MEMORY, Objectives, objective_named
+from autoplace.measure.simulator import Simulator
+from autoplace.records.front import front, nondominated
+from autoplace.records.tuning_log import TuningLog, read
+from autoplace.search import TuneConfig, tune
+from autoplace.search.job import make_tuner
+
+pytestmark = pytest.mark.filterwarnings("ignore:search stopped after")  # 16 placements in all
+
+
+def run(tmp_path, space, name, **cfg):
+    with TuningLog(tmp_path / name) as log:
+        return tune(space, Simulator(space), log, TuneConfig(**{"trials": 24, **cfg}))
+
+
+def exact_front(points: list[tuple[float, ...]]) -> np.ndarray:
+    """The enumerated points no other dominates, sorted (equal points once)."""
+    F = np.unique(np.array(points), axis=0)
+    return F[nondominated(F)]
+
+
+def figures_of(records, criteria) -> np.ndarray:
+    F = np.array([[c.value(r.result) for c in criteria] for r in records])
+    return F[np.lexsort(F.T[::-1])]
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("latency,latency", "named twice"),
+    ("latency,foo", "no objective 'foo'"),
+    ("latency,throughput", "throughput (a stream's period) is searched alone"),
+    ("energy,", "no objective ''"),
+])
+def test_a_bad_spec_is_a_one_line_error_naming_it(spec, says):
+    with pytest.raises(ValueError, match=f"objective {spec!r}: .*") as err:
+        objective_named(spec)
+    assert says in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="named twice|no objective|searched alone"):
+        TuneConfig(objective=spec)
+
+
+def test_several_objectives_by_name():
+    goal = objective_named("latency,energy,peak_memory")
+    assert isinstance(goal, Objectives) and goal.criteria == (LATENCY, ENERGY, PEAK_MEMORY)
+    assert goal.name == "latency,energy,peak_memory" and goal.target == "latency"
+    bounded = goal.bounded(Limits(energy_j=6e-3))
+    assert bounded.name == "latency,energy,peak_memory --max-energy 0.006"
+    assert bounded.criteria == goal.criteria  # (the figures, not the bounded values)
+    assert TuneConfig(objective="latency,energy").multi and not TuneConfig().multi
+    with pytest.raises(ValueError, match="sampler=.tpe."):
+        TuneConfig(objective="latency,energy", sampler="tpe")
+
+
+def test_the_simulated_figures_are_the_measured_ones():
+    """What the search ranks by (``figures`` of a simulated batch) is what the log records."""
+    from autoplace.measure.batch import simulate_batch
+
+    space = hungry_chain()
+    goal = objective_named("latency,energy,peak_memory")
+    c, m = space.random_genomes(16, np.random.default_rng(0))
+    results = Simulator(space).measure(space.decode_rows(c, m))
+    F = goal.figures(simulate_batch(space, c, m))
+    assert F.tolist() == [goal.values(r) for r in results]
+
+
+def test_a_job_of_two_objectives_tells_the_study_both_and_ends_with_their_front(tmp_path):
+    space = hungry_chain()
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    result = run(tmp_path, space, "t.jsonl", objective="latency,energy", storage=storage,
+                 study_name="s")
+    records = read(tmp_path / "t.jsonl")
+    assert {r.objective for r in records} == {"latency,energy"}
+    study = optuna.load_study(study_name="s", storage=storage)
+    assert study.directions == [optuna.study.StudyDirection.MINIMIZE] * 2
+    assert study.metric_names == ["latency_s", "energy_j"]
+    by_trial = {r.trial: r.result for r in records}
+    told = {t.user_attrs["trial"]: t.values for t in study.trials}
+    assert told == {n: [r.latency_s, r.energy_j] for n, r in by_trial.items()}
+    assert list(result.front) == front(records, (LATENCY, ENERGY))
+    # every placement of the 16 was measured: the front is the enumerated one
+    assert figures_of(result.front, (LATENCY, ENERGY)) == \
+        pytest.approx(exact_front(every_placement(space)), rel=1e-12)
+
+
+def test_a_job_of_one_objective_writes_no_objective_into_its_records(tmp_path):
+    run(tmp_path, hungry_chain(), "t.jsonl", trials=2)
+    assert all(r.objective is None for r in read(tmp_path / "t.jsonl"))
+    assert '"objective"' not in (tmp_path / "t.jsonl").read_text()
+
+
+def test_the_limits_still_apply_to_a_front(tmp_path):
+    """Beyond a limit a record is logged with its figures, is no point of the front, and
+    its study trial fails."""
+    space, storage = hungry_chain(), f"sqlite:///{tmp_path / 'study.db'}"
+    bound = Limits(latency_s=3.5e-3)
+    result = run(tmp_path, space, "t.jsonl", objective="latency,energy", limits=bound,
+                 storage=storage, study_name="s")
+    kept = [p for p in every_placement(space) if p[0] <= 3.5e-3]
+    assert 0 < len(kept) < 16
+    assert figures_of(result.front, (LATENCY, ENERGY)) == \
+        pytest.approx(exact_front(kept), rel=1e-12)
+    study = optuna.load_study(study_name="s", storage=storage)
+    failed = {t.user_attrs["trial"] for t in study.trials
+              if t.state == optuna.trial.TrialState.FAIL}
+    assert failed == {r.trial for r in read(tmp_path / "t.jsonl")
+                      if r.result.latency_s > 3.5e-3}
+
+
+def test_every_worker_of_a_multi_objective_study_has_its_sampler(tmp_path):
+    """Optuna gives a study loaded without a sampler NSGA-II: each worker passes its own."""
+    space = hungry_chain()
+    config = TuneConfig(trials=4, objective="latency,energy", worker=True,
+                        storage=f"journal:{tmp_path / 'j.log'}")
+    for k in range(2):
+        with TuningLog(tmp_path / f"w{k}.jsonl") as log:
+            tuner = make_tuner(space, Simulator(space), log, config)
+            assert isinstance(tuner.store.study.sampler, optuna.samplers.TPESampler)
+            assert len(tuner.store.study.directions) == 2
+            tuner.shared.close()
