@@ -73,6 +73,10 @@ class SearchStrategy(ABC):
     #: the strategy asks the Optuna study for candidates (so a job needs one even without
     #: storage; otherwise the study only mirrors the log for storage and dashboards)
     asks_study: bool = False
+    #: the strategy makes its own candidates one-op local optima (the search of several
+    #: objectives: autoplace.search.pareto_search), so the loop's descent from the best by
+    #: one objective stays off
+    descends: bool = False
 
     def __init__(self) -> None:
         self.stats: list[dict] = []  # per-round figures a strategy may keep (cost model)

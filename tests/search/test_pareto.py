@@ -3,18 +3,28 @@ every one, keeps capacity and limits as constraints, and ends with their front."
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
+
 import numpy as np
 import optuna
 import pytest
+from factories import op
 from test_objective import every_placement, hungry_chain
 
+from autoplace.graph import Edge, OpGraph
+from autoplace.hardware.load import load_profile
+from autoplace.measure.batch import simulate_batch
 from autoplace.measure.limits import Limits
 from autoplace.measure.objective import ENERGY, LATENCY, PEAK_MEMORY, Objectives, objective_named
 from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
 from autoplace.records.front import front, nondominated
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
+from autoplace.search.descent import moves
 from autoplace.search.job import make_tuner
+from autoplace.space import SearchSpace
 
 pytestmark = pytest.mark.filterwarnings("ignore:search stopped after")  # 16 placements in all
 
@@ -63,8 +73,6 @@ def test_several_objectives_by_name():
 
 def test_the_simulated_figures_are_the_measured_ones():
     """What the search ranks by (``figures`` of a simulated batch) is what the log records."""
-    from autoplace.measure.batch import simulate_batch
-
     space = hungry_chain()
     goal = objective_named("latency,energy,peak_memory")
     c, m = space.random_genomes(16, np.random.default_rng(0))
@@ -127,3 +135,100 @@ def test_every_worker_of_a_multi_objective_study_has_its_sampler(tmp_path):
             assert isinstance(tuner.store.study.sampler, optuna.samplers.TPESampler)
             assert len(tuner.store.study.directions) == 2
             tuner.shared.close()
+
+
+# -- the search: the front found, not sampled -------------------------------------------------
+def branchy() -> SearchSpace:
+    """S -> (A, B, C, D) -> J -> (E, F) -> K (1, 2, 3, 4, 5, 1, 2, 6, 1 MFLOP) on
+    :func:`hungry_chain`'s profile (cpu 1 W, acc 5 W, no copies): 512 placements, whose
+    latency depends on how the branches share the two units."""
+    flops = {"S": 1, "A": 2, "B": 3, "C": 4, "D": 5, "J": 1, "E": 2, "F": 6, "K": 1}
+    ops = tuple(op(name, f * 1e6, 1000, 1000) for name, f in flops.items())
+    pairs = [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (2, 5), (3, 5), (4, 5), (5, 6), (5, 7),
+             (6, 8), (7, 8)]
+    edges = tuple(Edge(src=a, dst=b, nbytes=1000) for a, b in pairs)
+    return SearchSpace(OpGraph(name="branchy", ops=ops, edges=edges), hungry_chain().profile)
+
+
+def enumerated_front(space: SearchSpace, spec: str) -> np.ndarray:
+    """The exact front of every placement of ``space`` (one choice per op, no copies)."""
+    goal = objective_named(spec)
+    choice = np.array(list(itertools.product(*(range(k) for k in space.n_choices))))
+    mode = np.zeros((len(choice), space.n_edges), dtype=np.int64)
+    out = simulate_batch(space, choice, mode)
+    return exact_front(goal.figures(out)[goal.feasible(space, out)])
+
+
+@pytest.mark.parametrize("spec", ["latency,energy", "latency,energy,peak_memory"])
+def test_the_tuned_front_is_the_enumerated_exact_front(tmp_path, spec):
+    """96 trials of 512 placements find every point of the exact front."""
+    space = branchy()
+    assert int(np.prod(space.n_choices)) == 512
+    exact = enumerated_front(space, spec)
+    assert len(exact) >= 10  # (a front worth finding)
+    result = run(tmp_path, space, "t.jsonl", objective=spec, trials=96)
+    criteria = objective_named(spec).criteria
+    assert figures_of(result.front, criteria) == pytest.approx(exact, rel=1e-12)
+    assert len(read(tmp_path / "t.jsonl")) < 512 // 4
+
+
+def neighbours_dominating(space: SearchSpace, rec, spec: str) -> int:
+    """How many one-op moves of a record's placement dominate it (simulated)."""
+    goal = objective_named(spec)
+    c, m = space.encode([rec.placement])
+    C, M = moves(space, c[0], space.normalize(c, m)[0])
+    out = simulate_batch(space, C, M)
+    F, here = goal.figures(out), np.array(goal.values(rec.result))
+    ok = goal.feasible(space, out)
+    return int((ok & (F <= here).all(axis=1) & (F < here).any(axis=1)).sum())
+
+
+@pytest.mark.parametrize("model, hw, spec, trials", [
+    ("squeezenet", "biglittle", "latency,energy", 64),
+    ("squeezenet", "soc", "latency,energy,peak_memory", 64),
+])
+def test_no_point_of_a_tuned_front_is_dominated_by_a_one_op_move(tmp_path, model, hw, spec,
+                                                                 trials):
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    result = run(tmp_path, space, "t.jsonl", objective=spec, trials=trials)
+    assert len(result.front) >= 3
+    assert [neighbours_dominating(space, r, spec) for r in result.front] == \
+        [0] * len(result.front)
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashesAfter(TuningLog):
+    """A log whose job dies right after writing trial ``at``."""
+
+    def __init__(self, path, at: int):
+        super().__init__(path)
+        self.at = at
+
+    def append(self, record):
+        super().append(record)
+        if record.trial == self.at:
+            raise Crash
+
+
+def test_a_resumed_job_of_two_objectives_measures_what_the_uninterrupted_one_does(tmp_path):
+    """Killed after a baseline and mid-round twice, resumed each time: the same
+    candidates, trial numbers and figures as the job run through."""
+    space = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
+    config = TuneConfig(trials=40, objective="latency,energy", seed=3)
+    with TuningLog(tmp_path / "full.jsonl") as log:
+        full = tune(space, Simulator(space), log, config)
+    for k, at in enumerate((1, 13, 30)):
+        with CrashesAfter(tmp_path / "t.jsonl", at) as log, pytest.raises(Crash):
+            tune(space, Simulator(space), log, replace(config, resume=bool(k)))
+    with TuningLog(tmp_path / "t.jsonl") as log:
+        resumed = tune(space, Simulator(space), log, replace(config, resume=True))
+
+    def measured(path):
+        return [(r.trial, r.strategy, r.placement, r.result.latency_s, r.result.energy_j)
+                for r in read(path)]
+
+    assert measured(tmp_path / "t.jsonl") == measured(tmp_path / "full.jsonl")
+    assert [r.trial for r in resumed.front] == [r.trial for r in full.front]

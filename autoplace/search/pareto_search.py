@@ -1,0 +1,283 @@
+"""The search over several objectives (``--objective latency,energy``): their front found,
+not sampled.
+
+:class:`ParetoSearch` proposes, each round, the first of these that has candidates:
+
+1. **seeds**: HEFT's placement, then per objective where steepest one-op descent in the
+   simulator under that objective alone (:class:`~autoplace.search.descent.Descent`) ends,
+   from the best measured by it (the baselines hold each unit alone, the greedy placement and
+   HEFT's): each objective's one-op optimum, an end of the front;
+2. **front moves**: every one-op move (:func:`~autoplace.search.descent.move_list`) of every
+   point of the measured front whose simulated figures no measured point weakly dominates
+   (a move to figures the front has already is no new point). First the moves that
+   *dominate* the point they move from: descent with a dominance acceptance test, so that no
+   point of the final front is dominated by a one-op move. Then the moves that widen the
+   front, ranked by non-dominated sorting of their figures among the front and each other,
+   then by the hypervolume each adds to the front (moocore's ``hv_contributions``);
+3. **scalarised descents**, once no move of a front point is new to the front (the front is
+   a Pareto local optimum set): steepest descent under a random weighted sum of the
+   objectives (each scaled to [0, 1] over the front) from a random point of it, to reach
+   other basins; and random placements that fit if those end at measured points.
+
+Why hypervolume and not a random scalarisation per round to rank moves: the simulator
+predicts every figure exactly, so a candidate predicted dominated is a wasted trial, and
+hypervolume credits a candidate with what it adds to the whole front, also in its non-convex
+parts, where no weighted sum has its minimum (scalarisations find supported points only);
+a weighted sum serves where a whole basin must be left (3).
+
+The figures ranked are the simulator's (with a costly measurer: the front a job ends with is
+of measured figures, its proposals ranked by simulated ones). Proposals are a function of
+what the job measured (the random draws of 3. are seeded by the seed and the number of
+placements measured), so a resumed job proposes what the uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autoplace.measure.batch import fitting, simulate_batch
+from autoplace.measure.objective import Objectives
+from autoplace.search.descent import CHUNK, Descent, apply_moves, move_list, predicted
+from autoplace.search.heft_start import heft_start
+from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.space import SearchSpace
+
+#: scalarised descents tried per round at most, per candidate wanted
+SCALARISED_TRIES = 2
+
+
+class ParetoSearch(SearchStrategy):
+    """Finds the front of several objectives (module docstring)."""
+
+    descends = True
+
+    def __init__(self, space: SearchSpace, objective: Objectives, *, seed: int):
+        super().__init__()
+        self.space, self.objective, self.seed = space, objective, seed
+        self.k = len(objective.members)
+        self.measured: set[bytes] = set()  # every key observed, failed or not
+        self.keys: list[bytes] = []  # of the valid ones, in order observed ...
+        self.F = np.zeros((0, self.k))  # ... their simulated figures
+        self._moves: dict[bytes, tuple] = {}  # front point -> its moves (see _neighbours)
+
+    # -- observing ---------------------------------------------------------------------------
+    def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
+        if not len(proposal):
+            return
+        choice, mode = self.space.canonical(proposal.choice, proposal.mode)
+        keys = self.space.keys(choice, mode)
+        known = set(self.keys)
+        rows = [i for i in np.flatnonzero(~np.isnan(latency)).tolist()
+                if keys[i] not in known and not known.add(keys[i])]
+        self.measured.update(keys)
+        if rows:
+            F, _ = self.simulate(choice[rows], mode[rows])
+            self.keys += [keys[i] for i in rows]
+            self.F = np.vstack([self.F, F])
+
+    def simulate(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each genome's simulated figures ``[rows, objectives]`` and whether it is feasible
+        (fits, within the limits)."""
+        F, ok = [np.zeros((0, self.k))], [np.zeros(0, dtype=bool)]
+        for i in range(0, len(choice), CHUNK):
+            out = simulate_batch(self.space, choice[i:i + CHUNK], mode[i:i + CHUNK])
+            F.append(self.objective.figures(out))
+            ok.append(self.objective.feasible(self.space, out) & fitting(self.space, out))
+        return np.concatenate(F), np.concatenate(ok)
+
+    def front(self) -> np.ndarray:
+        """Rows of :attr:`F` on the measured front (of equal figures, the first measured)."""
+        from autoplace.records.front import nondominated
+
+        return np.flatnonzero(nondominated(self.F))
+
+    # -- proposing ---------------------------------------------------------------------------
+    def propose(self, n: int) -> Proposal:
+        taken: set[bytes] = set()
+        parts = [self._heft(taken)]
+        for step in (self._seeds, self._front_moves, self._scalarised, self._random):
+            room = n - sum(len(p) for p in parts)
+            if room <= 0:
+                break
+            parts.append(step(room, taken))
+        return _joined(parts)
+
+    def _new(self, key: bytes, taken: set[bytes]) -> bool:
+        """Whether ``key`` is neither measured nor proposed this round (then it is)."""
+        if key in self.measured or key in taken:
+            return False
+        taken.add(key)
+        return True
+
+    def _heft(self, taken: set[bytes]) -> Proposal:
+        choice, mode = heft_start(self.space)
+        keep = self._new(self.space.keys(choice, mode)[0], taken)
+        return _proposal(choice[:int(keep)], mode[:int(keep)], ("heft",) * int(keep),
+                         self.space)
+
+    def _seeds(self, n: int, taken: set[bytes]) -> Proposal:
+        """Per objective, where descent under it alone ends from the best measured by it,
+        if not measured (module docstring, 1)."""
+        C, M, labels = [], [], []
+        for j, member in enumerate(self.objective.members):
+            if not len(self.F) or len(C) == n:
+                break
+            best = _best_by(self.F, j)
+            choice, mode = self.space.from_key(self.keys[best])
+            descent = Descent(self.space, predict=lambda c, m, o=member:
+                              predicted(self.space, c, m, o))
+            c, m = descent.descend(choice, mode, self.F[best, j])
+            if self._new(self.space.keys(c[None, :], m[None, :])[0], taken):
+                C.append(c), M.append(m), labels.append(f"seed:{self.objective.plain[j].name}")
+        return _proposal(np.array(C), np.array(M), tuple(labels), self.space)
+
+    def _front_moves(self, n: int, taken: set[bytes]) -> Proposal:
+        """The moves of front points new to the front: those that dominate their point
+        first, then by non-dominated rank and hypervolume added (module docstring, 2)."""
+        points = self.front()
+        C, M, F, better = self._candidates(points, taken)
+        if not len(F):
+            return _proposal(C, M, (), self.space)
+        rank = _ranks(F, self.F[points])
+        gain = np.zeros(len(F))
+        gain[rank == 0] = _contributions(F[rank == 0], self.F[points])
+        order = np.lexsort((-gain, rank, ~better))[:n]
+        for i in order.tolist():
+            taken.add(self.space.keys(C[i][None, :], M[i][None, :])[0])
+        return _proposal(C[order], M[order], ("front",) * len(order), self.space)
+
+    def _candidates(self, points: np.ndarray, taken: set[bytes]) -> tuple:
+        """``(choice, mode, figures, better)`` of the moves of front ``points`` that are
+        feasible, unmeasured, not weakly dominated by a measured point and of figures no
+        other candidate has; ``better``: it dominates the point it moves from."""
+        front_F = self.F[points]
+        rows, seen = [], set()
+        for p in points.tolist():
+            ops, vals, keys, F, ok = self._neighbours(self.keys[p])
+            fresh = ok & ~_weakly_dominated(F, front_F)
+            for i in np.flatnonzero(fresh).tolist():
+                if keys[i] not in self.measured and keys[i] not in taken \
+                        and keys[i] not in seen:
+                    seen.add(keys[i])
+                    rows.append((p, ops[i], vals[i], F[i]))
+        if not rows:
+            return np.zeros((0, self.space.n_ops), dtype=np.int64), \
+                np.zeros((0, self.space.n_edges), dtype=np.int64), np.zeros((0, self.k)), \
+                np.zeros(0, dtype=bool)
+        F = np.array([r[3] for r in rows])
+        _, first = np.unique(F, axis=0, return_index=True)  # equal figures: the first
+        rows = [rows[i] for i in np.sort(first).tolist()]
+        F = np.array([r[3] for r in rows])
+        source = self.F[[r[0] for r in rows]]
+        better = (F <= source).all(axis=1) & (F < source).any(axis=1)
+        C, M = zip(*(self._apply(self.keys[p], op, val) for p, op, val, _ in rows))
+        return np.array(C), np.array(M), F, better
+
+    def _neighbours(self, key: bytes) -> tuple:
+        """``(ops, values, keys, figures, feasible)`` of the one-op moves from a genome
+        (kept while it is on the front: the simulator gives the same figures every time)."""
+        if key not in self._moves:
+            choice, mode = self.space.from_key(key)
+            ops, vals = move_list(self.space, choice, mode)
+            C, M = apply_moves(self.space, choice, mode, ops, vals)
+            F, ok = self.simulate(C, M)
+            self._moves[key] = (ops, vals, self.space.keys(C, M), F, ok)
+        return self._moves[key]
+
+    def _apply(self, key: bytes, op: int, value: int) -> tuple[np.ndarray, np.ndarray]:
+        choice, mode = self.space.from_key(key)
+        C, M = apply_moves(self.space, choice, mode, np.array([op]), np.array([value]))
+        return C[0], M[0]
+
+    def _scalarised(self, n: int, taken: set[bytes]) -> Proposal:
+        """Where descent under random weighted sums of the scaled objectives ends, from
+        random front points, where not measured (module docstring, 3)."""
+        points = self.front()
+        if not len(points):
+            return _proposal(np.zeros((0, 0)), np.zeros((0, 0)), (), self.space)
+        rng = np.random.default_rng([self.seed, len(self.measured)])
+        lo, hi = self.F[points].min(axis=0), self.F[points].max(axis=0)
+        span = np.where(hi > lo, hi - lo, 1.0)
+        C, M = [], []
+        for _ in range(SCALARISED_TRIES * n):
+            w = rng.dirichlet(np.ones(self.k))
+            start = self.keys[points[rng.integers(len(points))]]
+            descent = Descent(self.space, predict=lambda c, m, w=w: self._weighted(c, m, w,
+                                                                                 lo, span))
+            choice, mode = self.space.from_key(start)
+            c, m = descent.descend(choice, mode, self._weighted(choice[None, :],
+                                                                mode[None, :], w, lo, span)[0])
+            if self._new(self.space.keys(c[None, :], m[None, :])[0], taken):
+                C.append(c), M.append(m)
+            if len(C) == n:
+                break
+        return _proposal(np.array(C), np.array(M), ("scalarised",) * len(C), self.space)
+
+    def _weighted(self, choice, mode, w, lo, span) -> np.ndarray:
+        F, ok = self.simulate(choice, mode)
+        return np.where(ok, ((F - lo) / span) @ w, np.inf)
+
+    def _random(self, n: int, taken: set[bytes]) -> Proposal:
+        """Random genomes that are feasible and new (the last resort of a round)."""
+        rng = np.random.default_rng([self.seed, len(self.measured), 1])
+        choice, mode = self.space.canonical(*self.space.random_genomes(32 * n, rng))
+        _, ok = self.simulate(choice, mode)
+        keys = self.space.keys(choice, mode)
+        rows = [i for i in np.flatnonzero(ok).tolist() if self._new(keys[i], taken)][:n]
+        return _proposal(choice[rows], mode[rows], ("random",) * len(rows), self.space)
+
+    def state(self) -> dict:
+        """Nothing beyond what it observed: its proposals are a function of that."""
+        return {}
+
+    def restore(self, state: dict) -> None:
+        if state:
+            raise ValueError(f"ParetoSearch keeps no state, got {sorted(state)}")
+
+
+def _best_by(F: np.ndarray, j: int) -> int:
+    """The row least by column ``j``, of equals the least by the other columns in order."""
+    others = [F[:, i] for i in range(F.shape[1]) if i != j]
+    return int(np.lexsort([*others[::-1], F[:, j]])[0])
+
+
+def _weakly_dominated(F: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """Per row of ``F``, whether a row of ``front`` is no worse in every figure."""
+    if not len(front) or not len(F):
+        return np.zeros(len(F), dtype=bool)
+    return (front[None, :, :] <= F[:, None, :]).all(axis=2).any(axis=1)
+
+
+def _ranks(F: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """Each candidate's non-dominated rank among the front and the candidates (0: no
+    other dominates it)."""
+    import moocore
+
+    return moocore.pareto_rank(np.vstack([front, F]))[len(front):]
+
+
+def _contributions(F: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """The hypervolume each candidate adds to the front alone, each figure scaled to [0, 1]
+    over both, to a reference point past the worst by a tenth of that."""
+    import moocore
+
+    both = np.vstack([front, F])
+    lo, hi = both.min(axis=0), both.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    scaled_front, ref = (front - lo) / span, np.full(F.shape[1], 1.1)
+    base = moocore.hypervolume(scaled_front, ref=ref) if len(front) else 0.0
+    return np.array([moocore.hypervolume(np.vstack([scaled_front, (f - lo) / span]), ref=ref)
+                     - base for f in F])
+
+
+def _proposal(choice, mode, labels: tuple[str, ...], space: SearchSpace) -> Proposal:
+    n = len(labels)
+    return Proposal(choice=np.asarray(choice, dtype=np.int64).reshape(n, space.n_ops),
+                    mode=np.asarray(mode, dtype=np.int64).reshape(n, space.n_edges),
+                    labels=labels)
+
+
+def _joined(parts: list[Proposal]) -> Proposal:
+    return Proposal(choice=np.concatenate([p.choice for p in parts]),
+                    mode=np.concatenate([p.mode for p in parts]),
+                    labels=tuple(x for p in parts for x in p.labels))
