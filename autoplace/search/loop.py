@@ -288,6 +288,8 @@ class Tuner:
             self._write_checkpoint()
             n = min(self.config.batch_size, remaining)
             late = remaining <= self._descent_budget() or (stalled and self.descent)
+            if remaining <= self._descent_budget(self.config.descent):
+                self.strategy.finishing()  # (of a strategy that descends itself)
             proposal = self.local.propose(n, self.seen) if late else None
             if proposal is None:
                 proposal = self.strategy.propose(n)
@@ -392,11 +394,11 @@ class Tuner:
             return False
         return False
 
-    def _descent_budget(self) -> int:
+    def _descent_budget(self, share: float | None = None) -> int:
         """Trials at the end of the search in which descent goes first (at least two
-        batches, unless descent is off)."""
-        c = self.config
-        return 0 if self.descent == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
+        batches, unless descent is off): the loop's, or of a descent ``share``."""
+        c, share = self.config, self.descent if share is None else share
+        return 0 if share == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
 
     def _remaining(self) -> int:
         """Search candidates still to measure: of the job, or, for a worker, of the whole

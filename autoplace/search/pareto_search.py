@@ -14,10 +14,13 @@ not sampled.
    point of the final front is dominated by a one-op move. Then the moves that widen the
    front, ranked by non-dominated sorting of their figures among the front and each other,
    then by the hypervolume each adds to the front (moocore's ``hv_contributions``);
-3. **scalarised descents**, once no move of a front point is new to the front (the front is
-   a Pareto local optimum set): steepest descent under a random weighted sum of the
-   objectives (each scaled to [0, 1] over the front) from a random point of it, to reach
-   other basins; and random placements that fit if those end at measured points.
+3. **scalarised descents**, at least a quarter of each round (:data:`EXPLORE_SHARE`) unless
+   moves that dominate their point fill it, and all of it once no move of a front point is
+   new to the front (a Pareto local optimum set): iterated local search, from a random front
+   point moved by a few random one-op moves, steepest descent under a random weighted sum of
+   the objectives (each scaled to [0, 1] over the front; half of the time one objective
+   alone), to reach other basins; random placements that fit if those end at measured
+   points.
 
 Why hypervolume and not a random scalarisation per round to rank moves: the simulator
 predicts every figure exactly, so a candidate predicted dominated is a wasted trial, and
@@ -37,13 +40,25 @@ import numpy as np
 
 from autoplace.measure.batch import fitting, simulate_batch
 from autoplace.measure.objective import Objectives
-from autoplace.search.descent import CHUNK, Descent, apply_moves, move_list, predicted
+from autoplace.records.front import nondominated, significant
+from autoplace.search.descent import (
+    CHUNK,
+    MAX_STEPS,
+    Descent,
+    apply_moves,
+    move_list,
+    predicted,
+)
 from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal, SearchStrategy
 from autoplace.space import SearchSpace
 
 #: scalarised descents tried per round at most, per candidate wanted
 SCALARISED_TRIES = 2
+#: share of a round left to scalarised descents by the moves that widen the front
+EXPLORE_SHARE = 0.25
+#: random one-op moves at most before a scalarised descent
+KICK = 4
 
 
 class ParetoSearch(SearchStrategy):
@@ -59,6 +74,7 @@ class ParetoSearch(SearchStrategy):
         self.keys: list[bytes] = []  # of the valid ones, in order observed ...
         self.F = np.zeros((0, self.k))  # ... their simulated figures
         self._moves: dict[bytes, tuple] = {}  # front point -> its moves (see _neighbours)
+        self._finishing = False  # the last rounds: moves that improve on the front first
 
     # -- observing ---------------------------------------------------------------------------
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
@@ -76,26 +92,33 @@ class ParetoSearch(SearchStrategy):
             self.F = np.vstack([self.F, F])
 
     def simulate(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each genome's simulated figures ``[rows, objectives]`` and whether it is feasible
-        (fits, within the limits)."""
+        """Each genome's simulated figures ``[rows, objectives]`` (to 12 significant
+        digits: float noise makes no new point) and whether it is feasible (fits, within
+        the limits)."""
         F, ok = [np.zeros((0, self.k))], [np.zeros(0, dtype=bool)]
         for i in range(0, len(choice), CHUNK):
             out = simulate_batch(self.space, choice[i:i + CHUNK], mode[i:i + CHUNK])
             F.append(self.objective.figures(out))
             ok.append(self.objective.feasible(self.space, out) & fitting(self.space, out))
-        return np.concatenate(F), np.concatenate(ok)
+        return significant(np.concatenate(F)), np.concatenate(ok)
 
     def front(self) -> np.ndarray:
         """Rows of :attr:`F` on the measured front (of equal figures, the first measured)."""
-        from autoplace.records.front import nondominated
-
         return np.flatnonzero(nondominated(self.F))
 
     # -- proposing ---------------------------------------------------------------------------
     def propose(self, n: int) -> Proposal:
+        """HEFT's placement and the seeds, then the front moves (those that dominate their
+        point all, those that widen it leaving :data:`EXPLORE_SHARE` of the round), then
+        scalarised descents, then the rest of the front moves, then random placements."""
+        front = {self.keys[i] for i in self.front().tolist()}  # (moves kept of these only)
+        self._moves = {k: v for k, v in self._moves.items() if k in front}
         taken: set[bytes] = set()
         parts = [self._heft(taken)]
-        for step in (self._seeds, self._front_moves, self._scalarised, self._random):
+        explore = 0 if self._finishing else int(np.ceil(n * EXPLORE_SHARE))
+        steps = (self._seeds, lambda room, taken: self._front_moves(room, taken, explore),
+                 self._scalarised, self._front_moves, self._random)
+        for step in steps:
             room = n - sum(len(p) for p in parts)
             if room <= 0:
                 break
@@ -108,6 +131,33 @@ class ParetoSearch(SearchStrategy):
             return False
         taken.add(key)
         return True
+
+    def _take(self, choice: np.ndarray, mode: np.ndarray, taken: set[bytes]):
+        """A candidate (in the last rounds :meth:`settled`), if new (:meth:`_new`); else
+        None. (Settling every candidate took 5x the time for less hypervolume: earlier
+        rounds leave a point's dominating moves to the front moves of the next.)"""
+        if self._finishing:
+            choice, mode = self.settled(choice, mode)
+        return (choice, mode) if self._new(self.space.keys(choice[None, :], mode[None, :])[0],
+                                           taken) else None
+
+    def settled(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The genome moved, one op at a time, to a move that dominates it (of those, the
+        one whose figures fall most, each relative to its own), until none does: no one-op
+        move of it dominates it in the simulator, so a point the last rounds add to the
+        front is no point a move dominates, whatever the budget left."""
+        F, ok = self.simulate(choice[None, :], mode[None, :])
+        here = F[0]
+        for _ in range(MAX_STEPS if ok[0] else 0):
+            key = self.space.keys(choice[None, :], mode[None, :])[0]
+            ops, vals, _, G, feasible = self._neighbours(key)
+            better = np.flatnonzero(feasible & (G <= here).all(axis=1) & (G < here).any(axis=1))
+            if not len(better):
+                break
+            scale = np.where(here != 0, np.abs(here), 1.0)
+            i = better[np.argmin(((G[better] - here) / scale).sum(axis=1))]
+            (choice, mode), here = self._apply(key, ops[i], vals[i]), G[i]
+        return choice, mode
 
     def _heft(self, taken: set[bytes]) -> Proposal:
         choice, mode = heft_start(self.space)
@@ -126,14 +176,16 @@ class ParetoSearch(SearchStrategy):
             choice, mode = self.space.from_key(self.keys[best])
             descent = Descent(self.space, predict=lambda c, m, o=member:
                               predicted(self.space, c, m, o))
-            c, m = descent.descend(choice, mode, self.F[best, j])
-            if self._new(self.space.keys(c[None, :], m[None, :])[0], taken):
-                C.append(c), M.append(m), labels.append(f"seed:{self.objective.plain[j].name}")
+            got = self._take(*descent.descend(choice, mode, self.F[best, j]), taken)
+            if got is not None:
+                C.append(got[0]), M.append(got[1])
+                labels.append(f"seed:{self.objective.plain[j].name}")
         return _proposal(np.array(C), np.array(M), tuple(labels), self.space)
 
-    def _front_moves(self, n: int, taken: set[bytes]) -> Proposal:
+    def _front_moves(self, n: int, taken: set[bytes], leave: int = 0) -> Proposal:
         """The moves of front points new to the front: those that dominate their point
-        first, then by non-dominated rank and hypervolume added (module docstring, 2)."""
+        first, then by non-dominated rank and hypervolume added, those leaving ``leave``
+        of the ``n`` (module docstring, 2)."""
         points = self.front()
         C, M, F, better = self._candidates(points, taken)
         if not len(F):
@@ -141,15 +193,21 @@ class ParetoSearch(SearchStrategy):
         rank = _ranks(F, self.F[points])
         gain = np.zeros(len(F))
         gain[rank == 0] = _contributions(F[rank == 0], self.F[points])
-        order = np.lexsort((-gain, rank, ~better))[:n]
-        for i in order.tolist():
-            taken.add(self.space.keys(C[i][None, :], M[i][None, :])[0])
-        return _proposal(C[order], M[order], ("front",) * len(order), self.space)
+        want = max(min(n, int(better.sum())), n - leave)
+        rows = []
+        for i in np.lexsort((-gain, rank, ~better)).tolist():
+            if len(rows) == want:
+                break
+            if (got := self._take(C[i], M[i], taken)) is not None:
+                rows.append(got)
+        return _proposal(np.array([c for c, _ in rows]), np.array([m for _, m in rows]),
+                         ("front",) * len(rows), self.space)
 
     def _candidates(self, points: np.ndarray, taken: set[bytes]) -> tuple:
         """``(choice, mode, figures, better)`` of the moves of front ``points`` that are
         feasible, unmeasured, not weakly dominated by a measured point and of figures no
-        other candidate has; ``better``: it dominates the point it moves from."""
+        other candidate has; ``better``: it dominates a front point (the one it moves
+        from, or another of which it is a move too)."""
         front_F = self.F[points]
         rows, seen = [], set()
         for p in points.tolist():
@@ -168,8 +226,8 @@ class ParetoSearch(SearchStrategy):
         _, first = np.unique(F, axis=0, return_index=True)  # equal figures: the first
         rows = [rows[i] for i in np.sort(first).tolist()]
         F = np.array([r[3] for r in rows])
-        source = self.F[[r[0] for r in rows]]
-        better = (F <= source).all(axis=1) & (F < source).any(axis=1)
+        better = ((F[:, None, :] <= front_F[None]).all(axis=2)  # (a move of two points:
+                  & (F[:, None, :] < front_F[None]).any(axis=2)).any(axis=1)  # either)
         C, M = zip(*(self._apply(self.keys[p], op, val) for p, op, val, _ in rows))
         return np.array(C), np.array(M), F, better
 
@@ -190,28 +248,46 @@ class ParetoSearch(SearchStrategy):
         return C[0], M[0]
 
     def _scalarised(self, n: int, taken: set[bytes]) -> Proposal:
-        """Where descent under random weighted sums of the scaled objectives ends, from
-        random front points, where not measured (module docstring, 3)."""
+        """From random front points moved by 1 to :data:`KICK` random one-op moves: the
+        moved genome where no measured point weakly dominates it, else where descent under
+        a random weighted sum of the scaled objectives (half of them one objective alone)
+        ends, where not measured (module docstring, 3)."""
         points = self.front()
         if not len(points):
             return _proposal(np.zeros((0, 0)), np.zeros((0, 0)), (), self.space)
         rng = np.random.default_rng([self.seed, len(self.measured)])
         lo, hi = self.F[points].min(axis=0), self.F[points].max(axis=0)
         span = np.where(hi > lo, hi - lo, 1.0)
-        C, M = [], []
+        C, M, labels = [], [], []
         for _ in range(SCALARISED_TRIES * n):
-            w = rng.dirichlet(np.ones(self.k))
+            w = rng.dirichlet(np.ones(self.k)) if rng.random() < 0.5 else \
+                np.eye(self.k)[rng.integers(self.k)]
             start = self.keys[points[rng.integers(len(points))]]
-            descent = Descent(self.space, predict=lambda c, m, w=w: self._weighted(c, m, w,
-                                                                                 lo, span))
-            choice, mode = self.space.from_key(start)
-            c, m = descent.descend(choice, mode, self._weighted(choice[None, :],
-                                                                mode[None, :], w, lo, span)[0])
-            if self._new(self.space.keys(c[None, :], m[None, :])[0], taken):
-                C.append(c), M.append(m)
+            choice, mode = self._kicked(*self.space.from_key(start), rng)
+            F, ok = self.simulate(choice[None, :], mode[None, :])
+            label = "kick"
+            if not ok[0] or _weakly_dominated(F, self.F[points])[0]:
+                descent = Descent(self.space, predict=lambda c, m, w=w:
+                                  self._weighted(c, m, w, lo, span))
+                choice, mode = descent.descend(choice, mode, self._weighted(
+                    choice[None, :], mode[None, :], w, lo, span)[0])
+                label = "scalarised"
+            if (got := self._take(choice, mode, taken)) is not None:
+                C.append(got[0]), M.append(got[1]), labels.append(label)
             if len(C) == n:
                 break
-        return _proposal(np.array(C), np.array(M), ("scalarised",) * len(C), self.space)
+        return _proposal(np.array(C), np.array(M), tuple(labels), self.space)
+
+    def _kicked(self, choice: np.ndarray, mode: np.ndarray, rng: np.random.Generator):
+        """The genome after 1 to :data:`KICK` random one-op moves."""
+        for _ in range(1 + rng.integers(KICK)):
+            ops, vals = move_list(self.space, choice, mode)
+            if not len(ops):
+                break
+            j = rng.integers(len(ops))
+            C, M = apply_moves(self.space, choice, mode, ops[j:j + 1], vals[j:j + 1])
+            choice, mode = C[0], M[0]
+        return choice, mode
 
     def _weighted(self, choice, mode, w, lo, span) -> np.ndarray:
         F, ok = self.simulate(choice, mode)
@@ -222,9 +298,17 @@ class ParetoSearch(SearchStrategy):
         rng = np.random.default_rng([self.seed, len(self.measured), 1])
         choice, mode = self.space.canonical(*self.space.random_genomes(32 * n, rng))
         _, ok = self.simulate(choice, mode)
-        keys = self.space.keys(choice, mode)
-        rows = [i for i in np.flatnonzero(ok).tolist() if self._new(keys[i], taken)][:n]
-        return _proposal(choice[rows], mode[rows], ("random",) * len(rows), self.space)
+        rows = []
+        for i in np.flatnonzero(ok).tolist():
+            if len(rows) < n and (got := self._take(choice[i], mode[i], taken)) is not None:
+                rows.append(got)
+        return _proposal(np.array([c for c, _ in rows]), np.array([m for _, m in rows]),
+                         ("random",) * len(rows), self.space)
+
+    def finishing(self) -> None:
+        """The last rounds: no share of a round is left to scalarised descents while front
+        moves remain, those that dominate their point first."""
+        self._finishing = True
 
     def state(self) -> dict:
         """Nothing beyond what it observed: its proposals are a function of that."""

@@ -90,6 +90,11 @@ class SearchStrategy(ABC):
         """Measured candidates (``latency`` in seconds, NaN for a failed one). Also called
         with the records of a resumed job and the baselines, which carry no prediction."""
 
+    def finishing(self) -> None:  # noqa: B027 - optional hook, not abstract
+        """Called before each of the search's last rounds (the ``descent`` share of its
+        trials): a strategy that :attr:`descends` proposes then what makes what it found
+        local optima before anything else. Default: nothing."""
+
     def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
         """Each genome's latency (seconds) as the strategy's cost model, fitted on what it
         observed, predicts it; None without a fitted model."""

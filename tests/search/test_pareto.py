@@ -19,7 +19,7 @@ from autoplace.measure.limits import Limits
 from autoplace.measure.objective import ENERGY, LATENCY, PEAK_MEMORY, Objectives, objective_named
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.records.front import front, nondominated
+from autoplace.records.front import front, nondominated, significant
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.descent import moves
@@ -34,15 +34,16 @@ def run(tmp_path, space, name, **cfg):
         return tune(space, Simulator(space), log, TuneConfig(**{"trials": 24, **cfg}))
 
 
-def exact_front(points: list[tuple[float, ...]]) -> np.ndarray:
-    """The enumerated points no other dominates, sorted (equal points once)."""
-    F = np.unique(np.array(points), axis=0)
+def exact_front(points) -> np.ndarray:
+    """The points no other dominates once figures are compared to 12 significant digits
+    (energy summed in another order differs in the 17th), sorted, equal points once."""
+    F = np.unique(significant(np.array(points)), axis=0)
     return F[nondominated(F)]
 
 
 def figures_of(records, criteria) -> np.ndarray:
-    F = np.array([[c.value(r.result) for c in criteria] for r in records])
-    return F[np.lexsort(F.T[::-1])]
+    """The front of a tuned front's figures, as :func:`exact_front` takes it."""
+    return exact_front([[c.value(r.result) for c in criteria] for r in records])
 
 
 @pytest.mark.parametrize("spec, says", [
@@ -161,24 +162,25 @@ def enumerated_front(space: SearchSpace, spec: str) -> np.ndarray:
 
 @pytest.mark.parametrize("spec", ["latency,energy", "latency,energy,peak_memory"])
 def test_the_tuned_front_is_the_enumerated_exact_front(tmp_path, spec):
-    """96 trials of 512 placements find every point of the exact front."""
+    """64 trials of 512 placements find every point of the exact front."""
     space = branchy()
     assert int(np.prod(space.n_choices)) == 512
     exact = enumerated_front(space, spec)
-    assert len(exact) >= 10  # (a front worth finding)
-    result = run(tmp_path, space, "t.jsonl", objective=spec, trials=96)
+    assert len(exact) >= 15  # (a front worth finding)
+    result = run(tmp_path, space, "t.jsonl", objective=spec, trials=64)
     criteria = objective_named(spec).criteria
     assert figures_of(result.front, criteria) == pytest.approx(exact, rel=1e-12)
-    assert len(read(tmp_path / "t.jsonl")) < 512 // 4
+    assert len(read(tmp_path / "t.jsonl")) <= 64 + 3  # (and the baselines)
 
 
 def neighbours_dominating(space: SearchSpace, rec, spec: str) -> int:
-    """How many one-op moves of a record's placement dominate it (simulated)."""
+    """How many one-op moves of a record's placement dominate it (simulated; figures to 12
+    significant digits, as :func:`exact_front` compares them)."""
     goal = objective_named(spec)
     c, m = space.encode([rec.placement])
     C, M = moves(space, c[0], space.normalize(c, m)[0])
     out = simulate_batch(space, C, M)
-    F, here = goal.figures(out), np.array(goal.values(rec.result))
+    F, here = significant(goal.figures(out)), significant(goal.values(rec.result))
     ok = goal.feasible(space, out)
     return int((ok & (F <= here).all(axis=1) & (F < here).any(axis=1)).sum())
 
