@@ -1,37 +1,45 @@
 """The search over several objectives (``--objective latency,energy``): their front found,
 not sampled.
 
-:class:`ParetoSearch` proposes, each round, the first of these that has candidates:
+:class:`ParetoSearch` fills each round from these, in order:
 
 1. **seeds**: HEFT's placement, then per objective where steepest one-op descent in the
    simulator under that objective alone (:class:`~autoplace.search.descent.Descent`) ends,
-   from the best measured by it (the baselines hold each unit alone, the greedy placement and
-   HEFT's): each objective's one-op optimum, an end of the front;
-2. **front moves**: every one-op move (:func:`~autoplace.search.descent.move_list`) of every
-   point of the measured front whose simulated figures no measured point weakly dominates
-   (a move to figures the front has already is no new point). First the moves that
-   *dominate* the point they move from: descent with a dominance acceptance test, so that no
-   point of the final front is dominated by a one-op move. Then the moves that widen the
-   front, ranked by non-dominated sorting of their figures among the front and each other,
-   then by the hypervolume each adds to the front (moocore's ``hv_contributions``);
-3. **scalarised descents**, at least a quarter of each round (:data:`EXPLORE_SHARE`) unless
-   moves that dominate their point fill it, and all of it once no move of a front point is
-   new to the front (a Pareto local optimum set): iterated local search, from a random front
-   point moved by a few random one-op moves, steepest descent under a random weighted sum of
-   the objectives (each scaled to [0, 1] over the front; half of the time one objective
-   alone), to reach other basins; random placements that fit if those end at measured
-   points.
+   from the best measured by it (the baselines hold each unit alone and the greedy
+   placement): each objective's one-op optimum, an end of the front;
+2. **front moves**: the one-op moves (:func:`~autoplace.search.descent.move_list`) of the
+   points of the measured front whose simulated figures no measured point weakly dominates
+   (figures the front has already are no new point). First every move that *dominates* a
+   front point: descent with a dominance acceptance test. Then the moves that widen the
+   front, ranked by non-dominated sorting of their figures among the front's and each
+   other's, then by the hypervolume each adds to the front, leaving :data:`EXPLORE_SHARE`
+   of the round to 3;
+3. **iterated local search**: a front point moved by 1 to :data:`KICK` random one-op moves,
+   proposed as it is if no measured point weakly dominates it, else where steepest descent
+   under a random weighted sum of the objectives (each scaled to [0, 1] over the front) ends;
+   half of the time from the front's end of one objective, under it alone (which pushes the
+   ends);
+4. the rest of the front moves, then random placements that fit.
 
-Why hypervolume and not a random scalarisation per round to rank moves: the simulator
+In the last rounds (the ``descent`` share of the trials: :meth:`ParetoSearch.finishing`) no
+share is left to 3 and every candidate is first :meth:`~ParetoSearch.settled`: moved to
+dominating one-op moves until none dominates it. Earlier rounds leave a point's dominating
+moves to the next round's front moves (settling is a descent per candidate), so the front a
+job ends with has no point a one-op move dominates, unless the budget ends before the
+dominating moves found so far are measured.
+
+Why hypervolume and not a random scalarisation per round to rank the moves: the simulator
 predicts every figure exactly, so a candidate predicted dominated is a wasted trial, and
 hypervolume credits a candidate with what it adds to the whole front, also in its non-convex
-parts, where no weighted sum has its minimum (scalarisations find supported points only);
+parts, where no weighted sum has its minimum (weighted sums find supported points only);
 a weighted sum serves where a whole basin must be left (3).
 
-The figures ranked are the simulator's (with a costly measurer: the front a job ends with is
-of measured figures, its proposals ranked by simulated ones). Proposals are a function of
-what the job measured (the random draws of 3. are seeded by the seed and the number of
-placements measured), so a resumed job proposes what the uninterrupted one did.
+Figures are the simulator's, compared to 12 significant digits
+(:func:`~autoplace.records.front.significant`). With a costly measurer the front a job
+ends with is of measured figures, its proposals ranked by simulated ones. Proposals are a
+function of what the job measured and whether it is finishing (the random draws of 3 are
+seeded by the seed and the number of placements measured), so a resumed job proposes what
+the uninterrupted one did.
 """
 
 from __future__ import annotations
@@ -134,8 +142,7 @@ class ParetoSearch(SearchStrategy):
 
     def _take(self, choice: np.ndarray, mode: np.ndarray, taken: set[bytes]):
         """A candidate (in the last rounds :meth:`settled`), if new (:meth:`_new`); else
-        None. (Settling every candidate took 5x the time for less hypervolume: earlier
-        rounds leave a point's dominating moves to the front moves of the next.)"""
+        None."""
         if self._finishing:
             choice, mode = self.settled(choice, mode)
         return (choice, mode) if self._new(self.space.keys(choice[None, :], mode[None, :])[0],
@@ -250,8 +257,8 @@ class ParetoSearch(SearchStrategy):
     def _scalarised(self, n: int, taken: set[bytes]) -> Proposal:
         """From random front points moved by 1 to :data:`KICK` random one-op moves: the
         moved genome where no measured point weakly dominates it, else where descent under
-        a random weighted sum of the scaled objectives (half of them one objective alone)
-        ends, where not measured (module docstring, 3)."""
+        a random weighted sum of the scaled objectives ends; half of the time, from the
+        front's end of one objective and under it alone (module docstring, 3)."""
         points = self.front()
         if not len(points):
             return _proposal(np.zeros((0, 0)), np.zeros((0, 0)), (), self.space)
@@ -260,9 +267,13 @@ class ParetoSearch(SearchStrategy):
         span = np.where(hi > lo, hi - lo, 1.0)
         C, M, labels = [], [], []
         for _ in range(SCALARISED_TRIES * n):
-            w = rng.dirichlet(np.ones(self.k)) if rng.random() < 0.5 else \
-                np.eye(self.k)[rng.integers(self.k)]
-            start = self.keys[points[rng.integers(len(points))]]
+            start = points[rng.integers(len(points))]
+            w = rng.dirichlet(np.ones(self.k))
+            if rng.random() < 0.5:  # one objective alone, from its end of the front
+                j = rng.integers(self.k)
+                w = np.eye(self.k)[j]
+                start = points[_best_by(self.F[points], j)]
+            start = self.keys[start]
             choice, mode = self._kicked(*self.space.from_key(start), rng)
             F, ok = self.simulate(choice[None, :], mode[None, :])
             label = "kick"

@@ -234,3 +234,12 @@ def test_a_resumed_job_of_two_objectives_measures_what_the_uninterrupted_one_doe
 
     assert measured(tmp_path / "t.jsonl") == measured(tmp_path / "full.jsonl")
     assert [r.trial for r in resumed.front] == [r.trial for r in full.front]
+
+
+def test_figures_are_compared_to_twelve_significant_digits():
+    """Energy summed in another order differs in the 17th digit: no point of its own."""
+    a, b = 0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1
+    assert a != b and significant(np.array([a]))[0] == significant(np.array([b]))[0]
+    F = significant(np.array([[4.95e-3, a], [4.95e-3, b], [0.0, np.inf]]))
+    assert nondominated(F).tolist() == [True, False, True]
+    assert significant(np.array([123456789012345.0]))[0] == 123456789012000.0
