@@ -283,6 +283,8 @@ class ParetoSearch(SearchStrategy):
                 choice, mode = descent.descend(choice, mode, self._weighted(
                     choice[None, :], mode[None, :], w, lo, span)[0])
                 label = "scalarised"
+                if not self.simulate(choice[None, :], mode[None, :])[1][0]:
+                    continue  # (moved where nothing fits: no move fits either)
             if (got := self._take(choice, mode, taken)) is not None:
                 C.append(got[0]), M.append(got[1]), labels.append(label)
             if len(C) == n:

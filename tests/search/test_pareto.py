@@ -215,18 +215,28 @@ class CrashesAfter(TuningLog):
             raise Crash
 
 
-def test_a_resumed_job_of_two_objectives_measures_what_the_uninterrupted_one_does(tmp_path):
+@pytest.mark.parametrize("storage", [False, True])
+def test_a_resumed_job_of_two_objectives_measures_what_the_uninterrupted_one_does(tmp_path,
+                                                                                 storage):
     """Killed after a baseline and mid-round twice, resumed each time: the same
-    candidates, trial numbers and figures as the job run through."""
+    candidates, trial numbers and figures as the job run through (and with a study: every
+    record in it, told both figures)."""
     space = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
+    url = f"sqlite:///{tmp_path / 'study.db'}" if storage else None
     config = TuneConfig(trials=40, objective="latency,energy", seed=3)
     with TuningLog(tmp_path / "full.jsonl") as log:
         full = tune(space, Simulator(space), log, config)
+    config = replace(config, storage=url, study_name="s" if storage else None)
     for k, at in enumerate((1, 13, 30)):
         with CrashesAfter(tmp_path / "t.jsonl", at) as log, pytest.raises(Crash):
             tune(space, Simulator(space), log, replace(config, resume=bool(k)))
     with TuningLog(tmp_path / "t.jsonl") as log:
         resumed = tune(space, Simulator(space), log, replace(config, resume=True))
+    if storage:
+        told = {t.user_attrs["trial"]: t.values
+                for t in optuna.load_study(study_name="s", storage=url).trials}
+        goal = objective_named("latency,energy")
+        assert told == {r.trial: goal.values(r.result) for r in read(tmp_path / "t.jsonl")}
 
     def measured(path):
         return [(r.trial, r.strategy, r.placement, r.result.latency_s, r.result.energy_j)
@@ -234,6 +244,8 @@ def test_a_resumed_job_of_two_objectives_measures_what_the_uninterrupted_one_doe
 
     assert measured(tmp_path / "t.jsonl") == measured(tmp_path / "full.jsonl")
     assert [r.trial for r in resumed.front] == [r.trial for r in full.front]
+    assert all(r.result.ok for r in read(tmp_path / "t.jsonl")
+               if r.strategy not in ("single:big", "single:little", "greedy"))  # (it fits)
 
 
 def test_figures_are_compared_to_twelve_significant_digits():
