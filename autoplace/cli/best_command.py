@@ -29,11 +29,14 @@ def register(sub) -> None:
 
 def cmd_best(args) -> int:
     from autoplace.measure.objective import CRITERIA
-    from autoplace.records.front import criteria_named, pick
+    from autoplace.records.front import criteria_named, criteria_of, pick
     from autoplace.records.tuning_log import JOB, read, without_side_files
 
-    limits, criteria = limits_of(args), criteria_named(args.criteria.split(","))
+    limits = limits_of(args)
+    if args.criteria:  # (a bad one fails before the logs are read)
+        criteria_named(args.criteria.split(","))
     records = [r for path in without_side_files(args.log) for r in read(path)]
+    criteria = criteria_of(records, args.criteria)
     jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
     for r in records:
         jobs.setdefault(tuple(getattr(r, k) for k in JOB), []).append(r)

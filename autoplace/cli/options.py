@@ -117,8 +117,10 @@ def choice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pick", choices=(*CRITERIA, KNEE), default=None,
                    help="the record to choose: the best by one figure, or the knee of the "
                         "front over --criteria (docs/pareto.md); default: by --objective")
-    p.add_argument("--criteria", default="latency,energy", metavar="A,B[,C]",
-                   help="the figures a front weighs (of: " + ", ".join(CRITERIA) + ")")
+    p.add_argument("--criteria", default=None, metavar="A,B[,C]",
+                   help="the figures a front weighs (of: " + ", ".join(CRITERIA) + "); "
+                        "default: the objectives of a job that searched several (its "
+                        "records say), else latency,energy")
     limit_args(p, "choose only records")
 
 

@@ -116,9 +116,9 @@ def _own_inputs(args) -> str:
 def next_steps(args, log_path: str) -> None:
     """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
     or an ONNX file, not an op graph JSON, which has no kernels)."""
-    multi = "," in args.objective  # several objectives: their front, and its knee
-    by = "" if args.objective == "latency" else \
-        f" --pareto --criteria {args.objective}" if multi else f" --objective {args.objective}"
+    multi = "," in args.objective  # several objectives (the records say): the front, its knee
+    by = "" if args.objective == "latency" else " --pareto" if multi else \
+        f" --objective {args.objective}"
     if limits := limits_of(args):
         by += f" {limits.text()}"
     shapes = getattr(args, "input_shapes", None)

@@ -24,7 +24,8 @@ from autoplace.records.tuning_log import best
 
 #: ``--pick`` values besides the criteria's names
 KNEE = "knee"
-__all__ = ["KNEE", "Limits", "parse_bytes", "criteria_named", "figures", "significant",
+__all__ = ["KNEE", "Limits", "parse_bytes", "criteria_named", "criteria_of", "figures",
+           "significant",
            "nondominated", "front", "knee", "pick", "hypervolume"]
 
 
@@ -36,6 +37,19 @@ def criteria_named(names: Iterable[str]) -> tuple[Criterion, ...]:
         raise ValueError(f"--criteria: two or more of {', '.join(CRITERIA)}, each once; got "
                          f"{','.join(names)!r}")
     return tuple(CRITERIA[n] for n in names)
+
+
+#: the criteria of a front where neither ``--criteria`` nor the records say
+DEFAULT_CRITERIA = "latency,energy"
+
+
+def criteria_of(records: Iterable, given: str | None = None) -> tuple[Criterion, ...]:
+    """The criteria ``given`` (``--criteria``) names; without it, those a job of several
+    objectives searched (its records' ``objective``, where every such record names the
+    same), else :data:`DEFAULT_CRITERIA`."""
+    named = {r.objective for r in records if r.objective is not None}
+    spec = given or (named.pop() if len(named) == 1 else DEFAULT_CRITERIA)
+    return criteria_named(spec.split(","))
 
 
 def figures(records: Sequence, criteria: Sequence[Criterion]) -> np.ndarray:

@@ -255,3 +255,23 @@ def test_figures_are_compared_to_twelve_significant_digits():
     F = significant(np.array([[4.95e-3, a], [4.95e-3, b], [0.0, np.inf]]))
     assert nondominated(F).tolist() == [True, False, True]
     assert significant(np.array([123456789012345.0]))[0] == 123456789012000.0
+
+
+def test_best_and_its_pick_weigh_the_objectives_the_job_searched(tmp_path, capsys):
+    """``best --pareto`` and ``--pick knee`` of a job of several objectives weigh those its
+    records name (no --criteria), what tune printed; --criteria still chooses others."""
+    from autoplace.cli.main import main
+
+    log = str(tmp_path / "t.jsonl")
+    assert main(["tune", "squeezenet", "--hw", "soc", "--objective", "latency,peak_memory",
+                 "--trials", "16", "--log", log, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "over latency, peak_memory" in printed and f"best {log} --pareto " in printed
+    table = printed[printed.index("the front of"):printed.index("next:")]
+    assert main(["best", log, "--pareto"]) == 0
+    assert capsys.readouterr().out.startswith(f"squeezenet on soc (simulator): {table}")
+    knee = next(line.split()[0] for line in table.splitlines() if "knee" in line)
+    assert main(["best", log, "--pick", "knee"]) == 0
+    assert f"trial {knee}," in capsys.readouterr().out
+    assert main(["best", log, "--pareto", "--criteria", "latency,energy"]) == 0
+    assert "over latency, energy" in capsys.readouterr().out
