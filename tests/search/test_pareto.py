@@ -21,9 +21,10 @@ from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.records.front import front, nondominated, significant
 from autoplace.records.tuning_log import TuningLog, read
-from autoplace.search import TuneConfig, tune
+from autoplace.search import TuneConfig, baselines, tune
 from autoplace.search.descent import moves
 from autoplace.search.job import make_tuner
+from autoplace.search.study_storage import open_storage
 from autoplace.space import SearchSpace
 
 pytestmark = pytest.mark.filterwarnings("ignore:search stopped after")  # 16 placements in all
@@ -275,3 +276,39 @@ def test_best_and_its_pick_weigh_the_objectives_the_job_searched(tmp_path, capsy
     assert f"trial {knee}," in capsys.readouterr().out
     assert main(["best", log, "--pareto", "--criteria", "latency,energy"]) == 0
     assert "over latency, energy" in capsys.readouterr().out
+
+
+def test_two_workers_search_one_front(tmp_path):
+    """Two ``--worker`` processes on one journal: no placement measured twice, every
+    baseline's placement once, ``--trials`` the study's total, each trial told both
+    figures."""
+    import subprocess
+    import sys
+
+    storage, trials = f"journal:{tmp_path / 'study.journal'}", 48
+    logs = [tmp_path / f"w{k}.jsonl" for k in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw",
+                               "biglittle", "--objective", "latency,energy", "--trials",
+                               str(trials), "--batch-size", "4", "--storage", storage,
+                               "--worker", "--log", str(log), "--no-progress"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for log in logs]
+    for p in procs:
+        assert p.wait(timeout=600) == 0, p.stderr.read()
+    records = [r for log in logs for r in read(log)]
+    assert all(log.stat().st_size for log in logs)  # both measured
+    space = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
+    choice, mode = space.encode([r.placement for r in records])
+    keys = space.keys(choice, space.normalize(choice, mode))
+    assert len(set(keys)) == len(keys) and len({r.trial for r in records}) == len(records)
+    named = baselines(space)  # (on biglittle greedy's placement is single:big's: measured once)
+    c, m = space.encode([p for _, p in named])
+    distinct = set(space.keys(c, space.normalize(c, m)))
+    base = [k for r, k in zip(records, keys) if r.strategy in {n for n, _ in named}]
+    assert sorted(base) == sorted(distinct) and len(distinct) == 2
+    assert len(records) - len(base) == trials
+    (name,) = optuna.get_all_study_names(open_storage(storage))
+    study = optuna.load_study(study_name=name, storage=open_storage(storage))
+    told = {t.number: t.values for t in study.trials if t.user_attrs.get("strategy")}
+    goal = objective_named("latency,energy")
+    assert told == {r.trial: goal.values(r.result) for r in records}
