@@ -13,6 +13,10 @@ from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
 
 #: the search strategies by name (``autoplace.search.strategies`` builds them)
 SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")
+#: settings of the single-objective strategies' sampling and cost model, which a search of
+#: several objectives leaves at their defaults (TuneConfig._check_several)
+_MODEL_SETTINGS = ("sampler", "cost_model", "candidates", "explore", "mutation_ratio",
+                   "warm_start", "save_model")
 #: what a study's trials carry as parameters (``--study-params``; search.params.TrialParams)
 STUDY_PARAMS = ("counts", "ops", "none")
 
@@ -98,10 +102,20 @@ class TuneConfig:
             if not ok:
                 raise ValueError(message)
         objective_named(self.objective)  # (a one-line error naming the bad spec)
-        if self.multi and self.sampler != "evolve":
-            raise ValueError(f"objective {self.objective!r}: several objectives are searched "
-                             f"by the default sampler (evolve), got sampler={self.sampler!r}")
+        self._check_several()
         self._check_model_files()
+
+    def _check_several(self) -> None:
+        """A search of several objectives (autoplace.search.pareto_search) ranks by the
+        simulator's figures: the evolution's sampler and model settings would do nothing."""
+        if not self.multi:
+            return
+        default = TuneConfig()
+        given = [f"{k}={getattr(self, k)!r}" for k in _MODEL_SETTINGS
+                 if getattr(self, k) != getattr(default, k)]
+        if given:
+            raise ValueError(f"objective {self.objective!r}: several objectives are searched "
+                             f"by the simulator's figures, without {', '.join(given)}")
 
     @property
     def goal(self) -> Objective:

@@ -69,8 +69,9 @@ def test_several_objectives_by_name():
     assert bounded.name == "latency,energy,peak_memory --max-energy 0.006"
     assert bounded.criteria == goal.criteria  # (the figures, not the bounded values)
     assert TuneConfig(objective="latency,energy").multi and not TuneConfig().multi
-    with pytest.raises(ValueError, match="sampler=.tpe."):
-        TuneConfig(objective="latency,energy", sampler="tpe")
+    for setting in ({"sampler": "tpe"}, {"cost_model": "none"}, {"save_model": "m.json"}):
+        with pytest.raises(ValueError, match=f"without {next(iter(setting))}="):
+            TuneConfig(objective="latency,energy", **setting)
 
 
 def test_the_simulated_figures_are_the_measured_ones():
