@@ -194,49 +194,43 @@ class ParetoSearch(SearchStrategy):
         first, then by non-dominated rank and hypervolume added, those leaving ``leave``
         of the ``n`` (module docstring, 2)."""
         points = self.front()
-        C, M, F, better = self._candidates(points, taken)
-        if not len(F):
-            return _proposal(C, M, (), self.space)
-        rank = _ranks(F, self.F[points])
-        gain = np.zeros(len(F))
-        gain[rank == 0] = _contributions(F[rank == 0], self.F[points])
-        want = max(min(n, int(better.sum())), n - leave)
+        moves, F, better = self._candidates(points, taken)
         rows = []
-        for i in np.lexsort((-gain, rank, ~better)).tolist():
-            if len(rows) == want:
-                break
-            if (got := self._take(C[i], M[i], taken)) is not None:
-                rows.append(got)
+        if len(F):
+            rank = _ranks(F, self.F[points])
+            gain = np.zeros(len(F))
+            gain[rank == 0] = _contributions(F[rank == 0], self.F[points])
+            want = max(min(n, int(better.sum())), n - leave)
+            for i in np.lexsort((-gain, rank, ~better)).tolist():
+                if len(rows) == want:
+                    break
+                if (got := self._take(*self._apply(*moves[i]), taken)) is not None:
+                    rows.append(got)
         return _proposal(np.array([c for c, _ in rows]), np.array([m for _, m in rows]),
                          ("front",) * len(rows), self.space)
 
     def _candidates(self, points: np.ndarray, taken: set[bytes]) -> tuple:
-        """``(choice, mode, figures, better)`` of the moves of front ``points`` that are
-        feasible, unmeasured, not weakly dominated by a measured point and of figures no
-        other candidate has; ``better``: it dominates a front point (the one it moves
-        from, or another of which it is a move too)."""
+        """``(moves, figures, better)`` of the moves of front ``points`` (each ``(key of
+        the point, op, value)``: :func:`move_list`'s) that are feasible, unmeasured, not
+        weakly dominated by a measured point and of figures no other candidate has;
+        ``better``: it dominates a front point (the one it moves from, or another of which
+        it is a move too)."""
         front_F = self.F[points]
+        parts = [(p, *self._neighbours(self.keys[p])) for p in points.tolist()]
+        src = np.concatenate([np.full(len(x[1]), x[0]) for x in parts] or [np.zeros(0, int)])
+        ops, vals, keys, F, ok = (np.concatenate([x[i] for x in parts])
+                                  if parts else np.zeros((0, self.k)) for i in range(1, 6))
         rows, seen = [], set()
-        for p in points.tolist():
-            ops, vals, keys, F, ok = self._neighbours(self.keys[p])
-            fresh = ok & ~_weakly_dominated(F, front_F)
-            for i in np.flatnonzero(fresh).tolist():
-                if keys[i] not in self.measured and keys[i] not in taken \
-                        and keys[i] not in seen:
-                    seen.add(keys[i])
-                    rows.append((p, ops[i], vals[i], F[i]))
-        if not rows:
-            return np.zeros((0, self.space.n_ops), dtype=np.int64), \
-                np.zeros((0, self.space.n_edges), dtype=np.int64), np.zeros((0, self.k)), \
-                np.zeros(0, dtype=bool)
-        F = np.array([r[3] for r in rows])
-        _, first = np.unique(F, axis=0, return_index=True)  # equal figures: the first
-        rows = [rows[i] for i in np.sort(first).tolist()]
-        F = np.array([r[3] for r in rows])
+        for i in np.flatnonzero(ok.astype(bool) & ~_weakly_dominated(F, front_F)).tolist():
+            if keys[i] not in self.measured and keys[i] not in taken and keys[i] not in seen:
+                seen.add(keys[i])
+                rows.append(i)
+        _, first = np.unique(F[rows].reshape(-1, self.k), axis=0, return_index=True)
+        rows = [rows[i] for i in np.sort(first).tolist()]  # equal figures: the first
+        F = F[rows].reshape(-1, self.k)
         better = ((F[:, None, :] <= front_F[None]).all(axis=2)  # (a move of two points:
                   & (F[:, None, :] < front_F[None]).any(axis=2)).any(axis=1)  # either)
-        C, M = zip(*(self._apply(self.keys[p], op, val) for p, op, val, _ in rows))
-        return np.array(C), np.array(M), F, better
+        return [(self.keys[src[i]], int(ops[i]), int(vals[i])) for i in rows], F, better
 
     def _neighbours(self, key: bytes) -> tuple:
         """``(ops, values, keys, figures, feasible)`` of the one-op moves from a genome
@@ -246,7 +240,9 @@ class ParetoSearch(SearchStrategy):
             ops, vals = move_list(self.space, choice, mode)
             C, M = apply_moves(self.space, choice, mode, ops, vals)
             F, ok = self.simulate(C, M)
-            self._moves[key] = (ops, vals, self.space.keys(C, M), F, ok)
+            keys = np.empty(len(C), dtype=object)
+            keys[:] = self.space.keys(C, M)
+            self._moves[key] = (ops, vals, keys, F, ok)
         return self._moves[key]
 
     def _apply(self, key: bytes, op: int, value: int) -> tuple[np.ndarray, np.ndarray]:
@@ -338,11 +334,18 @@ def _best_by(F: np.ndarray, j: int) -> int:
     return int(np.lexsort([*others[::-1], F[:, j]])[0])
 
 
-def _weakly_dominated(F: np.ndarray, front: np.ndarray) -> np.ndarray:
-    """Per row of ``F``, whether a row of ``front`` is no worse in every figure."""
+def _weakly_dominated(F: np.ndarray, front: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Per row of ``F``, whether a row of ``front`` is no worse in every figure (``chunk``
+    rows of ``F`` at a time)."""
     if not len(front) or not len(F):
         return np.zeros(len(F), dtype=bool)
-    return (front[None, :, :] <= F[:, None, :]).all(axis=2).any(axis=1)
+    if F.shape[1] == 2:  # the front sorted by the first figure, the least second so far
+        order = np.lexsort((front[:, 1], front[:, 0]))
+        least = np.minimum.accumulate(front[order, 1])
+        j = np.searchsorted(front[order, 0], F[:, 0], side="right")  # first figures <= F's
+        return (j > 0) & (least[np.maximum(j - 1, 0)] <= F[:, 1])
+    return np.concatenate([(front[None, :, :] <= F[i:i + chunk, None, :]).all(axis=2)
+                           .any(axis=1) for i in range(0, len(F), chunk)])
 
 
 def _ranks(F: np.ndarray, front: np.ndarray) -> np.ndarray:
