@@ -3,8 +3,6 @@ front itself (docs/pareto.md)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from autoplace.cli import tune_summary as summary
 from autoplace.cli.options import choice_args, input_shapes_arg, limits_of
 from autoplace.graph import GraphError, OpGraph
@@ -31,11 +29,14 @@ def register(sub) -> None:
 
 def cmd_best(args) -> int:
     from autoplace.measure.objective import CRITERIA
-    from autoplace.records.front import criteria_named, pick
+    from autoplace.records.front import criteria_named, criteria_of, pick
     from autoplace.records.tuning_log import JOB, read, without_side_files
 
-    limits, criteria = limits_of(args), criteria_named(args.criteria.split(","))
+    limits = limits_of(args)
+    if args.criteria:  # (a bad one fails before the logs are read)
+        criteria_named(args.criteria.split(","))
     records = [r for path in without_side_files(args.log) for r in read(path)]
+    criteria = criteria_of(records, args.criteria)
     jobs: dict[tuple, list] = {}  # latencies of one graph, profile and measurer compare
     for r in records:
         jobs.setdefault(tuple(getattr(r, k) for k in JOB), []).append(r)
@@ -108,34 +109,16 @@ def _figure(rec, criteria) -> str:
 
 
 def _print_front(job: list, criteria, limits) -> bool:
-    """A job's front over ``criteria`` as a table (best by the first criterion first), its
-    knee and each criterion's best marked; whether it has one."""
-    from autoplace.records.front import figures, front, knee
+    """A job's front over ``criteria`` (:func:`~autoplace.cli.tune_summary.print_front`);
+    whether it has one."""
+    from autoplace.records.front import front
 
     points = front(job, criteria, limits)
-    if not points:
-        return False
-    F = figures(points, criteria)
-    marks = [[] for _ in points]
-    marks[knee(F)].append("knee")
-    for j, c in enumerate(criteria):
-        marks[int(np.argmin(F[:, j]))].append(f"least {c.name}")
-    kept = sum(1 for r in job if limits.admits(r.result))
-    beyond = f"; {len(job) - kept} beyond the limits" if limits else ""
-    print(f"{points[0].graph} on {points[0].profile} ({points[0].measurer}): the front of "
-          f"{len(points)} of {len(job)} records over {', '.join(c.name for c in criteria)}"
-          f"{beyond}")
-    rows = [("trial", "strategy", *(f"{c.name} {c.unit}" for c in criteria), "")]
-    rows += [(str(r.trial), r.strategy, *(f"{v * c.scale:.4f}" for v, c in zip(f, criteria)),
-              ", ".join(m)) for r, f, m in zip(points, F, marks)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        print("  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    energy = [c.name == "energy" for c in criteria]
-    if any(energy) and not F[:, energy].any():
-        print(f"note: every energy figure is 0: profile {points[0].profile} prices no energy "
-              "(docs/profile.md, energy keys)")
-    return True
+    if points:
+        kept = sum(1 for r in job if limits.admits(r.result))
+        summary.print_front(points, criteria, len(job),
+                            f"; {len(job) - kept} beyond the limits" if limits else "")
+    return bool(points)
 
 
 def _format_plan(pipeline) -> str:

@@ -23,6 +23,7 @@ from autoplace.cli.options import (
     kernel_db_arg,
     limit_args,
     limits_of,
+    objective_arg,
     positive_int,
     positive_seconds,
     seed_arg,
@@ -118,10 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hw", default=DEFAULT_PROFILE, help="bundled profile name or .toml path")
     t.add_argument("--trials", type=positive_int, default=defaults.trials,
                    help="search candidates to measure, after the baselines")
-    t.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
+    t.add_argument("--objective", type=objective_arg, default=defaults.objective,
+                   metavar="|".join(OBJECTIVES) + "|A,B[,C]",
                    help="minimise one inference's latency, the period of a stream of inputs "
-                        "(throughput = 1 / period), or its energy; all are logged "
-                        "(docs/simulator.md)")
+                        "(throughput = 1 / period), or its energy; or search the front of two "
+                        "or three of latency, energy, peak_memory (latency,energy: "
+                        "docs/pareto.md); all are logged (docs/simulator.md)")
     limit_args(t, "the best is a placement")
     t.add_argument("--log", default=None,
                    help="tuning log, one JSON line per candidate (None: tune-MODEL-HW.jsonl)")

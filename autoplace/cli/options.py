@@ -117,8 +117,10 @@ def choice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pick", choices=(*CRITERIA, KNEE), default=None,
                    help="the record to choose: the best by one figure, or the knee of the "
                         "front over --criteria (docs/pareto.md); default: by --objective")
-    p.add_argument("--criteria", default="latency,energy", metavar="A,B[,C]",
-                   help="the figures a front weighs (of: " + ", ".join(CRITERIA) + ")")
+    p.add_argument("--criteria", default=None, metavar="A,B[,C]",
+                   help="the figures a front weighs (of: " + ", ".join(CRITERIA) + "); "
+                        "default: the objectives of a job that searched several (its "
+                        "records say), else latency,energy")
     limit_args(p, "choose only records")
 
 
@@ -141,6 +143,17 @@ def _positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
+
+
+def objective_arg(text: str) -> str:
+    """``--objective``: one objective's name, or several's (``latency,energy``)."""
+    from autoplace.measure.objective import objective_named
+
+    try:
+        objective_named(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def limits_of(args):

@@ -153,7 +153,7 @@ def _best_record(model: str, hw: str, log: str, objective: str = "latency", shap
     ``choice`` (parsed :func:`choice_args`), the one its ``--pick`` and limits choose."""
     from autoplace.hardware.load import load_profile
     from autoplace.models import entry_points, load_module
-    from autoplace.records.front import Limits, criteria_named, pick
+    from autoplace.records.front import Limits, criteria_of, pick
     from autoplace.records.tuning_log import read
 
     profile = load_profile(hw)
@@ -167,7 +167,7 @@ def _best_record(model: str, hw: str, log: str, objective: str = "latency", shap
     ours = [r for r in records if r.graph_fp == graph.fingerprint
             and r.profile_hash == profile.hash and r.pipeline is None]
     how = (choice.pick if choice is not None else None) or objective
-    rec = pick(ours, how, criteria_named(choice.criteria.split(",")) if choice is not None
+    rec = pick(ours, how, criteria_of(ours, choice.criteria) if choice is not None
                else (), limits or Limits())
     if rec is None:
         raise ValueError(f"{log}: no valid record for graph {graph.name} (fingerprint "

@@ -44,6 +44,10 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
     if result.best is None:
         print("no feasible placement found")
         return
+    if result.front:  # a job of several objectives: its front, as `best --pareto` prints it
+        print_front(result.front, objective.criteria, result.resumed + result.measured,
+                    f" ({objective.limits.text()})" if objective.limits else "")
+        return
     best = objective.value(result.best.result)
     print(f"best ({objective.name}): {record_figures(result.best)} ({result.best.strategy}, "
           f"trial {result.best.trial})")
@@ -56,6 +60,33 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
         side = side_file(log_path, MODEL_STATS)
         print(f"cost model: Spearman {sum(rhos) / len(rhos):.2f} on the last "
               f"{len(rhos)} batches" + (f" (per round in {side})" if side else ""))
+
+
+def print_front(points, criteria, of: int, note: str = "") -> None:
+    """A front's records (best by the first criterion first) as a table, its knee and each
+    criterion's best marked: what ``best --pareto`` and a job of several objectives print.
+    ``of``: the records it was made of; ``note`` ends the heading line."""
+    import numpy as np
+
+    from autoplace.records.front import figures, knee
+
+    F = figures(points, criteria)
+    marks = [[] for _ in points]
+    marks[knee(F)].append("knee")
+    for j, c in enumerate(criteria):
+        marks[int(np.argmin(F[:, j]))].append(f"least {c.name}")
+    print(f"{points[0].graph} on {points[0].profile} ({points[0].measurer}): the front of "
+          f"{len(points)} of {of} records over {', '.join(c.name for c in criteria)}{note}")
+    rows = [("trial", "strategy", *(f"{c.name} {c.unit}" for c in criteria), "")]
+    rows += [(str(r.trial), r.strategy, *(f"{v * c.scale:.4f}" for v, c in zip(f, criteria)),
+              ", ".join(m)) for r, f, m in zip(points, F, marks)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    energy = [c.name == "energy" for c in criteria]
+    if any(energy) and not F[:, energy].any():
+        print(f"note: every energy figure is 0: profile {points[0].profile} prices no energy "
+              "(docs/profile.md, energy keys)")
 
 
 def _against(rec, objective, best: float) -> str:
@@ -85,7 +116,9 @@ def _own_inputs(args) -> str:
 def next_steps(args, log_path: str) -> None:
     """What to do with the log; ``compile`` only for a model TVM can build (a bundled name
     or an ONNX file, not an op graph JSON, which has no kernels)."""
-    by = "" if args.objective == "latency" else f" --objective {args.objective}"
+    multi = "," in args.objective  # several objectives (the records say): the front, its knee
+    by = "" if args.objective == "latency" else " --pareto" if multi else \
+        f" --objective {args.objective}"
     if limits := limits_of(args):
         by += f" {limits.text()}"
     shapes = getattr(args, "input_shapes", None)
@@ -95,7 +128,7 @@ def next_steps(args, log_path: str) -> None:
     model = f" --model {args.model}{given}" if "--model" in own else ""
     steps = [f"autoplace best {log_path}{by}{model}",
              f"autoplace report {log_path} --out report/{own}{given if model else ''}"]
-    by += given
+    by = by.replace(" --pareto", " --pick knee") + given  # (compile builds one: the knee)
     if not str(args.model).lower().endswith(".json"):
         steps += [f"autoplace compile {args.model} --hw {args.hw} --log {log_path}{by} "
                   "-o placed", "autoplace run placed"]

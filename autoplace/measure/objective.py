@@ -83,6 +83,17 @@ class Objective(Criterion, ABC):
         feasible (never proposed). Itself without limits."""
         return Bounded(self, limits) if limits else self
 
+    @property
+    def criteria(self) -> tuple[Criterion, ...]:
+        """The figures the job's study is told, one direction each (several:
+        :class:`Objectives`)."""
+        return (self,)
+
+    def values(self, result: MeasureResult) -> list[float] | None:
+        """:meth:`value`, per criterion (what the study is told); None where it has none."""
+        value = self.value(result)
+        return None if value is None else [value]
+
 
 class Latency(Objective):
     """One inference's latency (the makespan)."""
@@ -163,15 +174,78 @@ class Bounded(Objective):
         return self.inner.held(out)
 
 
-class PeakMemory(Criterion):
+class PeakMemory(Objective):
     """Bytes held at the peak of an inference, summed over the memory scopes
-    (``peak_bytes``: activations, weights and the graph's inputs and outputs)."""
+    (``peak_bytes``: activations, weights and the graph's inputs and outputs); an objective
+    only beside others (``--objective latency,peak_memory``)."""
 
-    name, field, unit, scale = "peak_memory", "peak_bytes", "MiB", 1 / 2**20
+    name, field, unit, scale, per_unit = "peak_memory", "peak_bytes", "MiB", 1 / 2**20, True
 
     def value(self, result: MeasureResult) -> float | None:
         return float(sum(result.peak_bytes.values())) if result.ok and result.peak_bytes \
             else None
+
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        if out.peak is None:
+            raise ValueError("the peak_memory objective needs a batch simulated per unit")
+        return np.floor(out.peak).sum(axis=1)  # (whole bytes per scope, as a result's)
+
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        from autoplace.measure.batch import fitting
+
+        return fitting(space, out)
+
+
+class Objectives(Objective):
+    """Several objectives searched at once (``--objective latency,energy``): the job's
+    result is their front (:mod:`autoplace.records.front`). Where one figure is asked for
+    (the loop's best so far, descent from it, a cost model's target), it is the first
+    objective's; :meth:`values` gives them all (what the study is told). Within ``limits``
+    each member is :class:`Bounded` (a result beyond them has no values)."""
+
+    def __init__(self, members: tuple[Objective, ...], limits: Limits | None = None):
+        self.plain = members
+        self.members = tuple(m.bounded(limits) for m in members) if limits else members
+        self.limits = limits
+        names = ",".join(m.name for m in members)
+        self.name = f"{names} {limits.text()}" if limits else names
+        self.field, self.unit, self.scale = members[0].field, members[0].unit, members[0].scale
+        self.per_unit = any(m.per_unit for m in self.members)
+
+    @property
+    def target(self) -> str:
+        return self.plain[0].target
+
+    @property
+    def criteria(self) -> tuple[Objective, ...]:
+        return self.plain
+
+    def value(self, result: MeasureResult) -> float | None:
+        values = self.values(result)
+        return None if values is None else values[0]
+
+    def values(self, result: MeasureResult) -> list[float] | None:
+        values = [m.value(result) for m in self.members]
+        return None if any(v is None for v in values) else values
+
+    def simulated(self, out: BatchOutput) -> np.ndarray:
+        return self.members[0].simulated(out)
+
+    def figures(self, out: BatchOutput) -> np.ndarray:
+        """``[rows, objectives]``: each row's simulated figure of each objective."""
+        return np.column_stack([m.simulated(out) for m in self.members])
+
+    def feasible(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        ok = self.members[0].feasible(space, out)
+        for m in self.members[1:]:
+            ok = ok & m.feasible(space, out)
+        return ok
+
+    def held(self, out: BatchOutput) -> np.ndarray:
+        return self.members[0].held(out)
+
+    def bounded(self, limits: Limits) -> Objective:
+        return Objectives(self.plain, limits) if limits else self
 
 
 LATENCY, THROUGHPUT = Latency(), Throughput()
@@ -183,9 +257,28 @@ CRITERIA: dict[str, Criterion] = {c.name: c for c in (LATENCY, THROUGHPUT, ENERG
                                                       PEAK_MEMORY)}
 
 
+#: what a job can search for beside others (``--objective latency,energy,peak_memory``)
+PER_OP: dict[str, Objective] = {o.name: o for o in (LATENCY, ENERGY, PEAK_MEMORY)}
+
+
 def objective_named(name: str) -> Objective:
-    """The objective called ``name``; ValueError naming the choices otherwise."""
-    try:
-        return OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {name!r}") from None
+    """The objective ``name`` names: one of :data:`OBJECTIVES`, or two or three of
+    :data:`PER_OP` separated by commas (:class:`Objectives`); ValueError in one line
+    naming the choices otherwise."""
+    if "," not in name:
+        try:
+            return OBJECTIVES[name]
+        except KeyError:
+            raise ValueError(f"objective must be one of {tuple(OBJECTIVES)} or several of "
+                             f"{','.join(PER_OP)}, got {name!r}") from None
+    names = [n.strip() for n in name.split(",")]
+    if THROUGHPUT.name in names:
+        raise ValueError(f"objective {name!r}: throughput (a stream's period) is searched "
+                         "alone (on a mesh: a pipeline search), not beside "
+                         f"{', '.join(PER_OP)}")
+    bad = [n for n in names if n not in PER_OP]
+    if bad or len(set(names)) != len(names):
+        why = f"no objective {bad[0]!r}" if bad else "an objective named twice"
+        raise ValueError(f"objective {name!r}: {why}; give two or three of "
+                         f"{','.join(PER_OP)}, each once")
+    return Objectives(tuple(PER_OP[n] for n in names))

@@ -24,8 +24,9 @@ from autoplace.records.tuning_log import best
 
 #: ``--pick`` values besides the criteria's names
 KNEE = "knee"
-__all__ = ["KNEE", "Limits", "parse_bytes", "criteria_named", "figures", "nondominated", "front",
-           "knee", "pick", "hypervolume"]
+__all__ = ["KNEE", "Limits", "parse_bytes", "criteria_named", "criteria_of", "figures",
+           "significant",
+           "nondominated", "front", "knee", "pick", "hypervolume"]
 
 
 def criteria_named(names: Iterable[str]) -> tuple[Criterion, ...]:
@@ -38,10 +39,37 @@ def criteria_named(names: Iterable[str]) -> tuple[Criterion, ...]:
     return tuple(CRITERIA[n] for n in names)
 
 
+#: the criteria of a front where neither ``--criteria`` nor the records say
+DEFAULT_CRITERIA = "latency,energy"
+
+
+def criteria_of(records: Iterable, given: str | None = None) -> tuple[Criterion, ...]:
+    """The criteria ``given`` (``--criteria``) names; without it, those a job of several
+    objectives searched (its records' ``objective``, where every such record names the
+    same), else :data:`DEFAULT_CRITERIA`."""
+    named = {r.objective for r in records if r.objective is not None}
+    spec = given or (named.pop() if len(named) == 1 else DEFAULT_CRITERIA)
+    return criteria_named(spec.split(","))
+
+
 def figures(records: Sequence, criteria: Sequence[Criterion]) -> np.ndarray:
     """``[records, criteria]``: each record's figure of each criterion (NaN: none)."""
     return np.array([[math.nan if (v := c.value(r.result)) is None else v for c in criteria]
                      for r in records], dtype=np.float64).reshape(len(records), len(criteria))
+
+
+#: significant digits to which figures are compared where float noise must not make two
+#: equal placements' figures differ (energy summed in another order): ``significant``
+DIGITS = 12
+
+
+def significant(F: np.ndarray, digits: int = DIGITS) -> np.ndarray:
+    """``F`` rounded to ``digits`` significant digits (0, inf and NaN as they are)."""
+    F = np.asarray(F, dtype=np.float64)
+    finite = np.isfinite(F) & (F != 0)
+    scale = np.ones_like(F)
+    scale[finite] = 10.0 ** (np.floor(np.log10(np.abs(F[finite]))) - (digits - 1))
+    return np.where(finite, np.round(F / scale) * scale, F)
 
 
 def nondominated(F: np.ndarray) -> np.ndarray:

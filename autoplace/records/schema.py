@@ -62,6 +62,7 @@ class Line(msgspec.Struct, kw_only=True):
     result: Result
     run: str | None = None
     pipeline: Plan | None = None
+    objective: str | None = None
 
 
 def kind_of(value: object) -> str:

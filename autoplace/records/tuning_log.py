@@ -93,6 +93,9 @@ class Record:
     run: str = ""
     #: a pipeline search's trial (:mod:`autoplace.pipeline.log`): its plan and figures
     pipeline: Mapping | None = None
+    #: the objectives of a job that searched several (``latency,energy``: docs/pareto.md);
+    #: None (not written) for a job of one, which the figures alone say
+    objective: str | None = None
 
     def to_dict(self) -> dict:
         run = {"run": self.run} if self.schema >= 2 else {}
@@ -112,6 +115,7 @@ class Record:
             "time": self.time,
             "versions": dict(self.versions),
             **({"pipeline": dict(self.pipeline)} if self.pipeline is not None else {}),
+            **({"objective": self.objective} if self.objective is not None else {}),
         }
 
     @classmethod
@@ -126,6 +130,7 @@ class Record:
             placement=Placement.from_dict(d["placement"]),
             result=MeasureResult.from_dict(d["result"]), time=d["time"],
             versions=d.get("versions", {}), run=d.get("run", ""), pipeline=d.get("pipeline"),
+            objective=d.get("objective"),
         )
 
 

@@ -6,13 +6,17 @@ import math
 from dataclasses import dataclass, field
 
 from autoplace.measure.limits import Limits
-from autoplace.measure.objective import OBJECTIVES, Objective, objective_named
+from autoplace.measure.objective import Objective, objective_named
 from autoplace.records.tuning_log import Record
 from autoplace.search.guided_proposer import COST_MODELS
 from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
 
 #: the search strategies by name (``autoplace.search.strategies`` builds them)
 SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")
+#: settings of the single-objective strategies' sampling and cost model, which a search of
+#: several objectives leaves at their defaults (TuneConfig._check_several)
+_MODEL_SETTINGS = ("sampler", "cost_model", "candidates", "explore", "mutation_ratio",
+                   "warm_start", "save_model")
 #: what a study's trials carry as parameters (``--study-params``; search.params.TrialParams)
 STUDY_PARAMS = ("counts", "ops", "none")
 
@@ -25,8 +29,9 @@ class TuneConfig:
     trials: int = 200
     seed: int = 0
     #: what the search minimises: ``"latency"`` (one inference), ``"throughput"`` (the
-    #: period of a stream, docs/simulator.md) or ``"energy"`` (joules per inference); all
-    #: are logged
+    #: period of a stream, docs/simulator.md) or ``"energy"`` (joules per inference); or the
+    #: front of two or three of latency, energy, peak_memory (``"latency,energy"``,
+    #: docs/pareto.md); all are logged
     objective: str = "latency"
     #: bounds the best must keep (``--max-latency``, ``--max-energy``, ``--max-memory``):
     #: a candidate beyond them is no better than a failure (docs/pareto.md)
@@ -74,8 +79,6 @@ class TuneConfig:
              f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
             (self.trials >= 0, f"trials >= 0 must hold, got trials={self.trials}"),
             (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
-            (self.objective in OBJECTIVES,
-             f"objective must be one of {tuple(OBJECTIVES)}, got objective={self.objective!r}"),
             (self.sampler in SAMPLERS,
              f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
             (self.study_params in (None, *STUDY_PARAMS),
@@ -98,12 +101,31 @@ class TuneConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        objective_named(self.objective)  # (a one-line error naming the bad spec)
+        self._check_several()
         self._check_model_files()
+
+    def _check_several(self) -> None:
+        """A search of several objectives (autoplace.search.pareto_search) ranks by the
+        simulator's figures: the evolution's sampler and model settings would do nothing."""
+        if not self.multi:
+            return
+        default = TuneConfig()
+        given = [f"{k}={getattr(self, k)!r}" for k in _MODEL_SETTINGS
+                 if getattr(self, k) != getattr(default, k)]
+        if given:
+            raise ValueError(f"objective {self.objective!r}: several objectives are searched "
+                             f"by the simulator's figures, without {', '.join(given)}")
 
     @property
     def goal(self) -> Objective:
         """The :class:`Objective` that :attr:`objective` names, within :attr:`limits`."""
         return objective_named(self.objective).bounded(self.limits)
+
+    @property
+    def multi(self) -> bool:
+        """Whether the job searches several objectives' front (``latency,energy``)."""
+        return len(self.goal.criteria) > 1
 
     @property
     def continues(self) -> bool:
@@ -144,3 +166,6 @@ class TuneResult:
     warm_start: str = ""
     #: the records this run measured, in order (``measured`` of them)
     records: tuple[Record, ...] = ()
+    #: a job of several objectives: its front over them within its limits (the whole
+    #: job's, best by the first objective first; :func:`autoplace.records.front.front`)
+    front: tuple[Record, ...] = ()

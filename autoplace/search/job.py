@@ -15,6 +15,7 @@ import optuna
 
 from autoplace.measure.base import Measurer
 from autoplace.pipeline.plan_space import PlanSpace
+from autoplace.records.front import front
 from autoplace.records.tuning_log import MODEL_STATS, TuningLog, best, side_file
 from autoplace.search.config import TuneConfig, TuneResult
 from autoplace.search.interrupt import CtrlC, from_ctrl_c
@@ -145,7 +146,10 @@ def _result(tuner: Tuner, interrupted: bool, wall_s: float) -> TuneResult:
     job = [*tuner.store.logged, *tuner.records] if tuner.config.continues else tuner.records
     names = tuner.references
     base = {r.strategy: r for r in job if r.strategy in names}
+    config = tuner.config
+    points = front(job, config.goal.criteria, config.limits) if config.multi else ()
     return TuneResult(best=best(job, objective=tuner.objective), baselines=base,
+                      front=tuple(points),
                       measured=len(tuner.records), log10_space=tuner.space.log10_size,
                       interrupted=interrupted, resumed=tuner.resumed, wall_s=wall_s,
                       records=tuple(tuner.records),

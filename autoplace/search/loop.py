@@ -77,6 +77,8 @@ class Tuner:
         self._checkpoints: CheckpointWriter | None = None  # made on the first round
         self._local: LocalSearch | None = None  # made when descent first runs
         self._repair: FitRepair | None = None  # made when nothing measured fits
+        #: the loop's descent (off where the strategy descends itself)
+        self.descent = 0.0 if strategy.descends else config.descent
         self.resumed = 0
         self.measure_s = 0.0
         self.lost = 0  # candidates of the last round other workers had claimed first
@@ -285,13 +287,15 @@ class Tuner:
         while (remaining := self._remaining()) > 0 and stalled < STALLED_ROUNDS:
             self._write_checkpoint()
             n = min(self.config.batch_size, remaining)
-            late = remaining <= self._descent_budget() or (stalled and self.config.descent)
+            late = remaining <= self._descent_budget() or (stalled and self.descent)
+            if remaining <= self._descent_budget(self.config.descent):
+                self.strategy.finishing()  # (of a strategy that descends itself)
             proposal = self.local.propose(n, self.seen) if late else None
             if proposal is None:
                 proposal = self.strategy.propose(n)
                 proposal = self.local.polish(proposal, self.seen, self.references) if late \
                     else proposal
-            if not len(proposal) and self.config.descent:  # the strategy ran dry: descend
+            if not len(proposal) and self.descent:  # the strategy ran dry: descend
                 proposal = self.local.propose(n, self.seen) or proposal
             if not len(proposal):  # nothing fits yet: toward fitting
                 proposal = self._toward_fitting(n) or proposal
@@ -373,7 +377,7 @@ class Tuner:
         """After an interrupt: descent rounds until the best and every restart is a one-op
         local optimum under :meth:`predict`, or the budget ends; a second interrupt stops at
         once. Whether it got there (False with descent off)."""
-        if not self.config.descent:
+        if not self.descent:
             return False
         try:
             while (remaining := self._remaining()) > 0:
@@ -390,11 +394,11 @@ class Tuner:
             return False
         return False
 
-    def _descent_budget(self) -> int:
+    def _descent_budget(self, share: float | None = None) -> int:
         """Trials at the end of the search in which descent goes first (at least two
-        batches, unless descent is off)."""
-        c = self.config
-        return 0 if c.descent == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
+        batches, unless descent is off): the loop's, or of a descent ``share``."""
+        c, share = self.config, self.descent if share is None else share
+        return 0 if share == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
 
     def _remaining(self) -> int:
         """Search candidates still to measure: of the job, or, for a worker, of the whole

@@ -54,11 +54,13 @@ def open_study(space: SearchSpace, config: TuneConfig, sampler: optuna.samplers.
     if exists:  # loaded, not created again: a create appends to a journal even when refused
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     else:  # (workers started together may both get here: the second loads the first's)
+        criteria = config.goal.criteria  # (several: a multi-objective study)
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                    direction="minimize", load_if_exists=config.continues)
+                                    directions=["minimize"] * len(criteria),
+                                    load_if_exists=config.continues)
         with warnings.catch_warnings():  # the dashboard's axis: "latency_s", not "Objective 0"
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([config.goal.field])
+            study.set_metric_names([c.field for c in criteria])
     _check_objective(study, config.goal.name, f"study {name!r} in {shown}")  # (limits too)
     _check_graph(study, space, f"study {name!r} in {shown}")
     profile = study.user_attrs.get("profile_hash")
@@ -100,14 +102,20 @@ def _check_graph(study: optuna.Study, space: SearchSpace, where: str) -> None:
 
 class Store:
     """The job's log and study, and the job's records found in them. The study is told
-    ``objective``'s seconds per inference (a record without any is a failed trial); a
-    trial it adds carries ``params`` (the parameters ``--study-params`` names)."""
+    ``objective``'s seconds per inference, or each of several objectives' figures (a record
+    without them is a failed trial); a trial it adds carries ``params`` (the parameters
+    ``--study-params`` names)."""
 
     def __init__(self, space: SearchSpace, log: TuningLog, study: optuna.Study | None, *,
                  measurer: str, seed: int, params: TrialParams, study_numbers: bool = False,
                  continues: bool = False, append: bool = False, objective: Objective = LATENCY):
         self.space, self.log, self.study = space, log, study
         self.value = objective.value
+        #: what the study is told of a result: its value, or its values of several criteria
+        self.multi = len(objective.criteria) > 1
+        #: what each record says it was searched for: several objectives' names (None: one)
+        self.goal = ",".join(c.name for c in objective.criteria) if self.multi else None
+        self.told_value = objective.values if self.multi else objective.value
         #: a record's trial number is its study trial's (workers sharing a study)
         self.study_numbers = study_numbers
         self.taken: set[int] = set()  # study trial numbers taken in from other logs
@@ -185,7 +193,7 @@ class Store:
         done = []
         for number, t in sorted(in_study.items()):
             if number not in self.taken and (p := self._placement(t)) is not None:
-                done.append((t.user_attrs["strategy"], p, t.value))
+                done.append((t.user_attrs["strategy"], p, t.values[0] if t.values else None))
             self.taken.add(number)
         return done
 
@@ -209,7 +217,7 @@ class Store:
         number = trial.number if self.study_numbers and trial is not None else self.next_trial
         rec = Record(graph=g.name, graph_fp=g.fingerprint, profile=p.name, profile_hash=p.hash,
                      strategy=strategy, trial=number, seed=self.seed, run=self.run,
-                     measurer=self.measurer, result=result,
+                     measurer=self.measurer, result=result, objective=self.goal,
                      **self.space.record_fields(placement, result))
         self.next_trial = max(self.next_trial, number + 1)  # before the write: an interrupt
         self.taken.add(number)  # between the two leaves a gap, never a number used twice
@@ -225,7 +233,7 @@ class Store:
         meanwhile (it took this one for dead), add the measurement as a trial of its own."""
         try:
             self._set_attrs(trial, rec, genome)
-            self._tell(trial, self.value(rec.result))
+            self._tell(trial, self.told_value(rec.result))
         except RuntimeError:  # "... has already finished": another worker took this for dead
             if not measured_in_study(self.study, trial.number):  # it finished it as failed
                 self._add_trial(rec, genome, extra=trial.user_attrs)
@@ -238,7 +246,7 @@ class Store:
         if not path or not genome:
             return None
         rec = self._dead_log(path).get((self.run, trial.number))
-        return _attrs(rec, genome, self.value(rec.result)) if rec is not None else None
+        return _attrs(rec, genome, self.told_value(rec.result)) if rec is not None else None
 
     def _dead_log(self, path: str) -> dict[tuple[str, int], Record]:
         """A dead worker's log by (run, trial), read once while the file is unchanged (a
@@ -256,15 +264,16 @@ class Store:
         return seen[1]
 
     def _set_attrs(self, trial: optuna.Trial, rec: Record, genome: str) -> None:
-        for k, v in _attrs(rec, genome, self.value(rec.result)).items():
+        for k, v in _attrs(rec, genome, self.told_value(rec.result)).items():
             trial.set_user_attr(k, v)
 
     def release(self, trial: optuna.Trial, latency: float | None = None) -> None:
         """Finish an asked trial that was not measured: with the latency of the equal
         candidate measured before (a duplicate), else as failed. It carries no strategy,
         so it is never taken for a measured candidate. One another worker finished (it
-        took this one for dead) is left as it is."""
-        self._tell(trial, latency, skip_if_finished=True)
+        took this one for dead) is left as it is. (Of a study of several objectives, always
+        as failed: ``latency`` is one figure of several.)"""
+        self._tell(trial, None if self.multi else latency, skip_if_finished=True)
 
     def _tell(self, trial: optuna.Trial, value: float | None,
               skip_if_finished: bool = False) -> None:
@@ -284,10 +293,11 @@ class Store:
         genome = genome or self.space.format_genome(*(x[0] for x in
                                                       self.space.encode([candidate])))
         params = self.params.of(candidate)
-        value = self.value(rec.result)
+        value = self.told_value(rec.result)
+        told = {"values" if isinstance(value, list) else "value": value}
         self.study.add_trial(optuna.trial.create_trial(
             params=params, distributions={k: self.params.dists[k] for k in params},
-            value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
+            **told, state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
             user_attrs={**(extra or {}), **_attrs(rec, genome, value)}))
 
 

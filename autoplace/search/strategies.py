@@ -16,6 +16,7 @@ from autoplace.search.evolution_strategy import ModelGuidedEvolution
 from autoplace.search.guided_proposer import GuidedProposer, make_model
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
 from autoplace.search.params import TrialParams
+from autoplace.search.pareto_search import ParetoSearch
 from autoplace.search.pipeline_moves import PipelineMoves
 from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths
@@ -100,6 +101,8 @@ def make_strategy(space: SearchSpace | PlanSpace, study: optuna.Study, config: T
         return PipelineMoves(space, seed=config.seed, ranking=config.cost_model)
     if config.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
+    if config.multi:  # several objectives: their front (config allows evolve alone)
+        return ParetoSearch(space, config.goal, seed=config.seed)
     if config.sampler in ("hill", "steepest"):  # no model: the yardsticks
         return STRATEGIES[config.sampler](space, seed=config.seed,
                                           objective=config.goal)

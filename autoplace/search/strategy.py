@@ -73,6 +73,10 @@ class SearchStrategy(ABC):
     #: the strategy asks the Optuna study for candidates (so a job needs one even without
     #: storage; otherwise the study only mirrors the log for storage and dashboards)
     asks_study: bool = False
+    #: the strategy makes its own candidates one-op local optima (the search of several
+    #: objectives: autoplace.search.pareto_search), so the loop's descent from the best by
+    #: one objective stays off
+    descends: bool = False
 
     def __init__(self) -> None:
         self.stats: list[dict] = []  # per-round figures a strategy may keep (cost model)
@@ -85,6 +89,11 @@ class SearchStrategy(ABC):
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
         """Measured candidates (``latency`` in seconds, NaN for a failed one). Also called
         with the records of a resumed job and the baselines, which carry no prediction."""
+
+    def finishing(self) -> None:  # noqa: B027 - optional hook, not abstract
+        """Called before each of the search's last rounds (the ``descent`` share of its
+        trials): a strategy that :attr:`descends` proposes then what makes what it found
+        local optima before anything else. Default: nothing."""
 
     def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
         """Each genome's latency (seconds) as the strategy's cost model, fitted on what it

@@ -247,11 +247,22 @@ def option_cases() -> list[Case]:
         ("--max-latency", "nan"), ("--max-energy", "-1"), ("--max-energy", "inf"),
         ("--max-memory", "sram1"), ("--max-memory", "sram1=4 parsecs"),
         ("--max-memory", "sram1=-4MiB"), ("--objective", "peak_memory"),
+        ("--objective", "latency,latency"), ("--objective", "latency,foo"),
+        ("--objective", "latency,throughput"), ("--objective", "energy,"),
     ]
     cases = [Case(f"option {opt} {value}", tune(opt, value),
                   (opt.lstrip("-").split("-")[0],)) for opt, value in bad]
     cases += [
         Case("option --worker without --storage", tune("--worker"), ("worker",)),
+        Case("option --objective of several with another sampler",
+             tune("--objective", "latency,energy", "--sampler", "tpe"),
+             ("latency,energy", "sampler='tpe'")),
+        Case("option --objective of several with --save-model",
+             tune("--objective", "latency,energy", "--save-model", "{dir}/m.json"),
+             ("latency,energy", "save_model=")),
+        Case("option --objective throughput beside another on a mesh",
+             tune("--hw", "mesh", "--objective", "throughput,latency"),
+             ("objective", "searched alone")),
         Case("option --max-memory of a scope the profile lacks", tune("--max-memory", "l3=1MiB"),
              ("--max-memory", "no scope 'l3'", "sram1")),
         Case("option --rpc-tracker nohostport", tune("--measurer", "rpc", "--rpc-tracker",
