@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from collections.abc import Mapping
@@ -42,7 +43,8 @@ def host_target(profile: Profile) -> tvm.target.Target:
     """The host unit's target when it has a code generator here, else plain ``llvm``."""
     unit = profile.unit(profile.host)
     if has_codegen(str(unit.target.get("kind"))):
-        return make_target(unit.target, f"{profile.source}: unit {unit.name!r}")
+        return runnable_here(make_target(unit.target, f"{profile.source}: unit {unit.name!r}"),
+                             unit.name)
     return tvm.target.Target(DEFAULT_HOST)
 
 
@@ -55,12 +57,54 @@ def unit_target(unit: Unit, profile: Profile) -> tvm.target.Target:
     """
     kind = str(unit.target.get("kind"))
     if has_codegen(kind):
-        return make_target(unit.target, f"{profile.source}: unit {unit.name!r}")
+        return runnable_here(make_target(unit.target, f"{profile.source}: unit {unit.name!r}"),
+                             unit.name)
     host = host_target(profile)
     warnings.warn(f"unit {unit.name!r}: target kind {kind!r} has no code generator here; "
                   f"its kernels are built for the host target {host.kind.name!r} "
                   "(placement, copies and scopes are kept)", stacklevel=3)
     return host
+
+
+#: LLVM CPU feature names that are instruction sets (the others tune code, e.g. ``slow-3ops-lea``)
+ISA_PREFIXES = ("avx", "sse", "ssse", "fma", "f16c", "bmi", "amx")
+
+
+def missing_isa(target: tvm.target.Target) -> list[str]:
+    """The instruction sets an LLVM target for this host's architecture (no ``mtriple``)
+    uses that this CPU lacks (empty for any other target)."""
+    if target.kind.name != "llvm" or target.attrs.get("mtriple") or not target.attrs.get("mcpu"):
+        return []
+    from tvm.target import codegen
+
+    wanted = codegen.llvm_get_cpu_features(target) - _this_cpu_features()
+    return sorted(f for f in wanted if f.startswith(ISA_PREFIXES))
+
+
+@functools.cache
+def _this_cpu_features() -> frozenset:
+    from tvm.target import codegen
+
+    cpu = codegen.llvm_get_system_cpu()
+    return frozenset(codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm",
+                                                                       "mcpu": cpu})))
+
+
+def runnable_here(target: tvm.target.Target, unit: str) -> tvm.target.Target:
+    """``target``, or, where it is for this host's architecture and uses instruction sets
+    this CPU lacks (a profile calibrated on an AVX-512 host, run on one without), the same
+    target for this CPU (``mcpu`` = LLVM's name of it): its kernels would die of an illegal
+    instruction here. A warning says so, once per unit and process."""
+    missing = missing_isa(target)
+    if not missing:
+        return target
+    from tvm.target import codegen
+
+    cpu = codegen.llvm_get_system_cpu()
+    warnings.warn(f"unit {unit!r}: mcpu {target.attrs['mcpu']!r} uses {', '.join(missing)}, "
+                  f"which this CPU ({cpu}) lacks; its kernels are built for {cpu}",
+                  stacklevel=3)
+    return tvm.target.Target({**dict(target.export()), "mcpu": cpu})
 
 
 def host_stand_ins(profile: Profile, units) -> dict[str, str]:
