@@ -39,6 +39,14 @@ def make_target(spec: Mapping[str, object], where: str) -> tvm.target.Target:
         raise InvalidTarget(f"{where}: invalid TVM target {dict(spec)!r}: {first}") from None
 
 
+def check_targets(profile: Profile) -> None:
+    """Raise :class:`InvalidTarget` for the first unit whose target dict TVM refuses (of
+    those with a code generator here), before any unit's build says anything else."""
+    for unit in profile.units:
+        if has_codegen(str(unit.target.get("kind"))):
+            make_target(unit.target, f"{profile.source}: unit {unit.name!r}")
+
+
 def host_target(profile: Profile) -> tvm.target.Target:
     """The host unit's target when it has a code generator here, else plain ``llvm``."""
     unit = profile.unit(profile.host)

@@ -24,7 +24,7 @@ from tvm.support.popen_pool import PopenWorker
 from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.pool import Artifact, BuildPool
 from autoplace.deploy.run import DEFAULT_TIMING, TimeSettings, median, random_inputs
-from autoplace.deploy.targets import BuildError, InvalidTarget, unit_target
+from autoplace.deploy.targets import BuildError, InvalidTarget, check_targets, unit_target
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.measure.base import Measurer, MeasureResult
@@ -193,6 +193,7 @@ class LocalMeasurer(Measurer):
         self.settings, self.timeout, self.seed = settings, timeout, seed
         program = read_program(mod)
         check_program(program, graph)
+        check_targets(profile)  # the profile's error, before any unit's warning
         self.libraries = KernelLibraries(program, graph, profile, Path(cache_dir),
                                          kernels=kernels)
         for unit in profile.units:  # every library compiled (or found) before any run
