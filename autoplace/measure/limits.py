@@ -98,6 +98,19 @@ class Limits:
         return self.keeps(out.latency, out.energy,
                           lambda scope: np.floor(out.peak[:, index[scope]]))
 
+    def excess(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        """Per simulated row, how far it is beyond the bounds: the sum over the bounds of
+        the share by which its figure exceeds each (0.25: 25% over one bound; 0 where it
+        keeps them all; infinite where it lacks a bounded figure)."""
+        index, over = space.profile.scope_index, np.zeros(len(out.latency))
+        bounds = [(self.latency_s, out.latency), (self.energy_j, out.energy),
+                  *((v, np.floor(out.peak[:, index[k]])) for k, v in self.memory.items())]
+        for bound, value in bounds:
+            if bound is not None:
+                share = np.asarray(value, dtype=np.float64) / bound - 1.0
+                over += np.where(np.isnan(share), np.inf, np.maximum(share, 0.0))
+        return over
+
     def text(self) -> str:
         """The bounds as the options that set them (empty: none)."""
         parts = [f"--max-latency {self.latency_s!r}" if self.latency_s is not None else "",

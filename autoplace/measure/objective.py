@@ -59,6 +59,8 @@ class Objective(Criterion, ABC):
     #: whether :meth:`simulated` and :meth:`feasible` need a batch simulated per unit and
     #: scope (``simulate_batch(per_unit=True)``: energy, peaks), not its latency and fit
     per_unit: bool = False
+    #: the bounds the job keeps to (:meth:`bounded`); None: none
+    limits: Limits | None = None
 
     @abstractmethod
     def simulated(self, out: BatchOutput) -> np.ndarray:
@@ -72,6 +74,11 @@ class Objective(Criterion, ABC):
         """Per row and scope, the bytes the placement holds at its peak (``out`` simulated
         per unit), as :meth:`feasible` checks them against the capacities."""
         return out.peak
+
+    def excess(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        """Per row, how far it is beyond the job's limits (:meth:`Limits.excess
+        <autoplace.measure.limits.Limits.excess>`; 0 for every row of a job without)."""
+        return np.zeros(len(out.latency))
 
     def batch(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
         """Per row, the simulator's figure; infinite where infeasible."""
@@ -173,6 +180,9 @@ class Bounded(Objective):
     def held(self, out: BatchOutput) -> np.ndarray:
         return self.inner.held(out)
 
+    def excess(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        return self.limits.excess(space, out)
+
 
 class PeakMemory(Objective):
     """Bytes held at the peak of an inference, summed over the memory scopes
@@ -243,6 +253,9 @@ class Objectives(Objective):
 
     def held(self, out: BatchOutput) -> np.ndarray:
         return self.members[0].held(out)
+
+    def excess(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
+        return self.limits.excess(space, out) if self.limits else super().excess(space, out)
 
     def bounded(self, limits: Limits) -> Objective:
         return Objectives(self.plain, limits) if limits else self

@@ -38,6 +38,8 @@ MAX_STEPS = 200
 #: to reuse freed memory (4,096 rows of densenet121 took 25 MB of fresh pages per chunk)
 CHUNK = 512
 LABEL = "descent"
+#: kicked descents tried per call of :meth:`Descent.kick` at most
+KICKS = 16
 
 
 def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
@@ -70,6 +72,20 @@ def apply_moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, ops: n
     C[op_rows, ops[op_rows]] = values[op_rows]
     M[flip_rows, values[flip_rows]] ^= 1
     return space.canonical(C, M)
+
+
+def kicked(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+           rng: np.random.Generator, most: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """The genome after 1 to ``most`` random one-op moves (the kick of an iterated local
+    search: out of a one-op local optimum, to descend from again)."""
+    for _ in range(1 + rng.integers(most)):
+        ops, vals = move_list(space, choice, mode)
+        if not len(ops):
+            break
+        j = rng.integers(len(ops))
+        C, M = apply_moves(space, choice, mode, ops[j:j + 1], vals[j:j + 1])
+        choice, mode = C[0], M[0]
+    return choice, mode
 
 
 def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
@@ -167,6 +183,21 @@ class Descent:
                 C[i], M[i], changed[i] = c, m, True
                 taken.add(key)
         return C, M, changed
+
+    def kick(self, choice: np.ndarray, mode: np.ndarray, measured: Collection[bytes],
+             rng: np.random.Generator, tries: int = KICKS) -> tuple[np.ndarray, np.ndarray]:
+        """Iterated local search from a one-op local optimum ``(choice, mode)``: where
+        descent from it moved by 1 to 4 random one-op moves (:func:`kicked`) ends, as one
+        row, for the first of ``tries`` kicks that ends unmeasured and predicted below it;
+        no row if none does."""
+        here = self.predict(choice[None, :], mode[None, :])[0]
+        for _ in range(tries):
+            c, m = kicked(self.space, choice, mode, rng)
+            c, m = self.descend(c, m, self.predict(c[None, :], m[None, :])[0])
+            c, m = c[None, :], m[None, :]
+            if self.space.keys(c, m)[0] not in measured and self.predict(c, m)[0] < here:
+                return c, m
+        return choice[None, :][:0], mode[None, :][:0]
 
     def descend(self, choice: np.ndarray, mode: np.ndarray,
                 latency: float) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,9 @@
 :class:`LocalSearch` turns :class:`~autoplace.search.descent.Descent` into proposals of the
 job: moves predicted to beat the best measured genome; once that is a one-op local optimum,
 moves from restarts in other basins (HEFT's placement, then the next best measured genomes
-within :data:`RESTART_SLACK` of the best); and, in the last rounds, a strategy's candidates
+within :data:`RESTART_SLACK` of the best); when a strategy has nothing left to propose
+and every start is a local optimum, kicks from the best (:meth:`LocalSearch.kick`); and,
+in the last rounds, a strategy's candidates
 predicted to beat the best replaced by where descent from them ends. It reads what the job
 measured (``seen``: genome key -> latency, None for a failure) and keeps only which starts it
 found to be local optima, so a resumed job proposes what the uninterrupted one did.
@@ -17,7 +19,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from autoplace.search.descent import LABEL, Descent
+from autoplace.measure.objective import LATENCY, Objective
+from autoplace.search.descent import KICKS, LABEL, Descent
+from autoplace.search.fit_repair import toward_fitting
 from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal
 from autoplace.space import SearchSpace
@@ -31,9 +35,12 @@ class LocalSearch:
     """Descent proposals of one job (module docstring); ``predict`` ranks the moves."""
 
     def __init__(self, space: SearchSpace,
-                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray], stable: bool = False):
+                 predict: Callable[[np.ndarray, np.ndarray], np.ndarray], stable: bool = False,
+                 objective: Objective = LATENCY):
         self.space, self.predict = space, predict
         self.descent = Descent(space, predict=predict, stable=stable)
+        #: descent after a kick: a kicked genome beyond the limits moves back toward them
+        self.kicks = Descent(space, predict=toward_fitting(space, objective, predict))
         self._optima: set[bytes] = set()  # descent starts found one-op local optima
         self._heft: bytes | None = None  # the key of HEFT's genome, a descent start
 
@@ -49,6 +56,19 @@ class LocalSearch:
                 return Proposal(choice=c, mode=m, labels=(LABEL,) * len(c))
             self._optima.add(key)
         return None
+
+    def kick(self, seen: Mapping[bytes, float | None]) -> Proposal | None:
+        """Where predicted descent from the best measured genome moved by random one-op
+        moves ends, if it ends unmeasured and predicted below the best (an iterated local
+        search: :meth:`Descent.kick`); None if no kick of :data:`KICKS` does. Seeded by
+        what was measured (a resumed job kicks as the uninterrupted one did)."""
+        done = [(lat, k) for k, lat in seen.items() if lat is not None]
+        if not done:
+            return None
+        best = self.space.from_key(min(done, key=lambda x: x[0])[1])
+        rng = np.random.default_rng([len(seen), KICKS])
+        c, m = self.kicks.kick(*best, seen.keys(), rng)
+        return Proposal(choice=c, mode=m, labels=("kick",)) if len(c) else None
 
     def starts(self, seen: Mapping[bytes, float | None]):
         """``(key, choice, mode)`` of the descent starts, in order: the job's best measured

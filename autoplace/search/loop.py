@@ -145,7 +145,8 @@ class Tuner:
         """Descent and its restarts (predictions are the simulator's, the same every round,
         unless a costly measurer's cost model learns)."""
         if self._local is None:
-            self._local = LocalSearch(self.space, self.predict, stable=self.measurer.free)
+            self._local = LocalSearch(self.space, self.predict, stable=self.measurer.free,
+                                      objective=self.objective)
         return self._local
 
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
@@ -295,8 +296,9 @@ class Tuner:
                 proposal = self.strategy.propose(n)
                 proposal = self.local.polish(proposal, self.seen, self.references) if late \
                     else proposal
-            if not len(proposal) and self.descent:  # the strategy ran dry: descend
-                proposal = self.local.propose(n, self.seen) or proposal
+            if not len(proposal) and self.descent:  # the strategy ran dry: descend, kick
+                proposal = self.local.propose(n, self.seen) or self.local.kick(self.seen) \
+                    or proposal
             if not len(proposal):  # nothing fits yet: toward fitting
                 proposal = self._toward_fitting(n) or proposal
             if not len(proposal):
@@ -323,18 +325,21 @@ class Tuner:
             return None
         if self._repair is None:
             self._repair = FitRepair(self.space, self.objective)
-            warnings.warn(f"no candidate measured so far fits {self.space.profile.name}: "
-                          "the search first moves toward fitting (one-op descent on the "
-                          "bytes held over capacity)", stacklevel=3)
+            limits = self.objective.limits
+            within = f" within {limits.text()}" if limits else ""
+            warnings.warn(f"no candidate measured so far fits {self.space.profile.name}"
+                          f"{within}: the search first moves toward fitting (one-op descent "
+                          "on the bytes held over capacity, then on the excess over the "
+                          "limits)", stacklevel=3)
         return self._repair.propose(n, self.seen)
 
     def _why_stopped(self) -> str:
         if self.best_s is not None or self._repair is None:
             return "no unmeasured candidate left to propose"
-        over = self._repair.closest_over
+        far = self._repair.closest
         return ("no placement found that fits: one-op descent from the candidates closest "
-                "to fitting ends" + ("" if over is None else f" {over / 2**20:.2f} MiB over "
-                                     "capacity") + ", with no move holding less")
+                "to fitting ends" + ("" if far is None else f" {far}") +
+                ", with no move and no kick (random moves, then descent) coming closer")
 
     def _went_on_from_others(self) -> bool:
         """A worker whose strategy has run dry: wait until another worker measures something

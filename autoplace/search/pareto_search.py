@@ -54,6 +54,7 @@ from autoplace.search.descent import (
     MAX_STEPS,
     Descent,
     apply_moves,
+    kicked,
     move_list,
     predicted,
 )
@@ -270,7 +271,7 @@ class ParetoSearch(SearchStrategy):
                 w = np.eye(self.k)[j]
                 start = points[_best_by(self.F[points], j)]
             start = self.keys[start]
-            choice, mode = self._kicked(*self.space.from_key(start), rng)
+            choice, mode = kicked(self.space, *self.space.from_key(start), rng, KICK)
             F, ok = self.simulate(choice[None, :], mode[None, :])
             label = "kick"
             if not ok[0] or _weakly_dominated(F, self.F[points])[0]:
@@ -286,17 +287,6 @@ class ParetoSearch(SearchStrategy):
             if len(C) == n:
                 break
         return _proposal(np.array(C), np.array(M), tuple(labels), self.space)
-
-    def _kicked(self, choice: np.ndarray, mode: np.ndarray, rng: np.random.Generator):
-        """The genome after 1 to :data:`KICK` random one-op moves."""
-        for _ in range(1 + rng.integers(KICK)):
-            ops, vals = move_list(self.space, choice, mode)
-            if not len(ops):
-                break
-            j = rng.integers(len(ops))
-            C, M = apply_moves(self.space, choice, mode, ops[j:j + 1], vals[j:j + 1])
-            choice, mode = C[0], M[0]
-        return choice, mode
 
     def _weighted(self, choice, mode, w, lo, span) -> np.ndarray:
         F, ok = self.simulate(choice, mode)

@@ -128,6 +128,31 @@ class _DriesUp:
         return proposal if self.rounds == 1 else proposal.take([])
 
 
+def test_a_kick_from_a_local_optimum_ends_unmeasured_and_ranked_below_it(space):
+    """Iterated local search. Within 6.03 mJ on soc, one-op descent from HEFT's placement
+    toward the bound ends 0.2% beyond it; random one-op moves out of that basin, then
+    descent, end closer (from HEFT's placement without a bound no kick of 64 does)."""
+    from autoplace.measure.limits import Limits
+    from autoplace.measure.objective import LATENCY
+    from autoplace.search.fit_repair import BEYOND, toward_fitting
+
+    bounded = LATENCY.bounded(Limits(energy_j=6.03e-3))
+    rank = toward_fitting(space, bounded, lambda c, m: predicted(space, c, m, bounded))
+    c, m = heft_genome(space)
+    d = Descent(space, predict=rank)
+    ec, em = d.descend(c, m, rank(c[None, :], m[None, :])[0])
+    end = rank(ec[None, :], em[None, :])[0]
+    assert BEYOND < end < np.inf and (rank(*moves(space, ec, em)) >= end).all()
+    here = space.keys(ec[None, :], em[None, :])[0]
+    kc, km = d.kick(ec, em, {here}, np.random.default_rng(0))
+    assert kc.shape == (1, space.n_ops) and km.shape == (1, space.n_edges)
+    assert rank(kc, km)[0] < end and space.keys(kc, km)[0] != here
+    again = d.kick(ec, em, {here}, np.random.default_rng(0))
+    assert space.keys(*again) == space.keys(kc, km)  # seeded: the same kick
+    none = d.kick(ec, em, {here}, np.random.default_rng(0), tries=0)
+    assert none[0].shape == (0, space.n_ops) and none[1].shape == (0, space.n_edges)
+
+
 @pytest.mark.parametrize("share", [0.125, 0.0])
 def test_descent_takes_over_when_the_strategy_runs_dry(tmp_path, monkeypatch, share):
     from autoplace.search import job

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from autoplace.hardware.load import load_profile
+from autoplace.measure.limits import Limits
 from autoplace.measure.objective import LATENCY
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
@@ -29,10 +30,11 @@ def soc_with(tmp_path: Path, dram_mib: float, sram_mib: float) -> SearchSpace:
     return SearchSpace(load_graph("squeezenet"), load_profile(path))
 
 
-def tuned(space: SearchSpace, path: Path, trials: int):
+def tuned(space: SearchSpace, path: Path, trials: int, **config):
     with warnings.catch_warnings(record=True) as said, TuningLog(path) as log:
         warnings.simplefilter("always")
-        result = tune(space, Simulator(space), log, TuneConfig(trials=trials, seed=0))
+        result = tune(space, Simulator(space), log, TuneConfig(trials=trials, seed=0,
+                                                               **config))
     return result, read(path), [str(w.message) for w in said]
 
 
@@ -97,3 +99,26 @@ def test_for_a_stream_the_bytes_over_are_those_of_its_double_buffers(tmp_path):
     assert over.any() and (stream[over] > latency[over]).all()  # more over, as a stream
     assert rank[over] - OVER == pytest.approx(stream[over])
     assert rank[~over] == pytest.approx(out.period[~over])
+
+
+def test_when_no_baseline_keeps_an_energy_bound_the_search_moves_toward_it(tmp_path):
+    """squeezenet on soc within 6.03 mJ (its least energy is about 6.0 mJ; every baseline
+    draws more): it used to stop after the baselines, "no feasible placement found"."""
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    bound = Limits(energy_j=6.03e-3)
+    result, records, said = tuned(space, tmp_path / "t.jsonl", 64, limits=bound)
+    before = [r for r in records if r.strategy in result.baselines]
+    assert before and not any(bound.admits(r.result) for r in before)
+    assert result.best is not None and bound.admits(result.best.result)
+    assert any("within --max-energy 0.00603: the search first moves toward" in s
+               for s in said)
+
+
+def test_where_no_placement_keeps_the_bound_the_search_says_how_close_it_came(tmp_path):
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    bound = Limits(energy_j=4.5e-3)
+    result, records, said = tuned(space, tmp_path / "t.jsonl", 64, limits=bound)
+    assert result.best is None and not any(bound.admits(r.result) for r in records)
+    closest = min(r.result.energy_j / 4.5e-3 - 1 for r in records if r.result.ok)
+    (stop,) = [s for s in said if "search stopped" in s]
+    assert f"fitting ends {closest:.1%} beyond the limits, with no move" in stop

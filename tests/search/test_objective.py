@@ -176,6 +176,29 @@ def test_a_bounded_objective_keeps_its_name_target_and_feasibility():
     assert [bounded.value(r) is not None for r in results] == kept
 
 
+def test_the_excess_over_limits_is_the_sum_of_each_bounds_share_over():
+    """On the 16 placements of the hungry chain, by hand: the share by which the latency
+    exceeds 3.5 ms plus the share by which the energy exceeds 8 mJ, 0 for each kept."""
+    from dataclasses import replace
+
+    from autoplace.measure.batch import simulate_batch
+    from autoplace.measure.limits import Limits
+
+    space = hungry_chain()
+    limits = Limits(latency_s=3.5e-3, energy_j=8e-3)
+    home = space.uniform("cpu")
+    names = [op.name for op in space.graph.ops]
+    placements = [replace(home, ops={n: (u, "dram") for n, u in zip(names, units)})
+                  for units in itertools.product(("cpu", "acc"), repeat=4)]
+    out = simulate_batch(space, *space.encode(placements))
+    want = [max(lat / 3.5e-3 - 1, 0) + max(e / 8e-3 - 1, 0)
+            for lat, e in every_placement(space)]
+    got = limits.excess(space, out)
+    assert got == pytest.approx(want) and 0 < np.count_nonzero(got) < 16
+    assert (got == 0).tolist() == limits.within(space, out).tolist()
+    assert LATENCY.excess(space, out).tolist() == [0.0] * 16  # (no limits)
+
+
 def test_a_study_of_other_limits_is_refused(tmp_path):
     from autoplace.measure.limits import Limits
 
