@@ -12,23 +12,33 @@ jobs (each job's baselines too). Both fronts' hypervolume is taken to one refere
 each criterion's worst over both fronts plus a tenth of its span; ``hv %`` is the share of
 the box from both fronts' ideal point to that reference. Writes ``bench_pareto.md`` in
 ``--out``.
+
+    python experiments/bench_pareto.py --exact [--trials 256]
+
+The cases whose every placement can be enumerated (the seed thread's TE example on each
+bundled profile but the mesh): the exact front of every placement
+(``baselines.optimum.enumerated_front``), how many of its points the job's front holds, and
+the job front's hypervolume as a share of the exact front's (reference: the exact front's
+worst plus a tenth of its span). Writes ``bench_pareto_exact.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from autoplace.baselines.optimum import enumerated_front
 from autoplace.hardware.load import load_profile
 from autoplace.measure.limits import Limits
-from autoplace.measure.objective import ENERGY, LATENCY
+from autoplace.measure.objective import ENERGY, LATENCY, objective_named
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.records.front import figures, front, hypervolume
+from autoplace.records.front import figures, front, hypervolume, significant
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.space import SearchSpace
@@ -78,6 +88,38 @@ def compare(model: str, hw: str, trials: int, seed: int) -> dict:
                 measured=(len(mo), len(eps)))
 
 
+EXACT_CASES = [("seed_te", hw) for hw in ("soc", "biglittle", "npu", "host")]
+
+
+def exact(model: str, hw: str, trials: int, seed: int) -> dict:
+    """The job's front against the exact front of every placement (module docstring)."""
+    space = SearchSpace(load_graph(model), load_profile(hw))
+    goal = objective_named("latency,energy")
+    want = enumerated_front(space, goal)
+    with tempfile.TemporaryDirectory() as d:
+        got, wall = job(space, Path(d) / "mo.jsonl", trials=trials, seed=seed,
+                        objective="latency,energy")
+    F = significant(figures(front(got, CRITERIA), CRITERIA))
+    found = sum(bool(np.isclose(F, p, rtol=1e-9).all(axis=1).any()) for p in want)
+    lo, hi = want.min(axis=0), want.max(axis=0)
+    ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
+    share = hypervolume(F, ref) / hypervolume(want, ref) * 100
+    return dict(case=f"{model}/{hw}", trials=trials, exact=len(want), found=found,
+                front=len(F), hv=share, wall=wall)
+
+
+def main_exact(trials: int, seed: int, out: Path) -> None:
+    rows = ["| case | trials | exact front | found | front (search) | hv % of exact | wall s |",
+            "|---" * 7 + "|"]
+    for model, hw in EXACT_CASES:
+        r = exact(model, hw, trials, seed)
+        rows.append(f"| {r['case']} | {r['trials']} | {r['exact']} | {r['found']} | "
+                    f"{r['front']} | {r['hv']:.2f} | {r['wall']:.1f} |")
+        print(rows[-1], flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_pareto_exact.md").write_text("\n".join(rows) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["squeezenet"])
@@ -85,7 +127,12 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="experiments/results")
+    ap.add_argument("--exact", action="store_true",
+                    help="the enumerable cases against their exact fronts instead")
     args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    if args.exact:
+        return main_exact(args.trials, args.seed, Path(args.out))
     rows = ["| case | trials | front (search) | front (sweep) | hv % (search) | hv % (sweep) "
             "| records (search, sweep) | wall s (search, sweep) |", "|---" * 8 + "|"]
     for model in args.models:

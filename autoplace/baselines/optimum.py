@@ -26,7 +26,9 @@ they are all live while it runs, so no feasible placement uses another.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +36,9 @@ from autoplace.hardware.profile import COPY_MODES
 from autoplace.measure.batch import fitting as fits_profile
 from autoplace.measure.batch import simulate_batch
 from autoplace.space import Placement, PlacementError, SearchSpace
+
+if TYPE_CHECKING:
+    from autoplace.measure.objective import Objectives
 
 CHUNK = 50_000  # rows simulated at once
 
@@ -216,6 +221,52 @@ def optimum(space: SearchSpace, *, incumbent: Placement | None = None,
     placement = space.decode(*search.best_rows)
     return Optimum(latency_s=search.best, placement=placement, proven=proven,
                    nodes=search.nodes)
+
+
+def enumerated_front(space: SearchSpace, objectives: Objectives,
+                     limit: int = 1 << 20) -> np.ndarray:
+    """The exact front of ``objectives`` over every placement of ``space`` (each op's every
+    choice, each copy's every mode; those that do not fit left out): ``[points,
+    objectives]``, each point once (to :data:`~autoplace.records.front.DIGITS` significant
+    digits), ordered by the first objective. ValueError naming the count when the space has
+    more than ``limit`` placements."""
+    from autoplace.records.front import nondominated, significant
+
+    choice, mode = every_genome(space, limit)
+    parts = [np.zeros((0, len(objectives.members)))]
+    for lo in range(0, len(choice), CHUNK):
+        out = simulate_batch(space, choice[lo:lo + CHUNK], mode[lo:lo + CHUNK])
+        parts.append(objectives.figures(out)[objectives.feasible(space, out)])
+    F = significant(np.vstack(parts))
+    return np.unique(F[nondominated(F)], axis=0)
+
+
+def every_genome(space: SearchSpace, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every placement of ``space`` once, as genomes: each op's every choice, and for each,
+    every mode of the copies it makes (an edge whose ends share a scope makes none);
+    ValueError naming the count when there are more than ``limit``."""
+    ops = math.prod(int(k) for k in space.n_choices)
+    if ops > limit:
+        raise ValueError(f"{space.graph.name} on {space.profile.name}: {ops:,} op choices, "
+                         f"more than the {limit:,} placements enumerated at most")
+    C = np.array(list(itertools.product(*(range(int(k)) for k in space.n_choices))))
+    ends = [space.normalize(C, np.full((len(C), space.n_edges), m))
+            for m in range(len(COPY_MODES))]
+    free = np.any([e != ends[0] for e in ends[1:]], axis=0).reshape(len(C), space.n_edges)
+    count = int((len(COPY_MODES) ** free.sum(axis=1)).sum())
+    if count > limit:
+        raise ValueError(f"{space.graph.name} on {space.profile.name}: {count:,} placements, "
+                         f"more than the {limit:,} enumerated at most")
+    rows_c, rows_m = [C[:0]], [np.zeros((0, space.n_edges), dtype=np.int64)]
+    for pattern in np.unique(free, axis=0):
+        same = C[(free == pattern).all(axis=1)]
+        bits = np.array(list(itertools.product(range(len(COPY_MODES)),
+                                               repeat=int(pattern.sum()))), dtype=np.int64)
+        modes = np.zeros((len(bits), space.n_edges), dtype=np.int64)
+        modes[:, pattern] = bits.reshape(len(bits), -1)
+        rows_c.append(np.repeat(same, len(modes), axis=0))
+        rows_m.append(np.tile(modes, (len(same), 1)))
+    return np.concatenate(rows_c), np.concatenate(rows_m)
 
 
 def _latency(space: SearchSpace, placement: Placement) -> float:

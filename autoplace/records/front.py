@@ -90,13 +90,14 @@ def front(records: Iterable, criteria: Sequence[Criterion],
           limits: Limits | None = None) -> list:
     """The records :func:`nondominated` among those ``limits`` admits (None: all) and with
     a figure for every criterion, ordered by the first criterion (then the next); of records
-    with equal figures, the lowest trial."""
+    with equal figures (to :data:`DIGITS` significant digits: an energy summed in another
+    order is the same energy), the lowest trial."""
     limits = limits or Limits()
     ok = [r for r in records if limits.admits(r.result)]
     ok.sort(key=lambda r: r.trial)  # equal figures: the first kept is the lowest trial
     F = figures(ok, criteria)
     has = ~np.isnan(F).any(axis=1)
-    ok, F = [r for r, h in zip(ok, has) if h], F[has]
+    ok, F = [r for r, h in zip(ok, has) if h], significant(F[has])
     rows = np.flatnonzero(nondominated(F))
     rows = rows[np.lexsort(F[rows].T[::-1])]
     return [ok[i] for i in rows.tolist()]

@@ -61,6 +61,15 @@ def test_equal_rows_keep_the_first_and_dominated_ones_none():
     assert nondominated(F).tolist() == [True, True, False, False, True]
 
 
+def test_figures_equal_but_for_their_summation_order_are_equal_on_the_front():
+    """seed_te on soc: trial 29's energy, 1.7568000000000002e-05 J, and trial 6's,
+    1.7567999999999998e-05 J, are one energy: trial 6, slower, is not on the front."""
+    records = [record(5, 1.1119999999999999e-05, 2.1599999999999996e-05),
+               record(29, 1.1712000000000001e-05, 1.7568000000000002e-05),
+               record(6, 1.6528000000000002e-05, 1.7567999999999998e-05)]
+    assert [r.trial for r in front(records, (LATENCY, ENERGY))] == [5, 29]
+
+
 def test_limits_leave_out_records_and_pick_chooses_within_them():
     records = [record(0, 0.010, 0.050, sram=3 << 20), record(1, 0.020, 0.030, sram=1 << 20),
                record(2, 0.040, 0.010, sram=1 << 20), record(3, 0.015, 0.060, sram=5 << 20)]

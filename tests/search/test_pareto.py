@@ -3,7 +3,6 @@ every one, keeps capacity and limits as constraints, and ends with their front."
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 from factories import op
 from test_objective import every_placement, hungry_chain
 
+from autoplace.baselines.optimum import enumerated_front, every_genome
 from autoplace.graph import Edge, OpGraph
 from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import simulate_batch
@@ -153,26 +153,41 @@ def branchy() -> SearchSpace:
     return SearchSpace(OpGraph(name="branchy", ops=ops, edges=edges), hungry_chain().profile)
 
 
-def enumerated_front(space: SearchSpace, spec: str) -> np.ndarray:
-    """The exact front of every placement of ``space`` (one choice per op, no copies)."""
-    goal = objective_named(spec)
-    choice = np.array(list(itertools.product(*(range(k) for k in space.n_choices))))
-    mode = np.zeros((len(choice), space.n_edges), dtype=np.int64)
-    out = simulate_batch(space, choice, mode)
-    return exact_front(goal.figures(out)[goal.feasible(space, out)])
-
-
 @pytest.mark.parametrize("spec", ["latency,energy", "latency,energy,peak_memory"])
 def test_the_tuned_front_is_the_enumerated_exact_front(tmp_path, spec):
     """64 trials of 512 placements find every point of the exact front."""
     space = branchy()
     assert int(np.prod(space.n_choices)) == 512
-    exact = enumerated_front(space, spec)
+    exact = enumerated_front(space, objective_named(spec))
     assert len(exact) >= 15  # (a front worth finding)
     result = run(tmp_path, space, "t.jsonl", objective=spec, trials=64)
     criteria = objective_named(spec).criteria
     assert figures_of(result.front, criteria) == pytest.approx(exact, rel=1e-12)
     assert len(read(tmp_path / "t.jsonl")) <= 64 + 3  # (and the baselines)
+
+
+@pytest.mark.parametrize("hw, points", [("soc", 2), ("biglittle", 6), ("host", 8)])
+def test_the_tuned_front_of_the_seed_te_example_is_its_exact_front(tmp_path, hw, points):
+    """The seed thread's TE example (four elementwise ops; 29,216 placements on soc, copy
+    modes counted): 64 trials find every point of the front of every placement."""
+    space = SearchSpace(load_graph("seed_te"), load_profile(hw))
+    exact = enumerated_front(space, objective_named("latency,energy"))
+    assert len(exact) == points
+    result = run(tmp_path, space, "t.jsonl", objective="latency,energy", trials=64)
+    assert figures_of(result.front, (LATENCY, ENERGY)) == pytest.approx(exact, rel=1e-12)
+
+
+def test_every_placement_is_enumerated_once():
+    """Each op's every choice and every mode of the copies it makes: distinct placements,
+    among them every random genome's."""
+    space = SearchSpace(load_graph("seed_te"), load_profile("soc"))
+    choice, mode = every_genome(space, 1 << 20)
+    keys = space.keys(choice, space.normalize(choice, mode))
+    assert len(set(keys)) == len(keys) == 29_216 < int(np.prod(space.n_choices)) * 2 ** 4
+    c, m = space.random_genomes(256, np.random.default_rng(0))
+    assert set(space.keys(c, space.normalize(c, m))) <= set(keys)
+    with pytest.raises(ValueError, match="29,216 placements, more than the 10,000"):
+        every_genome(space, 10_000)
 
 
 def neighbours_dominating(space: SearchSpace, rec, spec: str) -> int:
