@@ -35,7 +35,8 @@ RANK = {
     "measure.board": 6.5, "measure.server": 6.55, "measure.local": 6.6,
     "measure.rpc_runtime": 6.65, "measure.rpc": 6.7, "measure.rpc_stages": 6.7,
     "records.schema": 6.9, "records.tuning_log": 7, "records.front": 7.1,
-    "baselines.optimum": 7, "pipeline": 7.5,
+    # the exact front of every placement is a front as records make it (records.front)
+    "baselines.optimum": 7.15, "pipeline": 7.5,
     "calibrate": 8,
     "reports.analysis": 8.5, "search": 8,
     "reports.plots": 9, "reports.placement_report": 10, "reports.pipeline_report": 10.2,

@@ -3,7 +3,9 @@ not sampled.
 
 :class:`ParetoSearch` fills each round from these, in order:
 
-1. **seeds**: HEFT's placement, then per objective where steepest one-op descent in the
+1. **seeds**: HEFT's placement; the least latency over every placement where branch and
+   bound proves it (:func:`~autoplace.baselines.optimum.optimum`, on small spaces:
+   :data:`EXACT_CHOICES`), once; then per objective where steepest one-op descent in the
    simulator under that objective alone (:class:`~autoplace.search.descent.Descent`) ends,
    from the best measured by it (the baselines hold each unit alone and the greedy
    placement): each objective's one-op optimum, an end of the front;
@@ -46,8 +48,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from autoplace.baselines.optimum import optimum
 from autoplace.measure.batch import fitting, simulate_batch
-from autoplace.measure.objective import Objectives
+from autoplace.measure.objective import LATENCY, Objectives
 from autoplace.records.front import nondominated, significant
 from autoplace.search.descent import (
     CHUNK,
@@ -68,6 +71,10 @@ SCALARISED_TRIES = 2
 EXPLORE_SHARE = 0.25
 #: random one-op moves at most before a scalarised descent
 KICK = 4
+#: branch and bound is tried for a seed on spaces of at most this many op choices (seed_te
+#: on soc: 4,096), and may simulate :data:`EXACT_WORK` op-rows (0.6 M there); on
+#: squeezenet it would give up after 5 s
+EXACT_CHOICES, EXACT_WORK = 10**6, 2e6
 
 
 class ParetoSearch(SearchStrategy):
@@ -84,6 +91,7 @@ class ParetoSearch(SearchStrategy):
         self.F = np.zeros((0, self.k))  # ... their simulated figures
         self._moves: dict[bytes, tuple] = {}  # front point -> its moves (see _neighbours)
         self._finishing = False  # the last rounds: moves that improve on the front first
+        self._exact_tried = False  # branch and bound runs once per job (a seed)
 
     # -- observing ---------------------------------------------------------------------------
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
@@ -177,6 +185,11 @@ class ParetoSearch(SearchStrategy):
         """Per objective, where descent under it alone ends from the best measured by it,
         if not measured (module docstring, 1)."""
         C, M, labels = [], [], []
+        if not self._exact_tried and len(self.F):
+            self._exact_tried = True
+            got = self._exact(taken)
+            if got is not None:
+                C.append(got[0]), M.append(got[1]), labels.append("seed:exact")
         for j, member in enumerate(self.objective.members):
             if not len(self.F) or len(C) == n:
                 break
@@ -189,6 +202,23 @@ class ParetoSearch(SearchStrategy):
                 C.append(got[0]), M.append(got[1])
                 labels.append(f"seed:{self.objective.plain[j].name}")
         return _proposal(np.array(C), np.array(M), tuple(labels), self.space)
+
+    def _exact(self, taken: set[bytes]):
+        """The placement of least latency, if branch and bound proves one below the least
+        measured within :data:`EXACT_WORK`, it keeps the limits and is new; else None."""
+        names = [m.name for m in self.objective.plain]
+        small = np.log10(self.space.n_choices.astype(float)).sum() <= np.log10(EXACT_CHOICES)
+        if LATENCY.name not in names or not small:
+            return None
+        j = names.index(LATENCY.name)
+        best = float(self.F[_best_by(self.F, j), j])
+        found = optimum(self.space, bound=best, work=EXACT_WORK)
+        if not found.proven or found.placement is None:
+            return None
+        choice, mode = self.space.encode([found.placement])
+        choice, mode = self.space.canonical(choice, mode)
+        return self._take(choice[0], mode[0], taken) if self.simulate(choice, mode)[1][0] \
+            else None
 
     def _front_moves(self, n: int, taken: set[bytes], leave: int = 0) -> Proposal:
         """The moves of front points new to the front: those that dominate their point

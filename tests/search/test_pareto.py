@@ -341,3 +341,30 @@ def test_the_two_figure_dominance_test_is_the_general_one():
     assert _weakly_dominated(F, front.astype(float)).tolist() == \
         _weakly_dominated(np.hstack([F, pad]), np.hstack([front, pad[:9]])).tolist()
     assert 0 < _weakly_dominated(F, front.astype(float)).sum() < 400
+
+
+@pytest.mark.parametrize("hw, seeded", [("soc", True), ("npu", False), ("host", False),
+                                        ("biglittle", False)])
+def test_the_least_latency_branch_and_bound_proves_is_a_seed(hw, seeded):
+    """seed_te: after the baselines, a round proposes the placement of least latency over
+    all placements (``seed:exact``) where neither a baseline nor HEFT's start (proposed
+    first) reaches it (on soc)."""
+    from autoplace.baselines.optimum import optimum
+    from autoplace.search.heft_start import heft_start
+    from autoplace.search.pareto_search import ParetoSearch
+    from autoplace.search.strategy import Proposal
+
+    space = SearchSpace(load_graph("seed_te"), load_profile(hw))
+    search = ParetoSearch(space, objective_named("latency,energy"), seed=0)
+    c, m = space.encode([p for _, p in baselines(space)])
+    measured = simulate_batch(space, c, m).latency
+    search.observe(Proposal(choice=c, mode=m, labels=("baseline",) * len(c)), measured)
+    least = optimum(space).latency_s
+    heft = simulate_batch(space, *heft_start(space)).latency[0]
+    assert (min(measured.min(), heft) > least * (1 + 1e-9)) == seeded
+    got = search.propose(8)
+    assert ("seed:exact" in got.labels) == seeded
+    if seeded:
+        i = got.labels.index("seed:exact")
+        latency = simulate_batch(space, got.choice[i:i + 1], got.mode[i:i + 1]).latency[0]
+        assert latency == pytest.approx(least, rel=1e-12)
