@@ -21,6 +21,10 @@ its budget on a one-op descent, so a 1,024-measurement job's first 256 records a
   depend on its budget: a prefix of a longer job is a shorter job). It also ends where
   every neighbour of its best is measured; a job that ended otherwise before the tuner's
   time is marked "(short)";
+- ``anneal-wall``: simulated annealing in the simulator (``search.yardsticks.anneal``: 128
+  chains from HEFT's placement) for the wall time of the tuner's largest job of that case
+  and seed; at each budget its best is the best it had within the wall time of the tuner's
+  job of that budget (issue 30's goal: no annealer more than 0.5% better);
 - opt-in: ``random``, ``tpe`` (Optuna, no mutations, no model), ``evolve-none``,
   ``evolve-analytic`` (the evolution ranked by nothing, or by the analytic estimate).
 
@@ -68,7 +72,7 @@ MODELS = ("squeezenet", "resnet50", "densenet121", "inception_v1", "inception_v2
           "shufflenet", "vgg19", "alexnet", "zfnet512", "seed_te")
 PROFILES = ("soc", "biglittle", "mesh")
 INSTANCES = "tarnawski"  # the profile column of an imported instance
-TUNER, HILL, WALL = "evolve-xgb", "hill", "hill-wall"
+TUNER, HILL, WALL, ANNEAL = "evolve-xgb", "hill", "hill-wall", "anneal-wall"
 STRATEGIES = {
     "random": dict(sampler="random", cost_model="none", mutation_ratio=0.0),
     "tpe": dict(sampler="tpe", cost_model="none", mutation_ratio=0.0),
@@ -78,8 +82,9 @@ STRATEGIES = {
     HILL: dict(sampler="hill", cost_model="none", descent=0.0),
     "steepest": dict(sampler="steepest", cost_model="none", descent=0.0),
     WALL: dict(sampler="hill", cost_model="none", descent=0.0),
+    ANNEAL: {},  # (not a sampler of the loop: anneal_job)
 }
-DEFAULT_STRATEGIES = (TUNER, HILL, "steepest", WALL)
+DEFAULT_STRATEGIES = (TUNER, HILL, "steepest", WALL, ANNEAL)
 WALL_MAX, WALL_SLACK = 10**6, 0.05  # hill-wall: measurements at most; s past the tuner's
 ALL_MOVES = 10**9  # the local-optimum check ranks every move (the tuner samples 20,000)
 FASTER = 1 - 1e-9  # a move is faster when below the best by more than rounding
@@ -208,6 +213,24 @@ def wall_job(model: str, hw: str, seed: int, total: int, walls: dict) -> dict:
             "steps": steps, "wall_s": result.wall_s, "load": os.getloadavg()[0]}
 
 
+def anneal_job(model: str, hw: str, seed: int, total: int, walls: dict) -> dict:
+    """Simulated annealing for the tuner's longest wall time in ``walls`` (s, by budget);
+    per budget its best within that time and the genomes simulated by then (at its mean
+    rate)."""
+    from autoplace.search.yardsticks import anneal
+
+    space = _space(model, hw)
+    t0 = time.perf_counter()
+    got = anneal(space, seconds=max(walls.values()), seed=seed)
+    wall = time.perf_counter() - t0
+    at = {b: {"tuner_wall_s": w, "simulated": int(got.simulated * min(w / wall, 1.0)),
+              "best_s": min((v for e, v in got.steps if e <= w), default=math.inf)}
+          for b, w in walls.items()}
+    return {"model": model, "profile": hw, "strategy": ANNEAL, "seed": seed, "total": total,
+            "simulated": got.simulated, "at": at, "wall_s": wall,
+            "load": os.getloadavg()[0]}
+
+
 def case_info(model: str, hw: str, incumbent_s: float, limit: int, work: float = 3e7) -> dict:
     """Baselines, HEFT (made to fit, as the tuner measures it), the lower bound and (if
     provable within ``limit``) the optimum."""
@@ -310,10 +333,10 @@ def run_key(case: tuple[str, str], strategy: str, seed: int, total: int) -> str:
 
 
 def _run_jobs(args, cases, seeds) -> list[tuple[str, list[str]]]:
-    """Every strategy but hill-wall at every budget, each its own job."""
+    """Every strategy but hill-wall and anneal-wall at every budget, each its own job."""
     return [(run_key((m, hw), s, seed, b), ["--one", m, hw, s, str(seed), str(b)])
-            for seed in seeds for m, hw in cases for s in args.strategies if s != WALL
-            for b in args.budgets]
+            for seed in seeds for m, hw in cases for s in args.strategies
+            if s not in (WALL, ANNEAL) for b in args.budgets]
 
 
 def _long_jobs(args) -> list[tuple[str, list[str]]]:
@@ -323,8 +346,8 @@ def _long_jobs(args) -> list[tuple[str, list[str]]]:
 
 
 def _wall_jobs(args, done: dict, runs: list[str]) -> list[tuple[str, list[str]]]:
-    """hill-wall for each case and seed the tuner ran at every budget."""
-    if WALL not in args.strategies or TUNER not in args.strategies:
+    """hill-wall and anneal-wall for each case and seed the tuner ran at every budget."""
+    if TUNER not in args.strategies:
         return []
     top, jobs = max(args.budgets), []
     for key in runs:
@@ -333,8 +356,10 @@ def _wall_jobs(args, done: dict, runs: list[str]) -> list[tuple[str, list[str]]]
             continue
         case = (r["model"], r["profile"])
         walls = {b: done[run_key(case, TUNER, r["seed"], b)]["wall_s"] for b in args.budgets}
-        jobs.append((run_key(case, WALL, r["seed"], top),
-                     ["--wall", *case, str(r["seed"]), str(top), json.dumps(walls)]))
+        jobs += [(run_key(case, s, r["seed"], top),
+                  [flag, *case, str(r["seed"]), str(top), json.dumps(walls)])
+                 for s, flag in ((WALL, "--wall"), (ANNEAL, "--anneal"))
+                 if s in args.strategies]
     return jobs
 
 
@@ -370,18 +395,23 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--one", nargs=5, help=argparse.SUPPRESS)  # model hw strategy seed total
     ap.add_argument("--wall", nargs=5, help=argparse.SUPPRESS)  # model hw seed total walls
+    ap.add_argument("--anneal", nargs=5, help=argparse.SUPPRESS)  # (as --wall)
     ap.add_argument("--case", nargs=4, help=argparse.SUPPRESS)  # model hw incumbent limit
     return ap
 
 
 def _child(args) -> bool:
-    """A subprocess's job (``--one``, ``--wall``, ``--case``): print its row."""
+    """A subprocess's job (``--one``, ``--wall``, ``--anneal``, ``--case``): print its
+    row."""
     if args.one:
         m, hw, s, seed, total = args.one
         row = one_job(m, hw, s, int(seed), int(total))
     elif args.wall:
         m, hw, seed, total, walls = args.wall
         row = wall_job(m, hw, int(seed), int(total), json.loads(walls))
+    elif args.anneal:
+        m, hw, seed, total, walls = args.anneal
+        row = anneal_job(m, hw, int(seed), int(total), json.loads(walls))
     elif args.case:
         m, hw, inc, limit = args.case
         row = case_info(m, hw, float(inc), int(limit))

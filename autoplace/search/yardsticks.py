@@ -11,12 +11,22 @@ proposed first as the tuner's evolution does) and use no model of their own:
 - ``--sampler steepest``, steepest descent from the best measured placement: where
   descent in the simulator ends (:class:`~autoplace.search.descent.Descent`), then its best
   first moves; it runs dry at a one-op local optimum.
+
+And one that is not a strategy of the loop but a search in the simulator alone, for as long
+as the tuner ran (``anneal-wall`` in ``experiments/bench_search.py``): :func:`anneal`,
+simulated annealing, hundreds of thousands of simulations where the tuner measures a
+thousand placements.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
+from autoplace.hardware.profile import COPY_MODES
+from autoplace.measure.batch import simulate_batch
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.search.descent import Descent, apply_moves, move_list, predicted
 from autoplace.search.heft_start import heft_start
@@ -104,3 +114,72 @@ class SteepestDescent(_FromTheBest):
 
     def around(self, choice, mode, n):
         return self.descent.propose(choice, mode, n, self.measured)
+
+
+@dataclass(frozen=True)
+class Annealed:
+    """What :func:`anneal` found: the best genome, its figure, where the best improved
+    (``(seconds since the start, figure)``), and how many genomes it simulated."""
+
+    choice: np.ndarray
+    mode: np.ndarray
+    value: float
+    steps: list[tuple[float, float]]
+    simulated: int
+
+
+def anneal(space: SearchSpace, *, seconds: float | None = None, rounds: int | None = None,
+           seed: int = 0, objective: Objective = LATENCY, chains: int = 128,
+           hot: float = 0.2, cold: float = 1e-4) -> Annealed:
+    """Simulated annealing in the simulator, for ``seconds`` of wall time or ``rounds``
+    rounds (deterministic with ``seed``). ``chains`` chains start at HEFT's placement made to
+    fit (:func:`heft_start`); each round moves each chain by one random move (an op to
+    another of its choices, or a copy's mode changed) and keeps the move by Metropolis'
+    rule at a temperature, relative to the start's figure, that falls geometrically from
+    ``hot`` to ``cold`` over the time or rounds."""
+    if (seconds is None) == (rounds is None):
+        raise ValueError("anneal: give seconds or rounds, not both")
+    rng, t0 = np.random.default_rng(seed), time.perf_counter()
+    choice, mode = (np.repeat(x, chains, axis=0) for x in heft_start(space))
+    value = _figures(space, objective, choice, mode)
+    scale = value[0] if np.isfinite(value[0]) else 1.0
+    best, steps, done = (choice[0], mode[0], float(value[0])), [(0.0, float(value[0]))], 0
+    while (share := done / rounds if rounds else (time.perf_counter() - t0) / seconds) < 1:
+        C, M = _moved(space, choice, mode, rng)
+        V = _figures(space, objective, C, M)
+        temp = hot * (cold / hot) ** share * scale
+        with np.errstate(invalid="ignore", over="ignore"):
+            keep = (V <= value) | (rng.random(chains) < np.exp((value - V) / temp))
+        choice[keep], mode[keep], value[keep] = C[keep], M[keep], V[keep]
+        done, top = done + 1, int(np.argmin(value))
+        if value[top] < best[2]:
+            best = (choice[top].copy(), mode[top].copy(), float(value[top]))
+            steps.append((time.perf_counter() - t0, best[2]))
+    return Annealed(*best, steps, chains * (done + 1))
+
+
+def _figures(space: SearchSpace, objective: Objective, choice: np.ndarray,
+             mode: np.ndarray) -> np.ndarray:
+    out = simulate_batch(space, choice, mode, per_unit=objective.per_unit)
+    return objective.batch(space, out)
+
+
+def _moved(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
+           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Each row moved by one random move: an op with more than one choice to another one,
+    as often as such moves are among all moves, else a copy's mode changed."""
+    C, M = choice.copy(), mode.copy()
+    rows, extra, modes = np.arange(len(C)), space.n_choices - 1, len(COPY_MODES)
+    op_moves, edge_moves = int(extra.sum()), space.n_edges * (modes - 1)
+    on_op = rng.random(len(C)) * (op_moves + edge_moves) < op_moves
+    op = rng.choice(space.n_ops, size=len(C), p=extra / max(op_moves, 1)) if op_moves else \
+        np.zeros(len(C), dtype=np.int64)
+    k = space.n_choices[op]
+    step = 1 + (rng.random(len(C)) * np.maximum(k - 1, 1)).astype(np.int64)
+    C[rows[on_op], op[on_op]] = (C[rows[on_op], op[on_op]] + step[on_op]) % k[on_op]
+    if space.n_edges:
+        e = rng.integers(space.n_edges, size=len(C))
+        off = ~on_op
+        turn = 1 + rng.integers(modes - 1, size=len(C))
+        M[rows[off], e[off]] = (M[rows[off], e[off]] + turn[off]) % modes
+    return C, M

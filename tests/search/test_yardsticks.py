@@ -71,3 +71,33 @@ def test_steepest_descends_from_heft_to_a_local_optimum_and_runs_dry():
 
     C, M = moves(space, steep.best[1], steep.best[2])
     assert not (predicted(space, C, M) < steep.best[0]).any()  # a one-op local optimum
+
+
+def test_annealing_finds_the_proven_optimum_of_the_seed_te_example():
+    """seed_te on soc: from HEFT's placement (1.1712e-05 s, all on one SRAM), whose one-op
+    moves are all slower, to the least latency branch and bound proves (1.112e-05 s: every
+    op in DRAM, one on the other core)."""
+    import pytest
+
+    from autoplace.baselines.optimum import optimum
+    from autoplace.search.descent import moves, predicted
+    from autoplace.search.heft_start import heft_start
+    from autoplace.search.yardsticks import anneal
+
+    space = SearchSpace(load_graph("seed_te"), load_profile("soc"))
+    c, m = heft_start(space)
+    start = simulate_batch(space, c, m).latency[0]
+    C, M = moves(space, c[0], space.normalize(c, m)[0])
+    assert (predicted(space, C, M) >= start).all()  # a one-op local optimum
+    got = anneal(space, rounds=300, seed=0)
+    assert got.value == pytest.approx(optimum(space).latency_s, rel=1e-12)
+    assert got.value < start * (1 - 0.05)
+    simulated = simulate_batch(space, got.choice[None, :], got.mode[None, :]).latency[0]
+    assert simulated == got.value and got.simulated == 128 * 301
+    figures = [v for _, v in got.steps]
+    assert figures[0] == start and figures[-1] == got.value
+    assert all(b < a for a, b in zip(figures, figures[1:]))  # where the best improved
+    again = anneal(space, rounds=300, seed=0)
+    assert (again.choice == got.choice).all() and again.steps[-1][1] == got.value
+    with pytest.raises(ValueError, match="seconds or rounds"):
+        anneal(space, seconds=1.0, rounds=3)
