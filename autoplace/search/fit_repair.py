@@ -51,15 +51,16 @@ def over_capacity(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
                   objective: Objective) -> np.ndarray:
     """Per genome: its objective's figure where it fits; else :data:`OVER` plus the bytes
     its scopes hold over their capacity (:meth:`Objective.held`), or where it holds none
-    over, :data:`BEYOND` plus its excess over the job's limits (:meth:`Objective.excess`)
-    times :data:`SHARE`; infinite where a copy has no route or a block unit's ops are not
+    over but exceeds the job's limits, :data:`BEYOND` plus that excess
+    (:meth:`Objective.excess`) times :data:`SHARE`; infinite where a copy has no route or a block unit's ops are not
     one block (no move of memory mends those)."""
     rows = max(1, CELLS // max(len(space.scopes), 1))
     parts = [np.zeros(0)]
     for lo in range(0, len(choice), rows):
         out = simulate_batch(space, choice[lo:lo + rows], mode[lo:lo + rows])
         over = np.maximum(np.floor(objective.held(out)) - space.capacity, 0.0).sum(axis=1)
-        apart = np.where(over > 0, OVER + over, BEYOND + SHARE * objective.excess(space, out))
+        excess = objective.excess(space, out)
+        apart = np.where((over == 0) & (excess > 0), BEYOND + SHARE * excess, OVER + over)
         parts.append(np.where(objective.feasible(space, out), objective.simulated(out),
                               np.where(out.no_route | out.not_contiguous, np.inf, apart)))
     return np.concatenate(parts)
