@@ -193,7 +193,8 @@ def main() -> None:
                 rows.append(row(model, threads, {f"autoplace MS-{trials}": str(db)},
                                 {f"MS-{trials}": spent}))
     text = (f"`python experiments/bench_deployed.py {' '.join(sys.argv[1:])}` at "
-            f"{_rev()}, {time.strftime('%Y-%m-%d %H:%M')}, host profile (2 cores, AVX-512)"
+            f"{_rev()}, {time.strftime('%Y-%m-%d %H:%M')}, host profile (2 cores), "
+            f"load {os.getloadavg()[0]:.2f}"
             "\n\n" + table(rows, labels))
     print(text)
     if args.out:

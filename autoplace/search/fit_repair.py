@@ -52,8 +52,8 @@ def over_capacity(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
     """Per genome: its objective's figure where it fits; else :data:`OVER` plus the bytes
     its scopes hold over their capacity (:meth:`Objective.held`), or where it holds none
     over but exceeds the job's limits, :data:`BEYOND` plus that excess
-    (:meth:`Objective.excess`) times :data:`SHARE`; infinite where a copy has no route or a block unit's ops are not
-    one block (no move of memory mends those)."""
+    (:meth:`Objective.excess`) times :data:`SHARE`; infinite where a copy has no route or a
+    block unit's ops are not one block (no move of memory mends those)."""
     rows = max(1, CELLS // max(len(space.scopes), 1))
     parts = [np.zeros(0)]
     for lo in range(0, len(choice), rows):
