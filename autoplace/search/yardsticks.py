@@ -137,14 +137,17 @@ def anneal(space: SearchSpace, *, seconds: float | None = None, rounds: int | No
     another of its choices, or a copy's mode changed) and keeps the move by Metropolis'
     rule at a temperature, relative to the start's figure, that falls geometrically from
     ``hot`` to ``cold`` over the time or rounds."""
-    if (seconds is None) == (rounds is None):
-        raise ValueError("anneal: give seconds or rounds, not both")
+    if (seconds is None) == (rounds is None) or not (seconds or rounds or 0) > 0:
+        raise ValueError(f"anneal: give seconds > 0 or rounds > 0, one of them; got "
+                         f"seconds={seconds!r}, rounds={rounds!r}")
     rng, t0 = np.random.default_rng(seed), time.perf_counter()
     choice, mode = (np.repeat(x, chains, axis=0) for x in heft_start(space))
     value = _figures(space, objective, choice, mode)
     scale = value[0] if np.isfinite(value[0]) else 1.0
-    best, steps, done = (choice[0], mode[0], float(value[0])), [(0.0, float(value[0]))], 0
-    while (share := done / rounds if rounds else (time.perf_counter() - t0) / seconds) < 1:
+    best = (choice[0].copy(), mode[0].copy(), float(value[0]))  # (chain 0 moves on)
+    steps, done = [(0.0, best[2])], 0
+    while (share := done / rounds if rounds is not None else
+           (time.perf_counter() - t0) / seconds) < 1:
         C, M = _moved(space, choice, mode, rng)
         V = _figures(space, objective, C, M)
         temp = hot * (cold / hot) ** share * scale

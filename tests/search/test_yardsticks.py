@@ -99,5 +99,11 @@ def test_annealing_finds_the_proven_optimum_of_the_seed_te_example():
     assert all(b < a for a, b in zip(figures, figures[1:]))  # where the best improved
     again = anneal(space, rounds=300, seed=0)
     assert (again.choice == got.choice).all() and again.steps[-1][1] == got.value
-    with pytest.raises(ValueError, match="seconds or rounds"):
-        anneal(space, seconds=1.0, rounds=3)
+    for bad in (dict(seconds=1.0, rounds=3), dict(rounds=0), dict(seconds=-1.0), {}):
+        with pytest.raises(ValueError, match="seconds > 0 or rounds > 0"):
+            anneal(space, **bad)
+    # one round, hot enough to take any move: the chain leaves HEFT's placement (a local
+    # optimum, above), and the best stays what it was
+    hot = anneal(space, rounds=1, seed=0, chains=1, hot=1e3, cold=1e3)
+    assert len(hot.steps) == 1 and hot.value == start
+    assert space.keys(hot.choice[None, :], hot.mode[None, :]) == space.keys(c, m)
