@@ -64,12 +64,18 @@ class Limits:
         bound), whether it keeps every bound: ``latency`` seconds, ``energy`` joules (read
         only with an energy bound), ``peak_of(scope)`` the bytes held in ``scope``."""
         ok = np.ones(np.shape(latency), dtype=bool)
-        for bound, value in ((self.latency_s, latency), (self.energy_j, energy)):
-            if bound is not None:
-                ok &= np.asarray(value, dtype=np.float64) <= bound
-        for scope, bound in self.memory.items():
-            ok &= np.asarray(peak_of(scope), dtype=np.float64) <= bound
+        for bound, value in self._bounded(latency, energy, peak_of):
+            ok &= value <= bound
         return ok
+
+    def _bounded(self, latency, energy, peak_of: Callable[[str], object]):
+        """``(bound, figures)`` of each bound set, the figures as float arrays (the
+        arguments of :meth:`keeps`)."""
+        figures = [(self.latency_s, latency), (self.energy_j, energy)]
+        figures += [(bound, peak_of(scope)) for scope, bound in self.memory.items()]
+        for bound, value in figures:
+            if bound is not None:
+                yield bound, np.asarray(value, dtype=np.float64)
 
     def admits(self, result: MeasureResult) -> bool:
         """Whether a valid ``result`` keeps every bound (a bound on a figure the result
@@ -94,22 +100,23 @@ class Limits:
     def within(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
         """Per simulated row, whether it keeps every bound (``out`` simulated per unit
         where :attr:`per_unit`); its peaks are counted as the capacity check counts them."""
-        index = space.profile.scope_index
-        return self.keeps(out.latency, out.energy,
-                          lambda scope: np.floor(out.peak[:, index[scope]]))
+        return self.keeps(*self._of_batch(space, out))
 
     def excess(self, space: SearchSpace, out: BatchOutput) -> np.ndarray:
         """Per simulated row, how far it is beyond the bounds: the sum over the bounds of
         the share by which its figure exceeds each (0.25: 25% over one bound; 0 where it
         keeps them all; infinite where it lacks a bounded figure)."""
-        index, over = space.profile.scope_index, np.zeros(len(out.latency))
-        bounds = [(self.latency_s, out.latency), (self.energy_j, out.energy),
-                  *((v, np.floor(out.peak[:, index[k]])) for k, v in self.memory.items())]
-        for bound, value in bounds:
-            if bound is not None:
-                share = np.asarray(value, dtype=np.float64) / bound - 1.0
-                over += np.where(np.isnan(share), np.inf, np.maximum(share, 0.0))
+        over = np.zeros(len(out.latency))
+        for bound, value in self._bounded(*self._of_batch(space, out)):
+            share = value / bound - 1.0
+            over += np.where(np.isnan(share), np.inf, np.maximum(share, 0.0))
         return over
+
+    @staticmethod
+    def _of_batch(space: SearchSpace, out: BatchOutput) -> tuple:
+        """:meth:`keeps`'s arguments for a simulated batch (whole bytes per scope)."""
+        index = space.profile.scope_index
+        return out.latency, out.energy, lambda scope: np.floor(out.peak[:, index[scope]])
 
     def text(self) -> str:
         """The bounds as the options that set them (empty: none)."""

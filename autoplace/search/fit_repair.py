@@ -7,7 +7,8 @@ keeps. The loop then asks :class:`FitRepair`: one-op descent in the simulator on
 held over capacity (summed over the scopes) and then on the share by which the figures exceed
 the limits, from the measured genome or HEFT's start that is closest to fitting (then the
 next ones, up to :data:`REPAIR_STARTS`); once every start is a one-op local optimum, from the
-closest one moved by a few random one-op moves (up to :data:`KICKS` a round, an iterated
+closest one moved by a few random one-op moves (up to
+:data:`~autoplace.search.descent.KICKS` a round, an iterated
 local search: one-op descent on an energy bound ends 0.2% beyond it on squeezenet/soc where
 placements within it exist). A placement that fits ranks below every one that
 does not, by its objective, so the descent goes on past the first one that fits to a one-op
@@ -23,7 +24,7 @@ import numpy as np
 
 from autoplace.measure.batch import simulate_batch
 from autoplace.measure.objective import Objective
-from autoplace.search.descent import Descent
+from autoplace.search.descent import KICKS, Descent
 from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal
 from autoplace.space import SearchSpace
@@ -39,9 +40,6 @@ BEYOND = 1e15
 SHARE = 1e6
 #: descent starts tried, least overflow first, before the search gives up on fitting
 REPAIR_STARTS = 4
-#: kicked descents tried per round, once every start is a one-op local optimum, before the
-#: search gives up on fitting
-KICKS = 16
 #: (rows x scopes) simulated per unit at a time
 CELLS = 1 << 22
 LABEL = "fit-repair"
@@ -121,7 +119,7 @@ class FitRepair:
         :data:`KICKS` does (seeded by what was measured: a resumed job kicks as the
         uninterrupted one did)."""
         rng = np.random.default_rng([len(seen), KICKS])
-        c, m = self.descent.kick(*self.space.from_key(start), seen.keys(), rng, KICKS)
+        c, m = self.descent.kick(*self.space.from_key(start), seen.keys(), rng)
         return Proposal(choice=c, mode=m, labels=(LABEL,)) if len(c) else None
 
     def starts(self, seen: Mapping[bytes, float | None]) -> list[bytes]:

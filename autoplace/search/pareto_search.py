@@ -5,7 +5,7 @@ not sampled.
 
 1. **seeds**: HEFT's placement; the least latency over every placement where branch and
    bound proves it (:func:`~autoplace.baselines.optimum.optimum`, on small spaces:
-   :data:`EXACT_CHOICES`), once; then per objective where steepest one-op descent in the
+   :data:`EXACT_PLACEMENTS`), once; then per objective where steepest one-op descent in the
    simulator under that objective alone (:class:`~autoplace.search.descent.Descent`) ends,
    from the best measured by it (the baselines hold each unit alone and the greedy
    placement): each objective's one-op optimum, an end of the front;
@@ -71,10 +71,10 @@ SCALARISED_TRIES = 2
 EXPLORE_SHARE = 0.25
 #: random one-op moves at most before a scalarised descent
 KICK = 4
-#: branch and bound is tried for a seed on spaces of at most this many op choices (seed_te
-#: on soc: 4,096), and may simulate :data:`EXACT_WORK` op-rows (0.6 M there); on
-#: squeezenet it would give up after 5 s
-EXACT_CHOICES, EXACT_WORK = 10**6, 2e6
+#: branch and bound is tried for a seed on spaces of at most this many placements
+#: (``SearchSpace.log10_size``; seed_te on soc: 10^4.8), and may simulate :data:`EXACT_WORK`
+#: op-rows (0.6 M there); on squeezenet it would give up after 5 s
+EXACT_PLACEMENTS, EXACT_WORK = 10**6, 2e6
 
 
 class ParetoSearch(SearchStrategy):
@@ -207,8 +207,7 @@ class ParetoSearch(SearchStrategy):
         """The placement of least latency, if branch and bound proves one below the least
         measured within :data:`EXACT_WORK`, it keeps the limits and is new; else None."""
         names = [m.name for m in self.objective.plain]
-        small = np.log10(self.space.n_choices.astype(float)).sum() <= np.log10(EXACT_CHOICES)
-        if LATENCY.name not in names or not small:
+        if LATENCY.name not in names or self.space.log10_size > np.log10(EXACT_PLACEMENTS):
             return None
         j = names.index(LATENCY.name)
         best = float(self.F[_best_by(self.F, j), j])
