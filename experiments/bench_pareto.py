@@ -20,6 +20,17 @@ bundled profile but the mesh): the exact front of every placement
 (``baselines.optimum.enumerated_front``), how many of its points the job's front holds, and
 the job front's hypervolume as a share of the exact front's (reference: the exact front's
 worst plus a tenth of its span). Writes ``bench_pareto_exact.md``.
+
+    python experiments/bench_pareto.py --mesh [--models squeezenet resnet50]
+        [--meshes 4x4 8x8] [--trials 256]
+
+Mesh pipelines: per model x mesh (the bundled 4x4 ``mesh`` with rows and cols changed, and
+energy per byte read and written in its memories and moved over its links, as
+tests/mesh_search.mesh_with_energy prices them: :func:`energy_mesh`), one ``--objective
+throughput,energy`` job of ``--trials`` search trials against the throughput job of the same
+budget, every plan it reached streamed afterwards without bounding (a search for throughput
+alone leaves slower plans unstreamed). Both fronts' hypervolume to one reference point, as
+above. Writes ``bench_pareto_mesh.md``.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from autoplace.measure.limits import Limits
 from autoplace.measure.objective import ENERGY, LATENCY, objective_named
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.records.front import figures, front, hypervolume, significant
+from autoplace.records.front import figures, front, hypervolume, nondominated, significant
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.space import SearchSpace
@@ -120,6 +131,70 @@ def main_exact(trials: int, seed: int, out: Path) -> None:
     (out / "bench_pareto_exact.md").write_text("\n".join(rows) + "\n")
 
 
+def energy_mesh(rows: int, cols: int, out_dir: Path) -> Path:
+    """The bundled mesh as a ``rows`` x ``cols`` one with energy per byte (module
+    docstring): DRAM 100/120 pJ read/written, the PEs' SRAM 1/2, links 5, uplinks 20."""
+    text = Path(load_profile("mesh").source).read_text()
+    priced = {"[scopes.dram]": "read_pj_per_byte = 100.0\nwrite_pj_per_byte = 120.0",
+              "[mesh.scopes.mem]": "read_pj_per_byte = 1.0\nwrite_pj_per_byte = 2.0",
+              "[mesh.link]": "pj_per_byte = 5.0", "[mesh.uplink]": "pj_per_byte = 20.0",
+              "[mesh]": f"rows = {rows}\ncols = {cols}"}
+    text = text.replace("rows = 4\n", "").replace("cols = 4\n", "")
+    for table, keys in priced.items():
+        text = text.replace(f"{table}\n", f"{table}\n{keys}\n")
+    path = out_dir / f"mesh{rows}x{cols}_energy.toml"
+    path.write_text(text.replace('name = "mesh"', f'name = "mesh{rows}x{cols}"'))
+    return path
+
+
+def mesh_compare(model: str, rows: int, cols: int, trials: int, seed: int) -> dict:
+    """The front job against the throughput job's plans, streamed (module docstring)."""
+    from autoplace.measure.objective import THROUGHPUT
+    from autoplace.pipeline.plan_space import plan_of
+    from autoplace.pipeline.stream_measurer import StreamMeasurer
+    from autoplace.search.mesh import mesh_config, plan_space, tune_mesh
+
+    crit = (THROUGHPUT, ENERGY)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        space = plan_space(load_graph(model), load_profile(energy_mesh(rows, cols, tmp)))
+        walls, logs = [], []
+        for objective in ("throughput,energy", "throughput"):
+            t0 = time.perf_counter()
+            with TuningLog(tmp / f"{len(logs)}.jsonl") as log:
+                tune_mesh(space, log, mesh_config(trials=trials, seed=seed, objective=objective))
+            walls.append(time.perf_counter() - t0)
+            logs.append(read(tmp / f"{len(logs)}.jsonl"))
+    F_mo = figures(front(logs[0], crit), crit)
+    streamed = StreamMeasurer(space.costs).measure([plan_of(r.pipeline) for r in logs[1]])
+    F_one = np.array([[r.period_s, r.energy_j] for r in streamed if r.period_s is not None])
+    F_one = F_one[nondominated(significant(F_one))]
+    both = np.vstack([F_mo, F_one])
+    lo, hi = both.min(axis=0), both.max(axis=0)
+    ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
+    box = float(np.prod(ref - lo))
+    hv = [hypervolume(F, ref) / box * 100 for F in (F_mo, F_one)]
+    return dict(case=f"{model}/mesh{rows}x{cols}", trials=trials, n=(len(F_mo), len(F_one)),
+                hv=hv, walls=walls, measured=(len(logs[0]), len(logs[1])),
+                fastest=(1 / F_mo[:, 0].min(), 1 / F_one[:, 0].min()))
+
+
+def main_mesh(models: list[str], meshes: list[str], trials: int, seed: int, out: Path) -> None:
+    rows = ["| case | trials | front (front job) | front (throughput job, streamed) | "
+            "hv % (front job) | hv % (throughput job) | most inferences/s (front, throughput) "
+            "| wall s (front, throughput) |", "|---" * 8 + "|"]
+    for model in models:
+        for mesh in meshes:
+            r, c = (int(x) for x in mesh.split("x"))
+            m = mesh_compare(model, r, c, trials, seed)
+            rows.append(f"| {m['case']} | {m['trials']} | {m['n'][0]} | {m['n'][1]} | "
+                        f"{m['hv'][0]:.2f} | {m['hv'][1]:.2f} | {m['fastest'][0]:,.1f}, "
+                        f"{m['fastest'][1]:,.1f} | {m['walls'][0]:.1f}, {m['walls'][1]:.1f} |")
+            print(rows[-1], flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_pareto_mesh.md").write_text("\n".join(rows) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["squeezenet"])
@@ -129,10 +204,15 @@ def main() -> None:
     ap.add_argument("--out", default="experiments/results")
     ap.add_argument("--exact", action="store_true",
                     help="the enumerable cases against their exact fronts instead")
+    ap.add_argument("--mesh", action="store_true",
+                    help="mesh pipelines' fronts of throughput and energy instead")
+    ap.add_argument("--meshes", nargs="+", default=["4x4", "8x8"], metavar="RxC")
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     if args.exact:
         return main_exact(args.trials, args.seed, Path(args.out))
+    if args.mesh:
+        return main_mesh(args.models, args.meshes, args.trials, args.seed, Path(args.out))
     rows = ["| case | trials | front (search) | front (sweep) | hv % (search) | hv % (sweep) "
             "| records (search, sweep) | wall s (search, sweep) |", "|---" * 8 + "|"]
     for model in args.models:

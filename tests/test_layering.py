@@ -43,7 +43,7 @@ RANK = {
     "cli.options": 10.5, "cli.real_commands": 11,
     "cli.report_command": 11, "cli.tune_kernels_command": 11, "cli.calibrate_command": 11,
     "cli.import_command": 11, "cli.pipeline_commands": 10.8, "cli.pipeline_stages": 10.9,
-    "cli.tune_summary": 11, "cli.best_command": 11.5, "cli.main": 12, "cli.entry": 12.5,
+    "cli.tune_summary": 10.7, "cli.best_command": 11.5, "cli.main": 12, "cli.entry": 12.5,
     "__main__": 13,
 }
 

@@ -105,7 +105,8 @@ def _print_record(rec, job, args, why: str) -> None:
 def _figure(rec, criteria) -> str:
     """A record's figures of one criterion or several, in their units."""
     criteria = criteria if isinstance(criteria, tuple) else (criteria,)
-    return ", ".join(f"{c.name} {c.value(rec.result) * c.scale:.4f} {c.unit}" for c in criteria)
+    return ", ".join(f"{c.figure or c.name} {c.value(rec.result) * c.scale:.4f} {c.unit}"
+                     for c in criteria)
 
 
 def _print_front(job: list, criteria, limits) -> bool:

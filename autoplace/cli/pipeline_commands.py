@@ -11,6 +11,7 @@ from pathlib import Path
 def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
     from autoplace.cli.options import input_shapes_arg, positive_int, positive_seconds, seed_arg
+    from autoplace.measure.objective import PLAN_FRONT, THROUGHPUT
     from autoplace.search.pipeline_moves import RANKINGS
 
     p = sub.add_parser("pipeline",
@@ -25,6 +26,11 @@ def register(sub) -> None:
                    help="candidates measured by their streams, the DP's plan first (default 1: "
                         "the DP's plan only); the best is printed, written and drawn")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the search")
+    p.add_argument("--objective", choices=(THROUGHPUT.name, ",".join(PLAN_FRONT)),
+                   default=THROUGHPUT.name,
+                   help="search the highest throughput (default), or the front of throughput "
+                        "and energy per inference (docs/pareto.md); the front's knee is "
+                        "printed, written and drawn")
     p.add_argument("--cost-model", choices=RANKINGS, default="xgb",
                    help="what picks each trial among 8 moves: XGBoost on the stream's "
                         "slowdown over the analytic period (default), the analytic period, "
@@ -67,11 +73,13 @@ def plan_args(p) -> None:
 
 
 def planned(model: str, hw: str, input_shapes=None, *, pes: int | None = None,
-            max_split: int | None = None, plan: str | None = None, log: str | None = None):
+            max_split: int | None = None, plan: str | None = None, log: str | None = None,
+            pick: dict | None = None):
     """(profile, space, seconds): the plan space of ``model`` on ``pes`` PEs (default: all)
     of ``hw``'s mesh, its start plans the DP's (the best first,
-    :func:`~autoplace.pipeline.best_pipelines`), the manifest ``plan``'s, or the best of the
-    pipeline log ``log``."""
+    :func:`~autoplace.pipeline.best_pipelines`), the manifest ``plan``'s, or the one of the
+    pipeline log ``log`` that ``pick`` chooses (:func:`~autoplace.pipeline.log.best_plan`'s
+    ``how``, ``criteria`` and ``limits``; default: the best by throughput)."""
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
     from autoplace.pipeline import best_pipelines
@@ -81,7 +89,7 @@ def planned(model: str, hw: str, input_shapes=None, *, pes: int | None = None,
     graph, profile = load_graph(model, input_shapes), load_profile(hw)
     t0 = time.perf_counter()
     costs, pes = mesh_costs(graph, profile, pes=pes, max_split=max_split)
-    starts = [_given_plan(costs, profile, plan, log)] if plan or log else \
+    starts = [_given_plan(costs, profile, plan, log, pick or {})] if plan or log else \
         best_pipelines(costs, pes)
     if not starts:
         raise ValueError(_no_fit(costs, pes, f"{graph.name} does not fit {pes} PEs of "
@@ -89,15 +97,15 @@ def planned(model: str, hw: str, input_shapes=None, *, pes: int | None = None,
     return profile, PlanSpace(costs, profile, pes, starts), time.perf_counter() - t0
 
 
-def _given_plan(costs, profile, manifest: str | None, log: str | None):
-    """The plan of a manifest, or the best of a pipeline log."""
+def _given_plan(costs, profile, manifest: str | None, log: str | None, pick: dict):
+    """The plan of a manifest, or the one of a pipeline log ``pick`` chooses."""
     if manifest:
         from autoplace.pipeline.manifest import read_manifest
 
         return read_manifest(manifest, costs)
     from autoplace.pipeline.log import best_plan
 
-    return best_plan(log, costs, profile.hash)[0]
+    return best_plan(log, costs, profile.hash, **pick)[0]
 
 
 def cmd_pipeline(args) -> int:
@@ -173,7 +181,9 @@ def _search(space, args, *, trials: int, asked: int, log: str | None):
     from autoplace.search.mesh import mesh_config, tune_mesh
 
     _refuse_another_jobs_log(log, space)
-    config = mesh_config(trials=trials, seed=args.seed, cost_model=args.cost_model,
+    front = "," in args.objective  # (the front's moves rank by the stage model alone)
+    config = mesh_config(trials=trials, seed=args.seed, objective=args.objective,
+                         **({} if front else {"cost_model": args.cost_model}),
                          storage=args.storage, study_name=args.study, resume=True,
                          worker=args.worker, grace_s=args.grace)
     with tempfile.TemporaryDirectory(prefix="autoplace-pipeline-") as scratch:
@@ -188,7 +198,7 @@ def _search(space, args, *, trials: int, asked: int, log: str | None):
         raise KeyboardInterrupt
     return _report_search(space, result, worker=args.worker, asked=asked,
                           short=trials - (result.resumed + result.measured
-                                          - len(result.baselines)))
+                                          - len(result.baselines)), objective=config.goal)
 
 
 def _refuse_another_jobs_log(log: str | None, space) -> None:
@@ -208,8 +218,8 @@ def _refuse_another_jobs_log(log: str | None, space) -> None:
                          f"{space.graph.name} on {space.profile.name}; give another --log")
 
 
-def _report_search(space, result, *, worker: bool, asked: int, short: int):
-    """Print what the search measured and found; the best plan."""
+def _report_search(space, result, *, worker: bool, asked: int, short: int, objective):
+    """Print what the search measured and found; the best plan (of a front, its knee)."""
     statuses = [r.pipeline["status"] for r in result.records]
     counts = {s: statuses.count(s) for s in ("ok", "bounded", "no-fit")}
     again = f"; {result.resumed} known from the log or study, not measured again" \
@@ -223,6 +233,8 @@ def _report_search(space, result, *, worker: bool, asked: int, short: int):
     if not worker and short > 0:
         print(f"  stopped short of the {asked} trials asked: every plan the moves reach from "
               "the measured plans is measured (the moves reach no other plan of this mesh)")
+    if result.front:
+        return _report_front(space, result, objective)
     from autoplace.pipeline.plan_space import dp_reference, reference_text
 
     ref = dp_reference((r.strategy, r.trial, 1 / r.result.period_s if r.result.period_s
@@ -234,6 +246,17 @@ def _report_search(space, result, *, worker: bool, asked: int, short: int):
           f"{result.best.trial} ({result.best.strategy}), {best:,.1f} ({best / ref[2]:.3f}x)")
     if plan != space.starts[0]:
         print_plan(plan, space.costs, what="the tuned plan")
+    return plan
+
+
+def _report_front(space, result, objective):
+    """Print the front a search of throughput and energy found; its knee's plan."""
+    from autoplace.cli.tune_summary import print_front
+    from autoplace.records.front import figures, knee
+
+    print_front(result.front, objective.criteria, result.resumed + result.measured)
+    plan = _plan(space, result.front[knee(figures(result.front, objective.criteria))])
+    print_plan(plan, space.costs, what="the knee's plan")
     return plan
 
 
@@ -307,11 +330,13 @@ def _print_naive(plan, costs) -> None:
 
 # -- compile and run -------------------------------------------------------------------
 def is_pipeline_job(args) -> bool:
-    """``tune`` and ``compile`` for ``--objective throughput`` on a mesh profile search and
-    build a pipeline."""
+    """``tune`` and ``compile`` for ``--objective throughput`` (``tune``: or
+    ``throughput,energy``) on a mesh profile search and build a pipeline."""
     from autoplace.hardware.load import load_profile
+    from autoplace.measure.objective import THROUGHPUT
 
-    return args.objective == "throughput" and load_profile(args.hw).mesh is not None
+    return THROUGHPUT.name in args.objective.split(",") and \
+        load_profile(args.hw).mesh is not None
 
 
 #: ``tune``'s options (TuneConfig's fields) a pipeline search has no other value of: it
@@ -342,22 +367,25 @@ def tune_pipeline(args) -> int:
     """``tune --objective throughput`` on a mesh: the pipeline search of ``autoplace
     pipeline`` from the DP's plans (the baselines) and ``--trials`` more, with tune's seed,
     log, storage, study, cost model and workers."""
+    from autoplace.cli.options import limits_of
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_graph
 
     given = _placement_options(args)
+    given += [limits.text()] if (limits := limits_of(args)) else []
     if given:
         raise ValueError(f"tune --objective throughput on a mesh searches pipelines "
                          f"(docs/pipeline.md): {', '.join(given)} only go with a placement "
                          "search")
     graph, profile = load_graph(args.model, args.input_shapes), load_profile(args.hw)
     log = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
-    print(f"tuning {graph.name} on {profile.name} for throughput: a pipeline over the "
-          f"mesh's PEs (stages, PEs per stage, splits), log {log}")
+    print(f"tuning {graph.name} on {profile.name} for {args.objective}: a pipeline over "
+          f"the mesh's PEs (stages, PEs per stage, splits), log {log}")
     _check_search_options(log, args.storage, args.worker)
     profile, space, secs = planned(args.model, args.hw, args.input_shapes)
     _print_planned(space, profile, secs)
     _search(space, args, trials=args.trials, asked=args.trials, log=log)
+    pick = " --pick knee" if "," in args.objective else ""  # (a front: its knee)
     print(f"next: autoplace compile {args.model} --hw {args.hw} --objective throughput "
-          f"--log {log} -o piped/")
+          f"--log {log}{pick} -o piped/")
     return 0

@@ -7,7 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from autoplace.cli.options import limits_of
 from autoplace.cli.pipeline_commands import planned, print_plan
+from autoplace.measure.objective import THROUGHPUT
 
 MANIFEST = "manifest.json"
 #: inferences ``run`` streams through a pipeline at most (each output is kept, to check it)
@@ -25,8 +27,14 @@ def compile_pipeline(args) -> int:
     from autoplace.models import load_module_for
     from autoplace.pipeline.manifest import write_manifest
 
+    pick = {"how": args.pick or THROUGHPUT.name, "criteria": args.criteria,
+            "limits": limits_of(args)}
+    if (args.pick or args.criteria or pick["limits"]) and not args.log:
+        raise ValueError("compile: --pick, --criteria and the limits choose a plan of --log "
+                         "LOG (without it the DP's plan is built)")
     profile, space, _ = planned(args.model, args.hw, args.input_shapes, pes=args.pes,
-                                max_split=args.max_split, plan=args.plan, log=args.log)
+                                max_split=args.max_split, plan=args.plan, log=args.log,
+                                pick=pick)
     graph, costs, plans = space.graph, space.costs, space.starts
     plan = plans[0]
     mod = load_module_for(args.model, graph, args.input_shapes)

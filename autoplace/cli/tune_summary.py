@@ -74,10 +74,10 @@ def print_front(points, criteria, of: int, note: str = "") -> None:
     marks = [[] for _ in points]
     marks[knee(F)].append("knee")
     for j, c in enumerate(criteria):
-        marks[int(np.argmin(F[:, j]))].append(f"least {c.name}")
+        marks[int(np.argmin(F[:, j]))].append(c.best_text)
     print(f"{points[0].graph} on {points[0].profile} ({points[0].measurer}): the front of "
           f"{len(points)} of {of} records over {', '.join(c.name for c in criteria)}{note}")
-    rows = [("trial", "strategy", *(f"{c.name} {c.unit}" for c in criteria), "")]
+    rows = [("trial", "strategy", *(c.heading for c in criteria), "")]
     rows += [(str(r.trial), r.strategy, *(f"{v * c.scale:.4f}" for v, c in zip(f, criteria)),
               ", ".join(m)) for r, f, m in zip(points, F, marks)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

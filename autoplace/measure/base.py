@@ -136,7 +136,8 @@ class Measurer(ABC):
 
     def set_incumbent(self, value_s: float | None) -> None:  # noqa: B027 - optional hook
         """The least seconds per inference (of the job's objective) measured so far, told
-        before each batch (None: none yet): a measurer may report a candidate whose bound
+        before each batch of a job of one objective (None: none yet; a job of several is
+        judged on a front, never by one figure): a measurer may report a candidate whose bound
         shows it cannot beat it without measuring it in full (the stream measurer of mesh
         plans does). Default: ignored."""
 

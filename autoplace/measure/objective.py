@@ -38,6 +38,8 @@ class Criterion:
     #: how it is printed: the unit, and the factor from the field's unit to it
     unit: str = "ms"
     scale: float = 1e3
+    #: what its printed figure is, where that is not its name (a throughput's: the period)
+    figure: str | None = None
 
     def value(self, result: MeasureResult) -> float | None:
         """The result's figure; None where it failed or has none."""
@@ -47,6 +49,16 @@ class Criterion:
     def target(self) -> str:
         """What its figure is (a cost model of it predicts that: the same within limits)."""
         return self.name
+
+    @property
+    def heading(self) -> str:
+        """A column of its printed figures: what they are and their unit."""
+        return f"{self.figure or self.name} {self.unit}"
+
+    @property
+    def best_text(self) -> str:
+        """How the record best by it is marked ("least latency", "most throughput")."""
+        return f"least {self.name}" if self.figure is None else f"most {self.name}"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -120,7 +132,7 @@ class Throughput(Objective):
     """The period of a stream of inputs (1 / inferences per second); a placement whose
     double-buffered stream does not fit has none."""
 
-    name, field = "throughput", "period_s"
+    name, field, figure = "throughput", "period_s", "period"
 
     def simulated(self, out: BatchOutput) -> np.ndarray:
         return out.period
@@ -272,12 +284,14 @@ CRITERIA: dict[str, Criterion] = {c.name: c for c in (LATENCY, THROUGHPUT, ENERG
 
 #: what a job can search for beside others (``--objective latency,energy,peak_memory``)
 PER_OP: dict[str, Objective] = {o.name: o for o in (LATENCY, ENERGY, PEAK_MEMORY)}
+#: the objectives of a front of a mesh's pipeline plans (``--objective throughput,energy``)
+PLAN_FRONT = (THROUGHPUT.name, ENERGY.name)
 
 
 def objective_named(name: str) -> Objective:
-    """The objective ``name`` names: one of :data:`OBJECTIVES`, or two or three of
-    :data:`PER_OP` separated by commas (:class:`Objectives`); ValueError in one line
-    naming the choices otherwise."""
+    """The objective ``name`` names: one of :data:`OBJECTIVES`, two or three of
+    :data:`PER_OP` separated by commas, or :data:`PLAN_FRONT`'s two (:class:`Objectives`);
+    ValueError in one line naming the choices otherwise."""
     if "," not in name:
         try:
             return OBJECTIVES[name]
@@ -286,9 +300,12 @@ def objective_named(name: str) -> Objective:
                              f"{','.join(PER_OP)}, got {name!r}") from None
     names = [n.strip() for n in name.split(",")]
     if THROUGHPUT.name in names:
-        raise ValueError(f"objective {name!r}: throughput (a stream's period) is searched "
-                         "alone (on a mesh: a pipeline search), not beside "
-                         f"{', '.join(PER_OP)}")
+        if sorted(names) != sorted(PLAN_FRONT):
+            raise ValueError(f"objective {name!r}: throughput (a stream's period) is searched "
+                             f"alone, or beside energy over a mesh's pipeline plans "
+                             f"({','.join(PLAN_FRONT)}), not beside {PEAK_MEMORY.name} or "
+                             "itself")
+        return Objectives(tuple(CRITERIA[n] for n in names))
     bad = [n for n in names if n not in PER_OP]
     if bad or len(set(names)) != len(names):
         why = f"no objective {bad[0]!r}" if bad else "an objective named twice"

@@ -5,8 +5,8 @@ plan (:mod:`autoplace.pipeline.plan_space` says what they hold), one per trial.
 ``move`` and ``throughput``) by the tuning log's rules
 (:func:`autoplace.records.tuning_log.parse_lines`), for the reports and the pandas frame; logs
 of ``kind: pipeline-trial`` lines (before the records) are still read there.
-:func:`best_plan` reads back the best plan for a graph and mesh (the tuning log's
-:func:`~autoplace.records.tuning_log.best` by throughput), which ``autoplace compile
+:func:`best_plan` reads back the best plan for a graph and mesh (by throughput, or as
+``--pick`` chooses: :func:`autoplace.records.front.pick`), which ``autoplace compile
 --objective throughput --log`` builds.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autoplace.measure.limits import Limits
 from autoplace.measure.objective import THROUGHPUT
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.plan import PipelinePlan, check_covers
@@ -21,7 +22,6 @@ from autoplace.pipeline.plan_space import STATUSES, plan_of
 from autoplace.records.tuning_log import (
     Record,
     RecordError,
-    best,
     parse_lines,
     read,
     strict_json,
@@ -76,13 +76,18 @@ def trial_fields(d: dict) -> dict:
     return line
 
 
-def best_plan(path: str | Path, costs: StageCosts, profile_hash: str) -> tuple[PipelinePlan,
-                                                                                Record]:
-    """The plan of the highest-throughput trial of ``path`` for this graph and mesh, with
-    its record; TrialLogError if it has none."""
-    plans = [r for r in read(path) if r.pipeline is not None]
-    top = best(plans, graph_fp=costs.graph.fingerprint, profile_hash=profile_hash,
-               objective=THROUGHPUT)
+def best_plan(path: str | Path, costs: StageCosts, profile_hash: str, *,
+              how: str = THROUGHPUT.name, criteria: str | None = None,
+              limits: Limits | None = None) -> tuple[PipelinePlan, Record]:
+    """The plan of the trial of ``path`` for this graph and mesh that ``how`` picks among
+    those ``limits`` admits (:func:`autoplace.records.front.pick`: by default the highest
+    throughput; ``knee``: the knee of the front over ``criteria``, by default the job's
+    objectives), with its record; TrialLogError if it has none."""
+    from autoplace.records.front import criteria_of, pick
+
+    plans = [r for r in read(path) if r.pipeline is not None
+             and r.graph_fp == costs.graph.fingerprint and r.profile_hash == profile_hash]
+    top = pick(plans, how, criteria_of(plans, criteria), limits)
     if top is None:
         raise TrialLogError(f"{path}: no fitting pipeline trial of graph {costs.graph.name} "
                             f"({costs.graph.fingerprint}) on this mesh (hash {profile_hash})")

@@ -8,9 +8,11 @@ its ``latency_s`` one inference's analytic latency through one copy, its ``energ
 joules per inference at the streamed period (:func:`autoplace.pipeline.energy.plan_energy`,
 0 without the profile's energy terms); a plan that does not
 fit its PEs' memory is an ``out_of_memory`` failure that keeps its latency. A stream is
-never faster than the analytic period (the busiest resource's work per inference), so a
-plan whose analytic throughput is not above the job's best streamed one is not streamed
-(it is *bounded*: a result without a period, or energy).
+never faster than the analytic period (the busiest resource's work per inference), so once
+the job has told it its best (:meth:`StreamMeasurer.set_incumbent`: a job for throughput
+alone does, one for throughput and energy does not), a plan whose analytic throughput is
+not above the best streamed one is not streamed (it is *bounded*: a result without a
+period, or energy).
 """
 
 from __future__ import annotations
@@ -58,9 +60,12 @@ class StreamMeasurer(Measurer):
     def __init__(self, costs: StageCosts):
         self.costs = costs
         self.best: float | None = None  # the highest throughput known to the job
+        self.bounding = False  # whether plans that cannot beat it are bounded (once told)
 
     def set_incumbent(self, value_s: float | None) -> None:
-        """The job's best seconds per inference: plans that cannot beat it are bounded."""
+        """The job's best seconds per inference (None: none yet): from then on, plans that
+        cannot beat the best known are bounded."""
+        self.bounding = True
         if value_s is not None and value_s > 0:
             self._beaten(1.0 / value_s)
 
@@ -73,7 +78,7 @@ class StreamMeasurer(Measurer):
 
     def _one(self, plan: PipelinePlan) -> MeasureResult:
         # a plan whose bound ties the best's (but for rounding) cannot beat it either
-        above = self.best * (1 + TIE) if self.best is not None else None
+        above = self.best * (1 + TIE) if self.bounding and self.best is not None else None
         f = evaluate(plan, self.costs)
         status, period, _, throughput = _measured(plan, self.costs, f, above)
         latency = f.latency_s if math.isfinite(f.latency_s) else None
@@ -85,5 +90,13 @@ class StreamMeasurer(Measurer):
         if status == "bounded":
             return MeasureResult(latency_s=latency)
         self._beaten(throughput)
-        return MeasureResult(latency_s=latency, period_s=period / plan.replicas,
-                             energy_j=plan_energy(plan, self.costs, period))
+        period_s, energy_j = plan_figures(plan, self.costs, period)
+        return MeasureResult(latency_s=latency, period_s=period_s, energy_j=energy_j)
+
+
+def plan_figures(plan: PipelinePlan, costs: StageCosts,
+                 copy_period_s: float) -> tuple[float, float]:
+    """``(seconds per inference over every copy, joules per inference)`` of ``plan`` when
+    one copy runs an inference every ``copy_period_s``: a measured plan's ``period_s`` and
+    ``energy_j`` at its streamed period, its bound at the analytic one."""
+    return copy_period_s / plan.replicas, plan_energy(plan, costs, copy_period_s)

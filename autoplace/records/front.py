@@ -8,7 +8,9 @@ memory, a stream's period: :data:`~autoplace.measure.objective.CRITERIA`) and be
 :func:`pick` chooses one: the best by one criterion, or the front's *knee* (:func:`knee`).
 :func:`hypervolume` measures a front: the volume it dominates up to a reference point
 (moocore's). The dominance test and the volume are moocore's (``is_nondominated``,
-``hypervolume``), imported when first used.
+``hypervolume``), imported when first used. The searches of a front rank candidates
+against the one they have with :func:`weakly_dominated`, :func:`ranks` (non-dominated
+sorting) and :func:`contributions` (the hypervolume each adds).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from autoplace.records.tuning_log import best
 KNEE = "knee"
 __all__ = ["KNEE", "Limits", "parse_bytes", "criteria_named", "criteria_of", "figures",
            "significant",
-           "nondominated", "front", "knee", "pick", "hypervolume"]
+           "nondominated", "front", "knee", "pick", "hypervolume", "weakly_dominated", "ranks",
+           "contributions"]
 
 
 def criteria_named(names: Iterable[str]) -> tuple[Criterion, ...]:
@@ -134,3 +137,39 @@ def hypervolume(F: np.ndarray, reference: Sequence[float]) -> float:
     ref = np.asarray(reference, dtype=np.float64)
     inside = F[(F < ref).all(axis=1)] if len(F) else F
     return float(moocore.hypervolume(inside, ref=ref)) if len(inside) else 0.0
+
+
+def weakly_dominated(F: np.ndarray, front: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Per row of ``F``, whether a row of ``front`` is no worse in every figure (``chunk``
+    rows of ``F`` at a time)."""
+    if not len(front) or not len(F):
+        return np.zeros(len(F), dtype=bool)
+    if F.shape[1] == 2:  # the front sorted by the first figure, the least second so far
+        order = np.lexsort((front[:, 1], front[:, 0]))
+        least = np.minimum.accumulate(front[order, 1])
+        j = np.searchsorted(front[order, 0], F[:, 0], side="right")  # first figures <= F's
+        return (j > 0) & (least[np.maximum(j - 1, 0)] <= F[:, 1])
+    return np.concatenate([(front[None, :, :] <= F[i:i + chunk, None, :]).all(axis=2)
+                           .any(axis=1) for i in range(0, len(F), chunk)])
+
+
+def ranks(F: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """Each candidate's non-dominated rank among the front and the candidates (0: no
+    other dominates it)."""
+    import moocore
+
+    return moocore.pareto_rank(np.vstack([front, F]))[len(front):]
+
+
+def contributions(F: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """The hypervolume each candidate adds to the front alone, each figure scaled to [0, 1]
+    over both, to a reference point past the worst by a tenth of that."""
+    import moocore
+
+    both = np.vstack([front, F])
+    lo, hi = both.min(axis=0), both.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    scaled_front, ref = (front - lo) / span, np.full(F.shape[1], 1.1)
+    base = moocore.hypervolume(scaled_front, ref=ref) if len(front) else 0.0
+    return np.array([moocore.hypervolume(np.vstack([scaled_front, (f - lo) / span]), ref=ref)
+                     - base for f in F])

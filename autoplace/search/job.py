@@ -14,6 +14,7 @@ from pathlib import Path
 import optuna
 
 from autoplace.measure.base import Measurer
+from autoplace.measure.objective import PLAN_FRONT, THROUGHPUT
 from autoplace.pipeline.plan_space import PlanSpace
 from autoplace.records.front import front
 from autoplace.records.tuning_log import MODEL_STATS, TuningLog, best, side_file
@@ -55,10 +56,7 @@ def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
         check_given(config, strategy)
     if config.save_model is not None:  # before the job, not after it
         _check_writable(config.save_model, "save_model")
-    if isinstance(space, PlanSpace) and (config.descent or config.objective != "throughput"
-                                         or config.limits):
-        raise ValueError("a plan space is tuned for throughput, without descent or limits: "
-                         "autoplace.search.mesh.mesh_config")
+    _check_objective(space, config)
     if unknown := config.limits.unknown_scopes(space.profile.scope_index):
         raise ValueError(f"--max-memory: profile {space.profile.name} has no scope "
                          f"{', '.join(map(repr, unknown))} (its scopes: "
@@ -107,6 +105,20 @@ def _check_writable(path: str, what: str) -> None:
         raise ValueError(f"{what} {path}: a directory")
     if not os.access(parent, os.W_OK):
         raise ValueError(f"{what} {path}: directory {parent} is not writable")
+
+
+def _check_objective(space: SearchSpace | PlanSpace, config: TuneConfig) -> None:
+    """ValueError unless a plan space is tuned for throughput (or throughput and energy),
+    without descent or limits, and a space of placements not for throughput and energy."""
+    names = {c.name for c in config.goal.criteria}
+    if isinstance(space, PlanSpace) and (config.descent or config.limits or names not in (
+            {THROUGHPUT.name}, set(PLAN_FRONT))):
+        raise ValueError(f"a plan space is tuned for throughput (or {','.join(PLAN_FRONT)}), "
+                         "without descent or limits: autoplace.search.mesh.mesh_config")
+    if isinstance(space, SearchSpace) and len(names) > 1 and THROUGHPUT.name in names:
+        raise ValueError(f"objective {config.objective!r}: a front of throughput and energy "
+                         "is searched over a mesh's pipeline plans (a profile with [mesh]), "
+                         "not over per-op placements")
 
 
 def make_tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,

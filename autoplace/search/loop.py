@@ -267,7 +267,8 @@ class Tuner:
         if not placements:
             return [], None
         t0 = time.perf_counter()
-        self.measurer.set_incumbent(self.best_s)
+        if not self.config.multi:  # (a front's plans are not bounded by one figure)
+            self.measurer.set_incumbent(self.best_s)
         try:
             return self.measurer.measure_encoded(choice, mode, placements), None
         except MeasurementStopped as exc:

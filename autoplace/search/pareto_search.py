@@ -51,7 +51,13 @@ import numpy as np
 from autoplace.baselines.optimum import optimum
 from autoplace.measure.batch import fitting, simulate_batch
 from autoplace.measure.objective import LATENCY, Objectives
-from autoplace.records.front import nondominated, significant
+from autoplace.records.front import (
+    contributions,
+    nondominated,
+    ranks,
+    significant,
+    weakly_dominated,
+)
 from autoplace.search.descent import (
     CHUNK,
     MAX_STEPS,
@@ -227,9 +233,9 @@ class ParetoSearch(SearchStrategy):
         moves, F, better = self._candidates(points, taken)
         rows = []
         if len(F):
-            rank = _ranks(F, self.F[points])
+            rank = ranks(F, self.F[points])
             gain = np.zeros(len(F))
-            gain[rank == 0] = _contributions(F[rank == 0], self.F[points])
+            gain[rank == 0] = contributions(F[rank == 0], self.F[points])
             want = max(min(n, int(better.sum())), n - leave)
             for i in np.lexsort((-gain, rank, ~better)).tolist():
                 if len(rows) == want:
@@ -251,7 +257,7 @@ class ParetoSearch(SearchStrategy):
         ops, vals, keys, F, ok = (np.concatenate([x[i] for x in parts])
                                   if parts else np.zeros((0, self.k)) for i in range(1, 6))
         rows, seen = [], set()
-        for i in np.flatnonzero(ok.astype(bool) & ~_weakly_dominated(F, front_F)).tolist():
+        for i in np.flatnonzero(ok.astype(bool) & ~weakly_dominated(F, front_F)).tolist():
             if keys[i] not in self.measured and keys[i] not in taken and keys[i] not in seen:
                 seen.add(keys[i])
                 rows.append(i)
@@ -303,7 +309,7 @@ class ParetoSearch(SearchStrategy):
             choice, mode = kicked(self.space, *self.space.from_key(start), rng, KICK)
             F, ok = self.simulate(choice[None, :], mode[None, :])
             label = "kick"
-            if not ok[0] or _weakly_dominated(F, self.F[points])[0]:
+            if not ok[0] or weakly_dominated(F, self.F[points])[0]:
                 descent = Descent(self.space, predict=lambda c, m, w=w:
                                   self._weighted(c, m, w, lo, span))
                 choice, mode = descent.descend(choice, mode, self._weighted(
@@ -351,42 +357,6 @@ def _best_by(F: np.ndarray, j: int) -> int:
     """The row least by column ``j``, of equals the least by the other columns in order."""
     others = [F[:, i] for i in range(F.shape[1]) if i != j]
     return int(np.lexsort([*others[::-1], F[:, j]])[0])
-
-
-def _weakly_dominated(F: np.ndarray, front: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """Per row of ``F``, whether a row of ``front`` is no worse in every figure (``chunk``
-    rows of ``F`` at a time)."""
-    if not len(front) or not len(F):
-        return np.zeros(len(F), dtype=bool)
-    if F.shape[1] == 2:  # the front sorted by the first figure, the least second so far
-        order = np.lexsort((front[:, 1], front[:, 0]))
-        least = np.minimum.accumulate(front[order, 1])
-        j = np.searchsorted(front[order, 0], F[:, 0], side="right")  # first figures <= F's
-        return (j > 0) & (least[np.maximum(j - 1, 0)] <= F[:, 1])
-    return np.concatenate([(front[None, :, :] <= F[i:i + chunk, None, :]).all(axis=2)
-                           .any(axis=1) for i in range(0, len(F), chunk)])
-
-
-def _ranks(F: np.ndarray, front: np.ndarray) -> np.ndarray:
-    """Each candidate's non-dominated rank among the front and the candidates (0: no
-    other dominates it)."""
-    import moocore
-
-    return moocore.pareto_rank(np.vstack([front, F]))[len(front):]
-
-
-def _contributions(F: np.ndarray, front: np.ndarray) -> np.ndarray:
-    """The hypervolume each candidate adds to the front alone, each figure scaled to [0, 1]
-    over both, to a reference point past the worst by a tenth of that."""
-    import moocore
-
-    both = np.vstack([front, F])
-    lo, hi = both.min(axis=0), both.max(axis=0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    scaled_front, ref = (front - lo) / span, np.full(F.shape[1], 1.1)
-    base = moocore.hypervolume(scaled_front, ref=ref) if len(front) else 0.0
-    return np.array([moocore.hypervolume(np.vstack([scaled_front, (f - lo) / span]), ref=ref)
-                     - base for f in F])
 
 
 def _proposal(choice, mode, labels: tuple[str, ...], space: SearchSpace) -> Proposal:

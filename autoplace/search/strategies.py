@@ -17,6 +17,7 @@ from autoplace.search.guided_proposer import GuidedProposer, make_model
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
 from autoplace.search.params import TrialParams
 from autoplace.search.pareto_search import ParetoSearch
+from autoplace.search.pipeline_front import PipelineFront
 from autoplace.search.pipeline_moves import PipelineMoves
 from autoplace.search.strategy import SearchStrategy
 from autoplace.search.warm_start import WarmStart, load_rows, split_paths
@@ -96,9 +97,11 @@ def make_strategy(space: SearchSpace | PlanSpace, study: optuna.Study, config: T
                   warm: WarmStart | None = None,
                   stats_path: str | Path | None = None) -> SearchStrategy:
     """The strategy ``config.sampler`` names, with its cost model (and warm-start rows);
-    in a plan space, the pipeline moves ranked by ``config.cost_model``."""
+    in a plan space, the pipeline moves ranked by ``config.cost_model`` (for throughput and
+    energy, their front's moves)."""
     if isinstance(space, PlanSpace):
-        return PipelineMoves(space, seed=config.seed, ranking=config.cost_model)
+        return PipelineFront(space, config.goal, seed=config.seed) if config.multi else \
+            PipelineMoves(space, seed=config.seed, ranking=config.cost_model)
     if config.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
     if config.multi:  # several objectives: their front (config allows evolve alone)

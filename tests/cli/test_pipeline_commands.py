@@ -363,3 +363,38 @@ def test_one_throughput_of_a_plan_of_two_copies_in_pipeline_best_and_report(tmp_
     r = cli("report", log, "--out", tmp_path / "rep")
     assert r.returncode == 0, r.stderr
     assert streamed in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_tune_for_throughput_and_energy_on_a_mesh_prints_the_front_and_its_knee(tmp_path):
+    """``tune --objective throughput,energy`` on a mesh searches the front of pipeline plans:
+    it prints the front (the fastest marked "most throughput"), the knee's plan, and
+    ``compile --pick knee`` as the next step; the front is the log's (``best --pareto``).
+    Limits, a profile without a mesh and ``--pick`` without a log are one-line errors."""
+    from mesh_search import mesh_with_energy
+
+    from autoplace.measure.objective import objective_named
+    from autoplace.records.front import front
+    from autoplace.records.tuning_log import read
+
+    hw, log = mesh_with_energy(tmp_path), tmp_path / "f.jsonl"
+    t = cli("tune", "squeezenet", "--hw", hw, "--objective", "throughput,energy", "--trials",
+            30, "--log", log, "--no-progress")
+    assert t.returncode == 0, t.stderr
+    points = front(read(log), objective_named("throughput,energy").criteria)
+    assert len(points) >= 2
+    head = f"the front of {len(points)} of 32 records over throughput, energy"
+    assert head in t.stdout and "period ms  energy mJ" in t.stdout
+    rows = [line.split() for line in t.stdout.splitlines() if re.match(r"\s+\d+\s+\w", line)]
+    assert [int(r[0]) for r in rows] == [p.trial for p in points]
+    assert "most throughput" in " ".join(rows[0]) and "least energy" in " ".join(rows[-1])
+    assert "the knee's plan:" in t.stdout and f"--log {log} --pick knee -o piped/" in t.stdout
+    assert head in cli("best", log, "--pareto").stdout
+    for args, named in ((("--hw", "soc"), "over a mesh's pipeline plans"),
+                        (("--hw", hw, "--max-energy", "0.002"), "--max-energy 0.002 only go "
+                                                                 "with a placement search")):
+        assert_one_line_error(cli("tune", "squeezenet", "--objective", "throughput,energy",
+                                  "--log", tmp_path / "x.jsonl", *args), named)
+        assert not (tmp_path / "x.jsonl").exists()
+    assert_one_line_error(cli("compile", "squeezenet", "--hw", hw, "--objective", "throughput",
+                              "--pick", "knee", "-o", tmp_path / "piped"),
+                          "--pick, --criteria and the limits choose a plan of --log")

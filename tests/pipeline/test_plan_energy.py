@@ -5,11 +5,10 @@ the log's records, and nothing to compute where the profile gives no energy term
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 import pytest
-from mesh_search import line_of
+from mesh_search import line_of, mesh_with_energy
 from test_dp import chain, machine
 
 from autoplace.graph import Edge, Op, OpGraph
@@ -126,20 +125,6 @@ def test_a_cut_through_the_shared_memory_costs_its_write_and_read_there(tmp_path
     over_link, spilled = (plan_energy(p, costs, 1e-3) for p in (plan(), plan(spilled=(1,))))
     assert spilled - over_link == pytest.approx(
         1000 * ((1 + 20 + 120) + (100 + 20 + 2) - (1 + 5 + 2)) * PJ, rel=1e-9)
-
-
-def mesh_with_energy(tmp_path: Path) -> Path:
-    """The bundled mesh with its DRAM at 100/120 pJ per byte read/written, its PEs' SRAM
-    at 1/2, links at 5 and uplinks at 20 pJ per byte (its units' power as bundled)."""
-    text = Path(load_profile("mesh").source).read_text()
-    text = re.sub(r"(\[scopes\.dram\]\n)", r"\1read_pj_per_byte = 100.0\n"
-                  r"write_pj_per_byte = 120.0\n", text)
-    text = re.sub(r"(\[mesh\.scopes\.mem\]\n)", r"\1read_pj_per_byte = 1.0\n"
-                  r"write_pj_per_byte = 2.0\n", text)
-    text = text.replace("[mesh.link]\n", "[mesh.link]\npj_per_byte = 5.0\n")
-    text = text.replace("[mesh.uplink]\n", "[mesh.uplink]\npj_per_byte = 20.0\n")
-    (tmp_path / "mesh_energy.toml").write_text(text)
-    return tmp_path / "mesh_energy.toml"
 
 
 def test_resnet50s_weights_that_must_stream_cost_more_than_held(tmp_path):

@@ -333,14 +333,14 @@ def test_two_workers_search_one_front(tmp_path):
 def test_the_two_figure_dominance_test_is_the_general_one():
     """The sorted sweep for two figures gives what comparing every pair gives (with
     ties: figures drawn from a few values)."""
-    from autoplace.search.pareto_search import _weakly_dominated
+    from autoplace.records.front import weakly_dominated
 
     rng = np.random.default_rng(0)
     F, front = rng.integers(0, 6, (400, 2)).astype(float), rng.integers(1, 6, (9, 2))
     pad = np.zeros((len(F), 1))  # a third figure all equal: the general path
-    assert _weakly_dominated(F, front.astype(float)).tolist() == \
-        _weakly_dominated(np.hstack([F, pad]), np.hstack([front, pad[:9]])).tolist()
-    assert 0 < _weakly_dominated(F, front.astype(float)).sum() < 400
+    assert weakly_dominated(F, front.astype(float)).tolist() == \
+        weakly_dominated(np.hstack([F, pad]), np.hstack([front, pad[:9]])).tolist()
+    assert 0 < weakly_dominated(F, front.astype(float)).sum() < 400
 
 
 @pytest.mark.parametrize("hw, seeded", [("soc", True), ("npu", False), ("host", False),

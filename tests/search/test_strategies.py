@@ -78,10 +78,13 @@ def per_op_case(cfg: dict) -> Case:
                 cfg["sampler"] == "evolve", cfg["sampler"])
 
 
-def moves_case() -> Case:
-    """The pipeline moves over squeezenet's plans on the bundled 4x4 mesh."""
+def moves_case(front: bool = False) -> Case:
+    """The pipeline moves over squeezenet's plans on the bundled 4x4 mesh (``front``: the
+    moves of the front of throughput and energy, measured unbounded)."""
+    from autoplace.measure.objective import objective_named
     from autoplace.pipeline.stream_measurer import StreamMeasurer
     from autoplace.search.mesh import plan_space
+    from autoplace.search.pipeline_front import PipelineFront
     from autoplace.search.pipeline_moves import PipelineMoves
 
     sp = plan_space(load_graph("squeezenet"), load_profile("mesh"))
@@ -102,17 +105,22 @@ def moves_case() -> Case:
         assert all(p.pes * p.replicas <= sp.pes for p in plans)
         assert proposal.mode.shape == (len(proposal), 0) and all(proposal.labels)
 
+    if front:
+        objective = objective_named("throughput,energy")
+        return Case("pipeline-front", sp, lambda seed: PipelineFront(sp, objective, seed=seed),
+                    shown, periods, plans_of_the_mesh, True, "front")
     return Case("pipeline-moves", sp, lambda seed: PipelineMoves(sp, seed=seed), shown,
                 periods, plans_of_the_mesh, True, "moves")
 
 
-CASE_NAMES = [*(f"{c['sampler']}-{c['cost_model']}" for c in CONFIGS), "pipeline-moves"]
+CASE_NAMES = [*(f"{c['sampler']}-{c['cost_model']}" for c in CONFIGS), "pipeline-moves",
+              "pipeline-front"]
 
 
 @functools.cache
 def case_named(name: str) -> Case:
-    if name == "pipeline-moves":
-        return moves_case()
+    if name in ("pipeline-moves", "pipeline-front"):
+        return moves_case(front=name == "pipeline-front")
     return per_op_case(next(c for c in CONFIGS if f"{c['sampler']}-{c['cost_model']}" == name))
 
 

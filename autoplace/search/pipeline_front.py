@@ -1,0 +1,159 @@
+"""The front of throughput and energy over a mesh's pipeline plans (``--objective
+throughput,energy`` on a mesh): the plan space's counterpart of
+:class:`~autoplace.search.pareto_search.ParetoSearch`.
+
+Each candidate is one move (:class:`~autoplace.pipeline.moves.PlanMoves`) from a plan of the
+measured front (the streamed plans no other streamed plan beats on both figures), the points
+taken in turn, round after round. Of ``candidates`` moves drawn from a point, the one proposed
+is the best-ranked by the stage model's figures: the analytic period (a bound no stream
+beats) and the energy at that period (:func:`~autoplace.pipeline.stream_measurer.
+plan_figures`); first by non-dominated sorting among the front and each other
+(:func:`~autoplace.records.front.ranks`), then by the hypervolume each adds to the front
+(:func:`~autoplace.records.front.contributions`); a plan that does not fit its PEs last. A
+point none of whose draws finds a new plan in :data:`~autoplace.search.pipeline_moves.
+DRY_DRAWS` draws has run dry; when every front point has, the moves start from the next
+layer of non-dominated plans, and so on down, so a job ends short of its trials only when
+no measured plan has a new neighbour.
+
+The loop measures the plans with bounding off (a plan slower than the fastest may use less
+energy: every plan is streamed). Deterministic with a seed; its state is its random state,
+the turn and the plans whose neighbourhoods ran dry (a resumed job proposes what it would
+have).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autoplace.measure.objective import ENERGY, THROUGHPUT, Objectives
+from autoplace.pipeline.moves import PlanMoves
+from autoplace.pipeline.plan import PipelinePlan, evaluate
+from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
+from autoplace.pipeline.stream_measurer import plan_figures
+from autoplace.records.front import contributions, ranks, significant
+from autoplace.search.pipeline_moves import DRY_DRAWS
+from autoplace.search.strategy import Proposal, SearchStrategy
+
+#: moves drawn from a front point per candidate, of which the best-ranked is proposed
+CANDIDATES = 8
+#: the objectives a front of plans is made of (in either order)
+FIGURES = (THROUGHPUT.name, ENERGY.name)
+
+
+class PipelineFront(SearchStrategy):
+    """The front of ``objective`` (throughput and energy) over the plans of ``space``
+    (module docstring)."""
+
+    def __init__(self, space: PlanSpace, objective: Objectives, *, seed: int = 0,
+                 candidates: int = CANDIDATES):
+        super().__init__()
+        names = tuple(m.name for m in objective.criteria)
+        if sorted(names) != sorted(FIGURES) or objective.limits:
+            raise ValueError(f"objective {objective.name!r}: a front of pipeline plans is "
+                             f"of {','.join(FIGURES)}, without limits")
+        self.space, self.costs, self.candidates = space, space.costs, candidates
+        self.columns = [FIGURES.index(n) for n in names]  # plan_figures' order -> objective's
+        self.rng = np.random.default_rng(seed)
+        self.neighbours = PlanMoves(space.costs, space.pes, self.rng)
+        self.neighbours.worth_drawing(space.starts)
+        self.known: set[PipelinePlan] = set()  # observed or proposed
+        self.plans: list[PipelinePlan] = []  # the streamed ones, in order observed ...
+        self.F = np.zeros((0, 2))  # ... their figures, in the objective's order
+        self.dry: set[PipelinePlan] = set()  # plans whose every neighbour is known
+        self.turn = 0  # which front point the next candidate moves from
+
+    def figures(self, plan: PipelinePlan, copy_period_s: float) -> np.ndarray:
+        """The plan's figures in the objective's order when one copy's period is
+        ``copy_period_s``."""
+        return significant(np.array(plan_figures(plan, self.costs, copy_period_s)))[
+            self.columns]
+
+    def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
+        """Measured plans (``latency``: seconds per inference over every copy; NaN: not
+        streamed)."""
+        for plan, value in zip(proposal.choice, latency):
+            self.known.add(plan)
+            if math.isfinite(value) and value > 0:
+                self.plans.append(plan)
+                self.F = np.vstack([self.F, self.figures(plan, value * plan.replicas)])
+
+    # -- proposing ---------------------------------------------------------------------------
+    def propose(self, n: int) -> Proposal:
+        """Up to ``n`` plans, each the best-ranked of a draw of moves from a front point in
+        turn (lower layers once every point of the front has run dry); fewer when no
+        measured plan has a neighbour not yet known."""
+        plans, labels = [], []
+        layers, front = self._layers()
+        while len(plans) < n and layers:
+            anchors = [p for p in layers[0] if p not in self.dry]
+            if not anchors:
+                layers.pop(0)
+                continue
+            anchor = anchors[self.turn % len(anchors)]
+            got = self._near(anchor, front)
+            if got is None:
+                self.dry.add(anchor)
+                continue
+            self.turn += 1
+            plans.append(got[0])
+            labels.append(got[1])
+            self.known.add(got[0])
+        choice, mode = self.space.encode(plans)
+        return Proposal(choice=choice, mode=mode, labels=tuple(labels))
+
+    def _layers(self) -> tuple[list[list[PipelinePlan]], np.ndarray]:
+        """The streamed plans by non-dominated layer, each by its first figure (of equal
+        figures the first observed only), and the figures of the first layer (the front)."""
+        if not len(self.F):
+            return [], self.F
+        rank = ranks(self.F, self.F[:0])
+        order = np.lexsort((self.F[:, 1], self.F[:, 0], rank))
+        seen, layers = set(), {}
+        for i in order.tolist():
+            key = tuple(self.F[i])
+            if key not in seen:
+                seen.add(key)
+                layers.setdefault(int(rank[i]), []).append(self.plans[i])
+        return [layers[r] for r in sorted(layers)], self.F[rank == 0]
+
+    def _near(self, anchor: PipelinePlan, front: np.ndarray) -> tuple[PipelinePlan, str] | None:
+        """A new plan one move from ``anchor``, the best-ranked against ``front`` of a draw,
+        and its move; None when :data:`DRY_DRAWS` draws find none."""
+        for _ in range(DRY_DRAWS):
+            pool: dict[PipelinePlan, str] = {}
+            for _ in range(self.candidates):
+                plan, move = self.neighbours.draw(anchor)
+                if plan is not None and plan not in self.known and plan not in pool:
+                    pool[plan] = move
+            if pool:
+                plan = self._pick(list(pool), front)
+                return plan, pool[plan]
+        return None
+
+    def _pick(self, plans: list[PipelinePlan], front: np.ndarray) -> PipelinePlan:
+        """The plan ranked first by its analytic figures: fits, then its non-dominated rank
+        among ``front`` and the others, then the hypervolume it adds (the first of
+        equals)."""
+        if len(plans) == 1:
+            return plans[0]
+        analytic = [evaluate(p, self.costs) for p in plans]
+        F = np.array([self.figures(p, f.period_s) for p, f in zip(plans, analytic)])
+        fits = np.array([f.fits and math.isfinite(f.period_s) for f in analytic])
+        score = np.full(len(plans), -np.inf)
+        if fits.any():
+            rank = ranks(F[fits], front)
+            gain = np.zeros(int(fits.sum()))
+            gain[rank == 0] = contributions(F[fits][rank == 0], front)
+            score[fits] = gain - rank
+        return plans[int(np.argmax(score))]
+
+    def state(self) -> dict:
+        return {"rng": self.rng.bit_generator.state, "turn": self.turn,
+                "dry": sorted(plan_text(p) for p in self.dry)}
+
+    def restore(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.turn = int(state.get("turn", 0))
+        self.dry = {parse_plan(text) for text in state.get("dry", ())}

@@ -1,0 +1,115 @@
+"""The front of throughput and energy over a mesh's pipeline plans (``--objective
+throughput,energy`` on a mesh; the strategy's contract is in tests/search/test_strategies.py,
+the CLI in tests/cli/test_pipeline_commands.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mesh_search import mesh_with_energy
+
+from autoplace.hardware.load import load_profile
+from autoplace.measure.objective import objective_named
+from autoplace.measure.simulator import Simulator
+from autoplace.models import load_graph
+from autoplace.pipeline import evaluate
+from autoplace.pipeline.log import best_plan
+from autoplace.pipeline.plan_space import plan_of
+from autoplace.pipeline.stream_measurer import StreamMeasurer, plan_figures
+from autoplace.records.front import KNEE, figures, front, hypervolume, knee
+from autoplace.records.tuning_log import TuningLog, read
+from autoplace.search import TuneConfig, tune
+from autoplace.search.mesh import mesh_config, plan_space, tune_mesh
+from autoplace.space import SearchSpace
+
+CRITERIA = objective_named("throughput,energy").criteria
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    """The mesh with energy per byte moved and no idle power: splitting an op over more PEs
+    is faster and moves more bytes (with idle power, a faster stream also costs less, and
+    squeezenet's front is one or two plans)."""
+    return load_profile(mesh_with_energy(tmp_path_factory.mktemp("mesh")))
+
+
+@pytest.fixture(scope="module")
+def space(profile):
+    return plan_space(load_graph("squeezenet"), profile)
+
+
+def job(space, path, objective: str, trials: int = 64) -> list:
+    with TuningLog(path) as log:
+        tune_mesh(space, log, mesh_config(trials=trials, seed=0, objective=objective))
+    return read(path)
+
+
+def streamed_front(space, records) -> np.ndarray:
+    """The front (throughput, energy) of every plan of ``records`` streamed unbounded."""
+    plans = [plan_of(r.pipeline) for r in records]
+    results = StreamMeasurer(space.costs).measure(plans)  # (never told an incumbent)
+    F = np.array([[r.period_s, r.energy_j] for r in results if r.period_s is not None])
+    return F[np.lexsort(F.T[::-1])]
+
+
+def test_the_front_job_streams_every_plan_and_its_front_beats_the_throughput_jobs(space,
+                                                                                    tmp_path):
+    """A front job bounds no plan by the fastest (a slower one may cost less), every
+    record's energy is its plan's at its streamed period, and its front dominates more than
+    the front of every plan a throughput job of the same budget reached, each streamed."""
+    records = job(space, tmp_path / "front.jsonl", "throughput,energy")
+    assert {r.pipeline["status"] for r in records} <= {"ok", "no-fit"}
+    for r in records[:10]:
+        if r.result.period_s is not None:
+            period = r.result.period_s * r.pipeline["replicas"]
+            assert plan_figures(plan_of(r.pipeline), space.costs, period) == \
+                (r.result.period_s, r.result.energy_j)
+    points = front(records, CRITERIA)
+    assert len(points) >= 2 and {r.objective for r in records} == {"throughput,energy"}
+    ours = figures(points, CRITERIA)
+    theirs = streamed_front(space, job(space, tmp_path / "fast.jsonl", "throughput"))
+    both = np.vstack([ours, theirs])
+    ref = both.max(axis=0) + 0.1 * (both.max(axis=0) - both.min(axis=0))
+    assert hypervolume(ours, ref) > hypervolume(theirs, ref) > 0
+
+
+def test_compile_picks_the_fronts_knee_from_the_log(space, profile, tmp_path):
+    """``best_plan(how="knee")`` (``compile --pick knee``) builds the front's knee; by
+    default the plan of the highest throughput."""
+    records = job(space, tmp_path / "front.jsonl", "throughput,energy", trials=24)
+    points = front(records, CRITERIA)
+    want = points[knee(figures(points, CRITERIA))]
+    plan, rec = best_plan(tmp_path / "front.jsonl", space.costs, profile.hash, how=KNEE)
+    assert rec.trial == want.trial and plan == plan_of(want.pipeline)
+    _, fastest = best_plan(tmp_path / "front.jsonl", space.costs, profile.hash)
+    assert fastest.result.period_s == min(r.result.period_s for r in points)
+
+
+def test_throughput_goes_beside_energy_alone_and_over_plans_only(space, tmp_path):
+    assert [c.name for c in objective_named("energy,throughput").criteria] == \
+        ["energy", "throughput"]
+    for spec in ("throughput,peak_memory", "throughput,latency",
+                 "throughput,energy,latency", "throughput,throughput"):
+        with pytest.raises(ValueError, match="throughput .a stream's period. is searched "
+                                             "alone, or beside energy"):
+            objective_named(spec)
+    placements = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    with TuningLog(tmp_path / "p.jsonl") as log, \
+            pytest.raises(ValueError, match="over a mesh's pipeline plans"):
+        tune(placements, Simulator(placements), log, TuneConfig(objective="throughput,energy"))
+    with TuningLog(tmp_path / "m.jsonl") as log, \
+            pytest.raises(ValueError, match="a plan space is tuned for throughput"):
+        tune_mesh(space, log, mesh_config(objective="latency,energy"))
+    assert not (tmp_path / "p.jsonl").exists() and not (tmp_path / "m.jsonl").exists()
+
+
+def test_the_analytic_figures_rank_no_plan_above_what_it_streams(tmp_path):
+    """What the front's moves rank by is a bound: the analytic period is no more than the
+    streamed one, and the energy at it less than at the streamed period (idle power is
+    paid over a longer period)."""
+    space = plan_space(load_graph("squeezenet"),
+                       load_profile(mesh_with_energy(tmp_path, idle=True)))
+    plans = list(space.starts)
+    for plan, result in zip(plans, StreamMeasurer(space.costs).measure(plans)):
+        bound = plan_figures(plan, space.costs, evaluate(plan, space.costs).period_s)
+        assert bound[0] <= result.period_s and bound[1] < result.energy_j
