@@ -201,7 +201,7 @@ def test_static_memory_planning_breaks_placed_modules(soc, tmp_path):
         loaded.run(loaded.inputs(ref.inputs))
     ours = Loaded(compile_placed(placed))
     np.testing.assert_allclose(ours.run(ours.inputs(ref.inputs))[0], ref.outputs[0],
-                               rtol=1e-5, atol=1e-6)
+                               rtol=ref.rtol, atol=1e-6)
 
 
 def test_the_first_seed_construct(soc):

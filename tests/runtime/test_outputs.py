@@ -1,15 +1,19 @@
-"""A placement run by the runtime computes what TVM's default build of the model computes.
+"""A placement run by the runtime computes what the unplaced model computes.
 
-Every bundled model, with random weights (tests/runtime/runtime_factories.py: the bundled
-weights make every output the same), on random feasible placements of the ``soc`` profile:
+Every bundled model, with random weights (the bundled CNNs' weights make every output the
+same): the ONNX ones against ONNX Runtime (tests/references.py), the others against TVM's
+default build; on random feasible placements of the ``soc`` profile:
 ops on all four units, activations in the SRAMs, copies sync and async, weights resident or
 streamed.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
+from references import Reference
 from runtime_factories import inputs_of, randomized, unplaced_outputs
 
 from autoplace.hardware.load import load_profile
@@ -48,14 +52,22 @@ def feasible(rt: Runtime, n: int, seed: int) -> list:
     return out
 
 
-def check_model(name: str, kernel_cache, placements: int) -> None:
-    mod, graph = load_module(name)
-    mod = randomized(mod)
+def check_model(name: str, kernel_cache, placements: int, workdir) -> None:
+    """Random feasible placements of ``name`` (an ONNX model: with random weights, against
+    ONNX Runtime, tests/references.py; else its weights randomised, against TVM's default
+    build) run by the runtime compute the unplaced outputs."""
+    if BUNDLED[name] is not None:
+        ref = Reference(name, workdir)
+        mod, graph, unplaced = ref.mod, ref.graph, ref.run
+    else:
+        mod, graph = load_module(name)
+        mod = randomized(mod)
+        unplaced = functools.partial(unplaced_outputs, mod)
     profile = load_profile("soc")
     space = SearchSpace(graph, profile)
     with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
         x = inputs_of(rt.program)
-        want = unplaced_outputs(mod, x)
+        want = unplaced(x)
         chosen = feasible(rt, placements, seed=len(name))
         units = {u for p, _ in chosen for u in p.units_used()}
         for _, assembled in chosen:
@@ -67,13 +79,13 @@ def check_model(name: str, kernel_cache, placements: int) -> None:
 
 
 @pytest.mark.parametrize("name", ["squeezenet", "inception_v1"])
-def test_random_placements_compute_the_unplaced_outputs(name, kernel_cache):
-    check_model(name, kernel_cache, placements=3)
+def test_random_placements_compute_the_unplaced_outputs(name, kernel_cache, tmp_path):
+    check_model(name, kernel_cache, placements=3, workdir=tmp_path)
 
 
 @pytest.mark.slow
 # (bert_base's unscheduled kernels take a minute here: its graph and search are tested)
 @pytest.mark.parametrize("name", sorted(n for n in BUNDLED if n not in
                                         ("squeezenet", "inception_v1", "bert_base")))
-def test_every_bundled_model_computes_the_unplaced_outputs(name, kernel_cache):
-    check_model(name, kernel_cache, placements=1)
+def test_every_bundled_model_computes_the_unplaced_outputs(name, kernel_cache, tmp_path):
+    check_model(name, kernel_cache, placements=1, workdir=tmp_path)
