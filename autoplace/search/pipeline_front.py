@@ -2,23 +2,31 @@
 throughput,energy`` on a mesh): the plan space's counterpart of
 :class:`~autoplace.search.pareto_search.ParetoSearch`.
 
-Each candidate is one move (:class:`~autoplace.pipeline.moves.PlanMoves`) from a plan of the
-measured front (the streamed plans no other streamed plan beats on both figures), the points
-taken in turn, round after round. Of ``candidates`` moves drawn from a point, the one proposed
-is the best-ranked by the stage model's figures: the analytic period (a bound no stream
-beats) and the energy at that period (:func:`~autoplace.pipeline.stream_measurer.
-plan_figures`); first by non-dominated sorting among the front and each other
-(:func:`~autoplace.records.front.ranks`), then by the hypervolume each adds to the front
-(:func:`~autoplace.records.front.contributions`); a plan that does not fit its PEs last. A
-point none of whose draws finds a new plan in :data:`~autoplace.search.pipeline_moves.
-DRY_DRAWS` draws has run dry; when every front point has, the moves start from the next
-layer of non-dominated plans, and so on down, so a job ends short of its trials only when
-no measured plan has a new neighbour.
+Each candidate is one move (:class:`~autoplace.pipeline.moves.PlanMoves`) from a streamed
+plan: of ``candidates`` moves drawn from it, the one proposed is the best-ranked by the
+stage model's figures, the analytic period (a bound no stream beats) and the energy at that
+period (:func:`~autoplace.pipeline.stream_measurer.plan_figures`); a plan that does not fit
+its PEs last. Candidates take turns (:data:`TURNS`):
+
+- moving the fastest plan, ranked by the period alone, and moving the least-energy plan,
+  ranked by the energy alone (each the first streamed of equals): the ends pushed as a
+  search for either objective alone pushes them;
+- moving the front's points (the streamed plans no other is as good as on both figures) one
+  after the other, ranked first by non-dominated sorting among the front and each other
+  (:func:`~autoplace.records.front.ranks`), then by the hypervolume each adds to the front
+  (:func:`~autoplace.records.front.contributions`).
+
+(A turn that goes on while its candidates join the front, or two turns of four for the
+fastest plan, gave a smaller hypervolume on the meshes of experiments/bench_pareto.py.) A plan
+none of whose draws finds a new plan in :data:`~autoplace.search.pipeline_moves.DRY_DRAWS`
+draws has run dry; when every front point has, the moves start from the next layer of
+non-dominated plans, and so on down, so a job ends short of its trials only when no
+measured plan has a new neighbour.
 
 The loop measures the plans with bounding off (a plan slower than the fastest may use less
 energy: every plan is streamed). Deterministic with a seed; its state is its random state,
-the turn and the plans whose neighbourhoods ran dry (a resumed job proposes what it would
-have).
+the turn, the points moved and the plans whose neighbourhoods ran dry (a resumed job
+proposes what it would have).
 """
 
 from __future__ import annotations
@@ -40,20 +48,28 @@ from autoplace.search.strategy import Proposal, SearchStrategy
 CANDIDATES = 8
 #: the objectives a front of plans is made of (in either order)
 FIGURES = (THROUGHPUT.name, ENERGY.name)
+#: what the candidates move in turn: the plan least by objective 0, by objective 1 (ranked
+#: by it alone), then the front's points (ranked by the hypervolume they add)
+TURNS = (0, 1, None)
 
 
 class PipelineFront(SearchStrategy):
     """The front of ``objective`` (throughput and energy) over the plans of ``space``
-    (module docstring)."""
+    (module docstring); ``turns``: what its candidates move in turn (:data:`TURNS`; ``(0,)``
+    moves only the plan least by the first objective, as a search for it alone does)."""
 
     def __init__(self, space: PlanSpace, objective: Objectives, *, seed: int = 0,
-                 candidates: int = CANDIDATES):
+                 candidates: int = CANDIDATES, turns: tuple[int | None, ...] = TURNS):
         super().__init__()
         names = tuple(m.name for m in objective.criteria)
         if sorted(names) != sorted(FIGURES) or objective.limits:
             raise ValueError(f"objective {objective.name!r}: a front of pipeline plans is "
                              f"of {','.join(FIGURES)}, without limits")
+        if not turns or not set(turns) <= {0, 1, None}:
+            raise ValueError(f"turns: some of 0, 1 (an objective's end) and None (the "
+                             f"front's points), got {turns!r}")
         self.space, self.costs, self.candidates = space, space.costs, candidates
+        self.turns = tuple(turns)
         self.columns = [FIGURES.index(n) for n in names]  # plan_figures' order -> objective's
         self.rng = np.random.default_rng(seed)
         self.neighbours = PlanMoves(space.costs, space.pes, self.rng)
@@ -62,7 +78,8 @@ class PipelineFront(SearchStrategy):
         self.plans: list[PipelinePlan] = []  # the streamed ones, in order observed ...
         self.F = np.zeros((0, 2))  # ... their figures, in the objective's order
         self.dry: set[PipelinePlan] = set()  # plans whose every neighbour is known
-        self.turn = 0  # which front point the next candidate moves from
+        self.turn = 0  # candidates proposed (the next one takes turns[turn % len(turns)])
+        self.points = 0  # candidates that moved the front's points (which point is next)
 
     def figures(self, plan: PipelinePlan, copy_period_s: float) -> np.ndarray:
         """The plan's figures in the objective's order when one copy's period is
@@ -81,9 +98,9 @@ class PipelineFront(SearchStrategy):
 
     # -- proposing ---------------------------------------------------------------------------
     def propose(self, n: int) -> Proposal:
-        """Up to ``n`` plans, each the best-ranked of a draw of moves from a front point in
-        turn (lower layers once every point of the front has run dry); fewer when no
-        measured plan has a neighbour not yet known."""
+        """Up to ``n`` plans, each the best-ranked of a draw of moves from the plan its turn
+        moves (:data:`TURNS`; lower layers once every point of the front has run dry);
+        fewer when no measured plan has a neighbour not yet known."""
         plans, labels = [], []
         layers, front = self._layers()
         while len(plans) < n and layers:
@@ -91,17 +108,27 @@ class PipelineFront(SearchStrategy):
             if not anchors:
                 layers.pop(0)
                 continue
-            anchor = anchors[self.turn % len(anchors)]
-            got = self._near(anchor, front)
+            by = self.turns[self.turn % len(self.turns)]
+            anchor = anchors[self.points % len(anchors)] if by is None else self._end(by)
+            got = self._near(anchor, front, by)
             if got is None:
                 self.dry.add(anchor)
                 continue
-            self.turn += 1
+            self.turn, self.points = self.turn + 1, self.points + (by is None)
             plans.append(got[0])
             labels.append(got[1])
             self.known.add(got[0])
         choice, mode = self.space.encode(plans)
         return Proposal(choice=choice, mode=mode, labels=tuple(labels))
+
+    def _end(self, j: int) -> PipelinePlan:
+        """The streamed plan least by figure ``j`` whose neighbourhood has not run dry, the
+        first observed of equals (where a search for that figure alone moves from; the
+        front's end, but for a later plan equal by ``j`` and better by the other)."""
+        for i in np.lexsort((np.arange(len(self.F)), self.F[:, j])).tolist():
+            if self.plans[i] not in self.dry:
+                return self.plans[i]
+        raise AssertionError("a front point has not run dry")  # (propose's anchors)
 
     def _layers(self) -> tuple[list[list[PipelinePlan]], np.ndarray]:
         """The streamed plans by non-dominated layer, each by its first figure (of equal
@@ -118,9 +145,11 @@ class PipelineFront(SearchStrategy):
                 layers.setdefault(int(rank[i]), []).append(self.plans[i])
         return [layers[r] for r in sorted(layers)], self.F[rank == 0]
 
-    def _near(self, anchor: PipelinePlan, front: np.ndarray) -> tuple[PipelinePlan, str] | None:
-        """A new plan one move from ``anchor``, the best-ranked against ``front`` of a draw,
-        and its move; None when :data:`DRY_DRAWS` draws find none."""
+    def _near(self, anchor: PipelinePlan, front: np.ndarray,
+              by: int | None = None) -> tuple[PipelinePlan, str] | None:
+        """A new plan one move from ``anchor``, the best-ranked of a draw (against ``front``,
+        or by figure ``by`` alone), and its move; None when :data:`DRY_DRAWS` draws find
+        none."""
         for _ in range(DRY_DRAWS):
             pool: dict[PipelinePlan, str] = {}
             for _ in range(self.candidates):
@@ -128,19 +157,23 @@ class PipelineFront(SearchStrategy):
                 if plan is not None and plan not in self.known and plan not in pool:
                     pool[plan] = move
             if pool:
-                plan = self._pick(list(pool), front)
+                plan = self._pick(list(pool), front, by)
                 return plan, pool[plan]
         return None
 
-    def _pick(self, plans: list[PipelinePlan], front: np.ndarray) -> PipelinePlan:
-        """The plan ranked first by its analytic figures: fits, then its non-dominated rank
-        among ``front`` and the others, then the hypervolume it adds (the first of
-        equals)."""
+    def _pick(self, plans: list[PipelinePlan], front: np.ndarray,
+              by: int | None = None) -> PipelinePlan:
+        """The plan ranked first by its analytic figures: fits, then the least figure ``by``
+        (then the other), or without ``by`` its non-dominated rank among ``front`` and the
+        others, then the hypervolume it adds (the first of equals)."""
         if len(plans) == 1:
             return plans[0]
         analytic = [evaluate(p, self.costs) for p in plans]
         F = np.array([self.figures(p, f.period_s) for p, f in zip(plans, analytic)])
         fits = np.array([f.fits and math.isfinite(f.period_s) for f in analytic])
+        if by is not None:
+            order = np.lexsort((F[:, 1 - by], F[:, by], ~fits))
+            return plans[int(order[0])]
         score = np.full(len(plans), -np.inf)
         if fits.any():
             rank = ranks(F[fits], front)
@@ -150,10 +183,10 @@ class PipelineFront(SearchStrategy):
         return plans[int(np.argmax(score))]
 
     def state(self) -> dict:
-        return {"rng": self.rng.bit_generator.state, "turn": self.turn,
+        return {"rng": self.rng.bit_generator.state, "turn": self.turn, "points": self.points,
                 "dry": sorted(plan_text(p) for p in self.dry)}
 
     def restore(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self.turn = int(state.get("turn", 0))
+        self.turn, self.points = int(state.get("turn", 0)), int(state.get("points", 0))
         self.dry = {parse_plan(text) for text in state.get("dry", ())}
