@@ -182,6 +182,9 @@ def _search(space, args, *, trials: int, asked: int, log: str | None):
 
     _refuse_another_jobs_log(log, space)
     front = "," in args.objective  # (the front's moves rank by the stage model alone)
+    if front and args.cost_model != "xgb":
+        raise ValueError(f"--cost-model {args.cost_model}: the front of {args.objective} "
+                         "ranks its moves by the stage model's figures; leave it out")
     config = mesh_config(trials=trials, seed=args.seed, objective=args.objective,
                          **({} if front else {"cost_model": args.cost_model}),
                          storage=args.storage, study_name=args.study, resume=True,

@@ -17,7 +17,8 @@ its PEs last. Candidates take turns (:data:`TURNS`):
   (:func:`~autoplace.records.front.contributions`).
 
 (A turn that goes on while its candidates join the front, or two turns of four for the
-fastest plan, gave a smaller hypervolume on the meshes of experiments/bench_pareto.py.) A plan
+fastest plan, gave a smaller hypervolume on average over the four mesh cases of
+experiments/bench_pareto.py, two seeds each, at 256 trials.) A plan
 none of whose draws finds a new plan in :data:`~autoplace.search.pipeline_moves.DRY_DRAWS`
 draws has run dry; when every front point has, the moves start from the next layer of
 non-dominated plans, and so on down, so a job ends short of its trials only when no

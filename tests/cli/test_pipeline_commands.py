@@ -391,7 +391,9 @@ def test_tune_for_throughput_and_energy_on_a_mesh_prints_the_front_and_its_knee(
     assert head in cli("best", log, "--pareto").stdout
     for args, named in ((("--hw", "soc"), "over a mesh's pipeline plans"),
                         (("--hw", hw, "--max-energy", "0.002"), "--max-energy 0.002 only go "
-                                                                 "with a placement search")):
+                                                                 "with a placement search"),
+                        (("--hw", hw, "--cost-model", "analytic"),
+                         "--cost-model analytic: the front of throughput,energy ranks")):
         assert_one_line_error(cli("tune", "squeezenet", "--objective", "throughput,energy",
                                   "--log", tmp_path / "x.jsonl", *args), named)
         assert not (tmp_path / "x.jsonl").exists()
