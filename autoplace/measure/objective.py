@@ -302,9 +302,8 @@ def objective_named(name: str) -> Objective:
     if THROUGHPUT.name in names:
         if sorted(names) != sorted(PLAN_FRONT):
             raise ValueError(f"objective {name!r}: throughput (a stream's period) is searched "
-                             f"alone, or beside energy over a mesh's pipeline plans "
-                             f"({','.join(PLAN_FRONT)}), not beside {PEAK_MEMORY.name} or "
-                             "itself")
+                             f"alone, or beside energy (once each) over a mesh's pipeline "
+                             f"plans: {','.join(PLAN_FRONT)}")
         return Objectives(tuple(CRITERIA[n] for n in names))
     bad = [n for n in names if n not in PER_OP]
     if bad or len(set(names)) != len(names):
