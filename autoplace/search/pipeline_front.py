@@ -42,7 +42,7 @@ from autoplace.pipeline.plan import PipelinePlan, evaluate
 from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
 from autoplace.pipeline.stream_measurer import plan_figures
 from autoplace.records.front import contributions, ranks, significant
-from autoplace.search.pipeline_moves import DRY_DRAWS
+from autoplace.search.pipeline_moves import new_neighbours
 from autoplace.search.strategy import Proposal, SearchStrategy
 
 #: moves drawn from a front point per candidate, of which the best-ranked is proposed
@@ -151,16 +151,11 @@ class PipelineFront(SearchStrategy):
         """A new plan one move from ``anchor``, the best-ranked of a draw (against ``front``,
         or by figure ``by`` alone), and its move; None when :data:`DRY_DRAWS` draws find
         none."""
-        for _ in range(DRY_DRAWS):
-            pool: dict[PipelinePlan, str] = {}
-            for _ in range(self.candidates):
-                plan, move = self.neighbours.draw(anchor)
-                if plan is not None and plan not in self.known and plan not in pool:
-                    pool[plan] = move
-            if pool:
-                plan = self._pick(list(pool), front, by)
-                return plan, pool[plan]
-        return None
+        pool = new_neighbours(self.neighbours, anchor, self.known, self.candidates)
+        if pool is None:
+            return None
+        plan = self._pick(list(pool), front, by)
+        return plan, pool[plan]
 
     def _pick(self, plans: list[PipelinePlan], front: np.ndarray,
               by: int | None = None) -> PipelinePlan:

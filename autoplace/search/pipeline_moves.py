@@ -51,6 +51,21 @@ def ranking_model(ranking: str, seed: int = 0) -> tuple[CostModel | None, int]:
     return None, 8 if ranking == "analytic" else 1
 
 
+def new_neighbours(neighbours: PlanMoves, anchor: PipelinePlan, known: set,
+                   candidates: int) -> dict[PipelinePlan, str] | None:
+    """The first draw of ``candidates`` moves from ``anchor`` that reaches plans not
+    ``known``: those plans and their moves; None when :data:`DRY_DRAWS` draws reach none."""
+    for _ in range(DRY_DRAWS):
+        pool: dict[PipelinePlan, str] = {}
+        for _ in range(candidates):
+            plan, move = neighbours.draw(anchor)
+            if plan is not None and plan not in known and plan not in pool:
+                pool[plan] = move
+        if pool:
+            return pool
+    return None
+
+
 class PipelineMoves(SearchStrategy):
     """Local search over the plans of ``space`` (module docstring); ``moves``: which of
     :data:`~autoplace.pipeline.moves.MOVES` it draws (all that apply by default)."""
@@ -102,16 +117,11 @@ class PipelineMoves(SearchStrategy):
         return None
 
     def _near(self, anchor: PipelinePlan) -> tuple[PipelinePlan, str] | None:
-        for _ in range(DRY_DRAWS):
-            pool: dict[PipelinePlan, str] = {}
-            for _ in range(self.candidates):
-                plan, move = self.neighbours.draw(anchor)
-                if plan is not None and plan not in self.known and plan not in pool:
-                    pool[plan] = move
-            if pool:
-                plan = self._pick(list(pool))
-                return plan, pool[plan]
-        return None
+        pool = new_neighbours(self.neighbours, anchor, self.known, self.candidates)
+        if pool is None:
+            return None
+        plan = self._pick(list(pool))
+        return plan, pool[plan]
 
     def _pick(self, plans: list[PipelinePlan]) -> PipelinePlan:
         """The plan the model ranks first (the highest predicted throughput that fits)."""
