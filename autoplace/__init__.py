@@ -12,7 +12,10 @@ autoplace`` stays cheap and the tuning path never loads TVM)::
 
 from __future__ import annotations
 
+from autoplace import tvm_import
 from autoplace.lazy import lazy_names
+
+tvm_import.install()  # TVM without PyTorch's import (autoplace/tvm_import.py)
 
 __version__ = "0.1.0"
 

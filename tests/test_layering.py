@@ -20,7 +20,8 @@ PKG = Path(__file__).resolve().parent.parent / "autoplace"
 # and may use the cost model); measure and cost_model: see
 # test_measure_and_the_cost_model_import_neither_the_other
 RANK = {
-    "patterns": -1, "lazy": 0, "graph": 0, "hardware.profile": 0, "hardware.toml_schema": 0.5,
+    "patterns": -1, "lazy": 0, "tvm_import": 0, "graph": 0, "hardware.profile": 0,
+    "hardware.toml_schema": 0.5,
     "hardware.toml_tables": 1,
     "hardware.mesh_expansion": 2, "hardware.load": 3,
     "hardware.write": 3.5,

@@ -1,0 +1,40 @@
+"""TVM loads without PyTorch under autoplace; PyTorch imported later works with TVM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")  # (the test extra installs it)
+
+PROBE = """
+import sys
+import autoplace
+import tvm
+from tvm import relax
+print("torch" in sys.modules)
+import torch
+import tvm_ffi
+print(tvm_ffi.from_dlpack(torch.arange(3, dtype=torch.int32)).numpy().tolist())
+"""
+
+
+def run(code: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("\n")
+
+
+def test_tvm_is_imported_without_torch_and_torch_after_it_works():
+    loaded_with_tvm, through_dlpack, _ = run(PROBE)
+    assert loaded_with_tvm == "False"
+    assert through_dlpack == "[0, 1, 2]"
+
+
+def test_without_autoplace_tvm_imports_torch():
+    """The finder is what keeps it out (if TVM stops importing PyTorch, drop it)."""
+    [loaded, _] = run("import sys, tvm; print('torch' in sys.modules)")
+    assert loaded == "True"
