@@ -7,7 +7,8 @@ TVMScript of TVM's CUDA, ROCm, ARM, x86, Hexagon, RISC-V and Metal intrinsics: 1
 this 2-core host (the CUDA ones alone 12 s). ``LocalBuilder`` starts a new pool of worker
 processes for every batch it builds (TVM's workaround for a leak in long-lived workers), so
 every batch paid it: ``tune-kernels`` spent ~20 s per build of one or two candidates, most
-of its time. A candidate reaches the builder already scheduled (its trace applied, any
+of its time (its builder now keeps its workers: :mod:`autoplace.deploy.builder_pool`). A
+candidate reaches the builder already scheduled (its trace applied, any
 tensorized block replaced by the intrinsic's body in the tuning process), so building it
 needs no intrinsic registry. Kept a leaf module: a worker imports it to unpickle the
 function.
@@ -26,3 +27,24 @@ def build_candidate(mod, target, params):
         raise ValueError("a candidate is built without bound parameters")
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm_build(mod, target=target)
+
+
+def build_and_export(f_build, compiler: str | None, mod, target, params: bytes | None) -> str:
+    """In a builder worker: ``f_build`` the candidate (``params``: its bound parameters, as
+    ``tvm.runtime.save_param_dict`` wrote them), then write it where MetaSchedule's
+    runner reads it; its path. With ``compiler`` (a board of another architecture), a shared
+    library that compiler links (the board then needs no compiler of its own); else, as
+    MetaSchedule's ``default_export``, a tar of objects the runner's side links."""
+    import os
+    import tempfile
+
+    from tvm.runtime import load_param_dict
+    from tvm.support import cc
+    from tvm.support.tar import tar
+
+    built = f_build(mod, target, None if params is None else load_param_dict(params))
+    fcompile = tar if compiler is None else cc.cross_compiler(compiler)
+    suffix = tar.output_format if compiler is None else "so"
+    path = os.path.join(tempfile.mkdtemp(), f"tvm_tmp_mod.{suffix}")
+    built.export_library(path, fcompile=fcompile)
+    return path

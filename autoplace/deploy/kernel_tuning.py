@@ -18,7 +18,6 @@ machine, which would tune a two-core unit's kernels for one core).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -207,8 +206,9 @@ class KernelTuner:
             sch.trace, database.commit_workload(mod), ran.run_secs, task.target, args))
 
     def builder(self, task: KernelTask):
-        """The builder of ``task``'s candidates: MetaSchedule's local builder, its artefacts
-        shared libraries linked by the task's cross compiler for a board of another
+        """The builder of ``task``'s candidates: one pool of worker processes per compiler
+        for the whole job (:class:`~autoplace.deploy.builder_pool.PooledBuilder`), its
+        artefacts shared libraries linked by the task's cross compiler for a board of another
         architecture (a board then needs no compiler of its own), else MetaSchedule's
         default (a tar of objects, which the runner's side links)."""
         if task.compiler not in self._builders:
@@ -226,7 +226,19 @@ class KernelTuner:
 
     def tune_all(self, tasks: list[KernelTask], *,
                  progress: Callable[[str], None] = print) -> None:
-        """Tune each of ``tasks`` in turn (see :meth:`tune`), saying how each ends."""
+        """Tune each of ``tasks`` in turn (see :meth:`tune`), saying how each ends; then
+        :meth:`close`."""
+        try:
+            self._tune_each(tasks, progress)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the builders' worker processes (kept from one kernel to the next)."""
+        for builder in self._builders.values():
+            builder.close()
+
+    def _tune_each(self, tasks: list[KernelTask], progress: Callable[[str], None]) -> None:
         for n, task in enumerate(tasks, start=1):
             ran = self.tune(task)
             total = self.db.trials(task.prim_func, task.target)
@@ -265,26 +277,11 @@ def _cores() -> int:
 
 
 def _builder(tuning: KernelTuning, compiler: str | None):
-    from tvm.s_tir.meta_schedule.builder import LocalBuilder
-
+    from autoplace.deploy.builder_pool import PooledBuilder
     from autoplace.deploy.candidate_build import build_candidate
 
-    export = None if compiler is None else functools.partial(export_linked, compiler)
-    return LocalBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout,
-                        f_build=build_candidate, f_export=export)
-
-
-def export_linked(compiler: str, mod) -> str:
-    """A candidate's module as a shared library linked by ``compiler`` (in a builder worker:
-    MetaSchedule's ``f_export``); the path of the library."""
-    import os
-    import tempfile
-
-    from tvm.support import cc
-
-    path = os.path.join(tempfile.mkdtemp(), "tvm_tmp_mod.so")
-    mod.export_library(path, fcompile=cc.cross_compiler(compiler))
-    return path
+    return PooledBuilder(max_workers=_cores(), timeout_sec=tuning.build_timeout,
+                         f_build=build_candidate, compiler=compiler)
 
 
 def _runner(tuning: KernelTuning, threads: int, cpus: tuple[int, ...]):
