@@ -165,7 +165,9 @@ def assert_weight_copies(loaded: Loaded, placement: Placement, graph, default: s
 
 
 #: models built with more placements (each named one of placements_for): one chain, one with
-#: fire modules, one with inception branches; the others with the alternating one and one random
+#: fire modules, one with inception branches; the others with the alternating one alone (each
+#: op on another (unit, scope) than the op before: the most copies; a build of densenet121 is
+#: ~20 s of LLVM here)
 DETAILED = ("squeezenet", "alexnet", "inception_v1")
 
 
@@ -177,7 +179,7 @@ def test_placed_outputs_equal_unplaced(model, quick_soc, tmp_path):
     ref = Reference(model, tmp_path, QUICK)
     space = SearchSpace(ref.graph, quick_soc)
     placements = placements_for(space) if model in DETAILED else {
-        "alternating": alternating(space), "random": seeded(space, 7)}
+        "alternating": alternating(space)}
     for name, placement in placements.items():
         meta = ref.check(placement, quick_soc)
         assert_copies_match(meta, placement)
