@@ -206,3 +206,12 @@ def conv_reference(x: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
+
+def with_torch() -> dict[str, str]:
+    """This process's environment without tests/conftest.py's torch blocker (for a
+    subprocess that needs the real torch)."""
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p and
+                                        not p.endswith("torch_blocker"))
+    return env

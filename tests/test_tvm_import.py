@@ -1,4 +1,5 @@
-"""TVM loads without PyTorch under autoplace; PyTorch imported later works with TVM."""
+"""TVM loads without PyTorch under autoplace; PyTorch imported later works with TVM (in
+processes that see the real torch: tests/conftest.py blocks it in the others)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-
-pytest.importorskip("torch")  # (the test extra installs it)
+from factories import with_torch
 
 PROBE = """
 import sys
@@ -23,9 +23,16 @@ print(tvm_ffi.from_dlpack(torch.arange(3, dtype=torch.int32)).numpy().tolist())
 
 def run(code: str) -> list[str]:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=with_torch())
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split("\n")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_installed():
+    if subprocess.run([sys.executable, "-c", "import torch"], env=with_torch(),
+                      capture_output=True).returncode:
+        pytest.skip("torch is not installed (the test extra installs it)")
 
 
 def test_tvm_is_imported_without_torch_and_torch_after_it_works():

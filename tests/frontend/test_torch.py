@@ -1,16 +1,17 @@
 """The torch.export route: a model saved by ``torch.export.save`` (.pt2) is a model like an
 ONNX file: its graph, a simulated tune, compile and run through the CLI, and the placed
-build computes what torch computes. Torch runs in these tests' subprocesses (the export,
-the CLI), imported after TVM there (autoplace.tvm_import keeps it out of TVM's import)."""
+build computes what torch computes. Torch runs only in these tests' subprocesses (the
+export, the CLI), with the real torch (tests/conftest.py keeps it out of the others)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import factories
 import numpy as np
 import pytest
-from factories import cli, one_line_error
+from factories import one_line_error, with_torch
 
 EXPORT = """
 import sys, numpy as np, torch
@@ -29,13 +30,18 @@ with torch.no_grad():
 """
 
 
+def cli(*args) -> subprocess.CompletedProcess:
+    """``autoplace ARGS`` in a new process that sees the real torch."""
+    return factories.cli(*args, env=with_torch())
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """(the .pt2 file, its input, torch's output)."""
     where = tmp_path_factory.mktemp("pt2")
     path, arrays = where / "net.pt2", where / "arrays.npz"
     subprocess.run([sys.executable, "-c", EXPORT, str(path), str(arrays)], check=True,
-                   timeout=300)
+                   timeout=300, env=with_torch())
     with np.load(arrays) as npz:
         return path, npz["x"], npz["want"]
 
