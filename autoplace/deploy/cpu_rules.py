@@ -22,16 +22,20 @@ per block iterator, unit loops dropped), then, block by block:
 
 The vector axis is the innermost spatial axis (contiguous in the output), tiled by a
 divisor of its extent that fills the target's vector registers well (:func:`plan_tiles`);
-the register axis is the outermost other spatial axis (output channels, in NCHW). A
-reduction whose innermost extent has no such divisor (111 = 3 x 37) is vectorised over
-output channels up to AVX2 (squeezenet's first conv on two znver3 cores: 1.79 -> 1.26 ms
-against outer loops parallel alone) and only gets its outer loops parallel with AVX-512,
-where a vector across channels, read with a stride, was slower than none. With 128-bit vectors (SSE, NEON: 4 float32 lanes) the reverse holds, and a reduction
-is vectorised over output channels, its accumulator holding them innermost
-(:func:`plan_channel_tiles`): on one SSE core, squeezenet's convs take 39.6 ms in all
-instead of 110.0, resnet50's 248.8 instead of 383.6 (each op counted). AVX2 and AVX-512
-keep the vector over the width: there it beat channels on the five other squeezenet convs
-measured, all but the 1000-channel 13-wide one (AVX2: 17.3 ms against 12.2).
+the register axis is the outermost other spatial axis (output channels, in NCHW). With
+128-bit vectors (SSE, NEON: 4 float32 lanes) a reduction is vectorised over output
+channels instead, its accumulator holding them innermost, and the width is the register
+axis (:func:`plan_channel_tiles`): on one SSE core, squeezenet's convs take 39.6 ms in all
+instead of 110.0, resnet50's 248.8 instead of 383.6 (each op counted). Up to AVX2 (8
+lanes), so is a reduction whose width has no vector tile (111 = 3 x 37) or only one that
+uses less than three quarters of the lanes of the registers it takes (13 = 8 + 4 + 1, 27,
+55), with a register tile over the width as large as the registers allow (its largest
+divisor up to 13: :func:`plan_reduction_tiles`). Squeezenet's convs on two znver3 cores,
+interleaved, quiet: 22.0 ms -> 10.5 ms in all, each of the 18 that changed faster (1.05x to
+4.97x), its last (1000 channels, 13 wide) 7.8 -> 2.2 ms; the model, default schedules
+against ONNX Runtime, 4.22x -> 1.93x (experiments/results/bench_deployed_znver3.md).
+AVX-512 keeps the width (13 floats fit one register), or only gets the outer loops parallel
+(111: a vector across channels, read with a stride, was slower than none there).
 
 A step TVM refuses on a block leaves that block as it was (a reduction then only gets its
 outer loops parallel: :func:`parallel_outer`); a refused kernel is a slower kernel, never a
@@ -56,10 +60,12 @@ REGISTER_TILE = 8
 #: vectors of at most this many elements (128-bit: SSE, NEON, for float32) run reductions
 #: vectorised over channels (:func:`plan_channel_tiles`)
 NARROW_LANES = 4
-#: vectors of at most this many bits (AVX2) run a reduction whose width has no vector divisor
-#: (13, 111) vectorised over channels (:func:`plan_channel_tiles`); wider ones (AVX-512) only
-#: get its outer loops parallel
-CHANNELS_WHEN_NO_WIDTH = 256
+#: vectors of at most this many bits (AVX2) run a reduction vectorised over channels when
+#: its width has no vector tile (111) or one that fills less than :data:`MIN_WIDTH_FILL` of
+#: the lanes of the registers it takes (13 floats: 8 + 4 + 1); wider ones (AVX-512) keep the
+#: width (or only get the outer loops parallel)
+CHANNELS_UP_TO_BITS = 256
+MIN_WIDTH_FILL = 0.75
 #: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
 _REFUSED = (RuntimeError, ValueError)
 
@@ -204,19 +210,44 @@ def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
     return Tiles(vector=last, vector_tile=tile)
 
 
-def plan_channel_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
-    """Tiles of a reduction vectorised over channels, for narrow vectors (``lanes`` <=
-    :data:`NARROW_LANES`): the vector axis is the largest spatial axis but the innermost
-    whose extent ``lanes`` divides (output channels, in NCHW), tiled by ``lanes``; the
-    register axis is the innermost one, tiled by its largest divisor up to
-    :data:`REGISTER_TILE` (accumulators leave 4 registers free). None when no axis but the
-    innermost divides into vectors."""
+def plan_reduction_tiles(extents: list[int], lanes: int, registers: int,
+                         bits: int) -> Tiles | None:
+    """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector of ``bits``,
+    ``registers`` vector registers): over channels with narrow vectors; over the width
+    (:func:`plan_tiles`), unless, up to :data:`CHANNELS_UP_TO_BITS`, the width has no
+    vector tile or one that fills less than :data:`MIN_WIDTH_FILL` of its registers' lanes:
+    then over channels with a register tile of the width as large as the registers allow
+    (the module docstring gives what it gained)."""
+    if lanes <= NARROW_LANES:
+        tiles = plan_channel_tiles(extents, lanes, registers)
+        if tiles is not None:
+            return tiles
+    width = plan_tiles(extents, lanes, registers)
+    if bits > CHANNELS_UP_TO_BITS or (width is not None and _fill(width, lanes) >=
+                                      MIN_WIDTH_FILL):
+        return width
+    return plan_channel_tiles(extents, lanes, registers, most=registers - 3) or width
+
+
+def _fill(tiles: Tiles, lanes: int) -> float:
+    """The share of the lanes of the registers a vector tile takes that it uses."""
+    return tiles.vector_tile / (_pieces(tiles.vector_tile, lanes) * lanes)
+
+
+def plan_channel_tiles(extents: list[int], lanes: int, registers: int,
+                       most: int | None = None) -> Tiles | None:
+    """Tiles of a reduction vectorised over channels (narrow vectors, ``lanes`` <=
+    :data:`NARROW_LANES`, or a width that vectorises badly): the vector axis is the largest
+    spatial axis but the innermost whose extent ``lanes`` divides (output channels, in
+    NCHW), tiled by ``lanes``; the register axis is the innermost one, tiled by its largest
+    divisor up to ``most`` (default :data:`REGISTER_TILE`, accumulators leaving 4 registers
+    free). None when no axis but the innermost divides into vectors."""
     last = len(extents) - 1
     axes = [i for i in range(last) if extents[i] % lanes == 0 and extents[i] > 1]
     if not axes:
         return None
     vector = max(axes, key=lambda i: (extents[i], -i))
-    tile = _divisor(extents[last], min(REGISTER_TILE, registers - 4))
+    tile = _divisor(extents[last], most or min(REGISTER_TILE, registers - 4))
     return Tiles(vector=vector, vector_tile=lanes, register=last if tile > 1 else None,
                  register_tile=tile)
 
@@ -254,10 +285,7 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     reduce = [loop for loop, k in zip(loops, kinds) if k == "R"]
     lanes = bits // _dtype_bits(sch, name)
     extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
-    tiles = plan_channel_tiles(extents, lanes, registers) if lanes <= NARROW_LANES else None
-    tiles = tiles or plan_tiles(extents, lanes, registers)
-    if tiles is None and bits <= CHANNELS_WHEN_NO_WIDTH:
-        tiles = plan_channel_tiles(extents, lanes, registers)
+    tiles = plan_reduction_tiles(extents, lanes, registers, bits)
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
     outer, inner = _split_tiles(sch, spatial, tiles)

@@ -36,7 +36,7 @@ from autoplace.runtime.program import Program
 from autoplace.space.capability import capable
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used
-LIBRARY_VERSION = 4
+LIBRARY_VERSION = 5
 
 
 def _digest(*parts: str) -> str:

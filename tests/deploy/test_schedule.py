@@ -13,6 +13,7 @@ from autoplace.deploy.cpu_rules import (
     Tiles,
     parallel_outer,
     plan_channel_tiles,
+    plan_reduction_tiles,
     plan_tiles,
     vector_bits,
 )
@@ -237,6 +238,25 @@ def test_a_narrow_vector_reduction_accumulates_channels_contiguously():
     assert channel.iter_type == tirx.IterVar.DataPar
 
 
+@pytest.mark.parametrize("extents, lanes, bits, tiles", [
+    # AVX2: 13 floats take 8 + 4 + 1 lanes (54% used): channels, the width in registers
+    ([1000, 13, 13], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=13)),
+    ([128, 27, 27], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
+    ([64, 111, 111], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=3)),
+    ([64, 56, 56], 8, 256, Tiles(vector=2, vector_tile=8, register=0, register_tile=8)),
+    ([64, 14, 14], 8, 256, Tiles(vector=2, vector_tile=7, register=0, register_tile=8)),
+    ([4, 13, 13], 8, 256, Tiles(vector=2, vector_tile=13, register=0, register_tile=4)),
+    # AVX-512: 13 floats fit one register; 111 has no vector tile (and stays so)
+    ([1000, 13, 13], 16, 512, Tiles(vector=2, vector_tile=13, register=0, register_tile=8)),
+    ([64, 111, 111], 16, 512, None),
+    # SSE: channels, the register tile up to 8
+    ([1000, 13, 13], 4, 128, Tiles(vector=0, vector_tile=4)),
+])
+def test_a_width_that_fills_its_registers_badly_gives_way_to_channels(extents, lanes, bits,
+                                                                      tiles):
+    assert plan_reduction_tiles(extents, lanes, 32 if lanes == 16 else 16, bits) == tiles
+
+
 #: squeezenet's first conv: 111 wide (3 x 37), no vector tile of 4 to 16 over its width
 FIRST_CONV = lambda: _legalized(  # noqa: E731
     lambda x, w: relax.op.nn.conv2d(x, w, strides=2), (1, 3, 224, 224), (64, 3, 3, 3))
@@ -258,6 +278,18 @@ def test_a_width_without_vector_tiles_runs_over_channels_up_to_avx2():
     assert _uses(values[0], around[-1])  # the vector loop indexes output channels
     assert _vector_loops(default_schedule(FIRST_CONV(), AVX512)) == []
     np.testing.assert_allclose(_run(func, AVX2), _run(FIRST_CONV()), rtol=1e-4, atol=1e-5)
+
+
+def test_a_13_wide_conv_on_avx2_holds_its_width_in_registers_and_computes_the_same():
+    """Squeezenet's last convs (13 wide): vectors over 8 output channels, the 13 columns
+    an unrolled register tile, on AVX2; the outputs unchanged."""
+    conv = lambda: _legalized(relax.op.nn.conv2d, (1, 32, 13, 13), (64, 32, 1, 1))  # noqa: E731
+    func = default_schedule(conv(), AVX2)
+    ((_, values, around),) = [(b, v, a) for b, v, a in _nests(func.body)
+                              if b.name_hint.endswith("_update")]
+    assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 8
+    assert around[-2].kind == tirx.ForKind.UNROLLED and int(around[-2].extent) == 13
+    np.testing.assert_allclose(_run(func, AVX2), _run(conv()), rtol=1e-4, atol=1e-5)
 
 
 def test_a_gpu_kernel_gets_thread_bindings_and_compiles_for_cuda():
