@@ -7,10 +7,11 @@ arrays and TVM tensors only, so on a machine with the ``torch`` extra every comm
 loads TVM (``compile``, ``run``, ``serve``, ``tune-kernels``, ``calibrate``) paid for a
 PyTorch import it never used: ``import tvm`` takes 4.6 s here with it, 1.8 s without.
 
-:func:`install` adds a finder that refuses ``torch`` while a module of TVM is initialising
-and nothing else: PyTorch imported before TVM, or after it (the ``.pt2`` route,
-:mod:`autoplace.frontend.torch`), imports as usual, and TVM treats the refusal as PyTorch
-not being installed (its own fallback: the interop works without the fast path).
+:func:`install` adds a finder that refuses ``torch`` while ``import tvm`` (or ``import
+tvm_ffi``) runs and nothing else: PyTorch imported before TVM, or after it (the ``.pt2``
+route, :mod:`autoplace.frontend.torch`; TVM's own PyTorch frontend), imports as usual, and
+TVM treats the refusal as PyTorch not being installed (its own fallback: the interop works
+without the fast path).
 ``autoplace`` installs it on import.
 """
 
@@ -21,7 +22,7 @@ import sys
 
 
 class TorchDeferredForTvm(importlib.abc.MetaPathFinder):
-    """Refuses ``torch`` while a module of ``tvm`` or ``tvm_ffi`` is being imported (its
+    """Refuses ``torch`` while the ``tvm`` or ``tvm_ffi`` package is being imported (its
     submodules need it first)."""
 
     def find_spec(self, fullname, path=None, target=None):
@@ -33,11 +34,10 @@ class TorchDeferredForTvm(importlib.abc.MetaPathFinder):
 
 
 def _tvm_initialising() -> bool:
-    for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] in ("tvm", "tvm_ffi") and getattr(
-                getattr(module, "__spec__", None), "_initializing", False):
-            return True
-    return False
+    """Whether ``import tvm`` or ``import tvm_ffi`` itself is running (a module of TVM
+    imported after them, ``tvm.relax.frontend.torch``, gets PyTorch)."""
+    return any(getattr(getattr(sys.modules.get(name), "__spec__", None), "_initializing", False)
+               for name in ("tvm", "tvm_ffi"))
 
 
 def install() -> None:

@@ -20,6 +20,15 @@ import tvm_ffi
 print(tvm_ffi.from_dlpack(torch.arange(3, dtype=torch.int32)).numpy().tolist())
 """
 
+#: TVM's PyTorch frontend, imported after TVM without PyTorch: it imports PyTorch itself
+FRONTEND = """
+import sys
+import autoplace
+import tvm
+from tvm.relax.frontend.torch import from_exported_program
+print("torch" in sys.modules)
+"""
+
 
 def run(code: str) -> list[str]:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -39,6 +48,11 @@ def test_tvm_is_imported_without_torch_and_torch_after_it_works():
     loaded_with_tvm, through_dlpack, _ = run(PROBE)
     assert loaded_with_tvm == "False"
     assert through_dlpack == "[0, 1, 2]"
+
+
+def test_tvms_torch_frontend_imports_torch_after_tvm():
+    [loaded, _] = run(FRONTEND)
+    assert loaded == "True"
 
 
 def test_without_autoplace_tvm_imports_torch():

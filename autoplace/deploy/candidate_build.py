@@ -8,9 +8,9 @@ this 2-core host (the CUDA ones alone 12 s). ``LocalBuilder`` starts a new pool 
 processes for every batch it builds (TVM's workaround for a leak in long-lived workers), so
 every batch paid it: ``tune-kernels`` spent ~20 s per build of one or two candidates, most
 of its time (its builder now keeps its workers: :mod:`autoplace.deploy.builder_pool`). A
-candidate reaches the builder already scheduled (its trace applied, any
-tensorized block replaced by the intrinsic's body in the tuning process), so building it
-needs no intrinsic registry. Kept a leaf module: a worker imports it to unpickle the
+candidate reaches the builder already scheduled (its trace applied, any tensorized block
+replaced by the intrinsic's body in the tuning process), so building it needs no intrinsic
+registry. Kept a leaf module: a worker imports it to unpickle the
 function.
 """
 

@@ -65,6 +65,7 @@ NARROW_LANES = 4
 #: the lanes of the registers it takes (13 floats: 8 + 4 + 1); wider ones (AVX-512) keep the
 #: width (or only get the outer loops parallel)
 CHANNELS_UP_TO_BITS = 256
+#: the share of its registers' lanes a vector over the width must use to be kept there
 MIN_WIDTH_FILL = 0.75
 #: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
 _REFUSED = (RuntimeError, ValueError)
