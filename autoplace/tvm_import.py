@@ -28,7 +28,7 @@ class TorchDeferredForTvm(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname == "torch" and _tvm_initialising():
             raise ModuleNotFoundError(
-                "torch is not imported while TVM's FFI initialises (autoplace.tvm_import)",
+                "torch is not imported while TVM itself imports (autoplace.tvm_import)",
                 name=fullname)
         return None
 

@@ -63,11 +63,11 @@ def one_target(profile):
 
 
 def check_model(name: str, kernel_cache, placements: int, workdir, *,
-                libraries: int = 2) -> None:
+                profile=None) -> None:
     """Random feasible placements of ``name`` (an ONNX model: with random weights, against
     ONNX Runtime, tests/references.py; else its weights randomised, against TVM's default
-    build) run by the runtime compute the unplaced outputs, on ``soc`` (``libraries=1``:
-    its units all built for one target, :func:`one_target`)."""
+    build) run by the runtime compute the unplaced outputs, on ``profile`` (``soc`` by
+    default)."""
     if BUNDLED[name] is not None:
         ref = Reference(name, workdir)
         mod, graph, unplaced = ref.mod, ref.graph, ref.run
@@ -75,7 +75,7 @@ def check_model(name: str, kernel_cache, placements: int, workdir, *,
         mod, graph = load_module(name)
         mod = randomized(mod)
         unplaced = functools.partial(unplaced_outputs, mod)
-    profile = load_profile("soc") if libraries == 2 else one_target(load_profile("soc"))
+    profile = profile or load_profile("soc")
     space = SearchSpace(graph, profile)
     with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
         x = inputs_of(rt.program)
@@ -100,4 +100,5 @@ def test_random_placements_compute_the_unplaced_outputs(name, kernel_cache, tmp_
 @pytest.mark.parametrize("name", sorted(n for n in BUNDLED if n not in
                                         ("squeezenet", "inception_v1", "bert_base")))
 def test_every_bundled_model_computes_the_unplaced_outputs(name, kernel_cache, tmp_path):
-    check_model(name, kernel_cache, placements=1, workdir=tmp_path, libraries=1)
+    check_model(name, kernel_cache, placements=1, workdir=tmp_path,
+                profile=one_target(load_profile("soc")))
