@@ -79,22 +79,37 @@ def mesh_toml(rows: int, cols: int, tree: Path, out_dir: str) -> Path:
     return path
 
 
+def first_module(names: tuple[str, ...]):
+    """The first of ``names`` the measured tree has, imported."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not name.startswith(str(exc.name)):
+                raise
+    raise ModuleNotFoundError(f"none of {', '.join(names)} in the measured tree")
+
+
 # -- the two adapters: every call to autoplace is here --------------------------------------
 class CurrentApi:
     """The current API: batches go to ``simulate_batch`` as genomes (440fede's went through
     ``Simulator.measure`` as placements, the only batched entry it had)."""
 
-    MODULES = ("numpy", "autoplace.models", "autoplace.hardware.load", "autoplace.space",
-               "autoplace.measure.simulator", "autoplace.measure.batch", "autoplace.search",
-               "autoplace.records.tuning_log")
+    #: where load_profile and TuningLog are: the first module of each that the tree has
+    #: (61fce8e, the compiled-space issue's close: ``profile_io`` and ``records``)
+    PROFILES = ("autoplace.hardware.load", "autoplace.profile_io")
+    LOG = ("autoplace.records.tuning_log", "autoplace.records")
+    MODULES = ("numpy", "autoplace.models", "autoplace.space", "autoplace.measure.simulator",
+               "autoplace.measure.batch", "autoplace.search")
 
     def setup(self, model: str, spec: str, clock) -> None:
         """Imports (timed apart), then load_profile, SearchSpace and Simulator, each timed."""
-        clock("import_s", lambda: [importlib.import_module(m) for m in self.MODULES])
-        from autoplace.hardware.load import load_profile
+        clock("import_s", lambda: [importlib.import_module(m) for m in self.MODULES]
+              + [first_module(self.PROFILES), first_module(self.LOG)])
         from autoplace.models import load_graph
         from autoplace.space import SearchSpace
 
+        load_profile = first_module(self.PROFILES).load_profile
         self.graph = load_graph(model)
         self.profile = clock("profile_s", load_profile, spec)
         self.space = clock("space_s", SearchSpace, self.graph, self.profile)
@@ -114,15 +129,18 @@ class CurrentApi:
 
     def tune(self, trials: int, seed: int, path: str):
         """A TuneResult (wall_s, measure_s, measured) of ``trials`` trials."""
-        from autoplace.records.tuning_log import TuningLog
         from autoplace.search import TuneConfig, tune
 
-        with TuningLog(path) as log:
+        with first_module(self.LOG).TuningLog(path) as log:
             return tune(self.space, self.sim, log, TuneConfig(trials=trials, seed=seed))
 
 
 class LegacyApi(CurrentApi):
-    """The API of 440fede: the simulator takes graph and profile; batches of Placements."""
+    """The API of 440fede: the simulator takes graph and profile; batches of Placements;
+    profiles load from ``profile_io``, logs are ``records.TuningLog``."""
+
+    MODULES = ("numpy", "autoplace.models", "autoplace.space", "autoplace.measure.simulator",
+               "autoplace.search")
 
     def simulator(self):
         from autoplace.measure.simulator import Simulator

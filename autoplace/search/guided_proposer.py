@@ -59,6 +59,11 @@ def make_model(kind: str, *, seed: int, init_model: str | None = None,
     raise ValueError(f"cost model must be one of {COST_MODELS}, got {kind!r}")
 
 
+#: added to the score of a row that does not fit the profile (a scope over capacity, a copy
+#: without a route, a limit exceeded): above the score of any row that fits (a log of a time
+#: over its bound), so evolution selects and ranks rows that fit first, and the ones that do
+#: not by their predicted figure among themselves
+NOT_FITTING = 1e3
 #: evolution rounds per proposed batch at most (more only when too few candidates fit)
 ROUNDS = 4
 #: the model is retrained once its training rows have grown by this share (MetaSchedule
@@ -172,7 +177,8 @@ class GuidedProposer:
 
     def score(self, choice: np.ndarray, mode: np.ndarray,
               plan: tuple | None = None) -> tuple[np.ndarray, list[bytes]]:
-        """Predicted ``log(latency / bound)`` (lower is better) and a duplicate key per row.
+        """Predicted ``log(latency / bound)`` (lower is better; plus :data:`NOT_FITTING`
+        where a row does not fit, with a filter) and a duplicate key per row.
 
         With a model, rows with equal features are duplicates (the model cannot tell them
         apart: e.g. the same work on twin units); without one, scores are random and only
@@ -180,10 +186,14 @@ class GuidedProposer:
         """
         if self.model is None:
             return self.rng.random(len(choice)), self.space.keys(choice, mode)
-        X, keys, _ = self.scored(choice, mode, plan)
+        X, keys, fits = self.scored(choice, mode, plan)
         if self._fitted_rows < 0:  # as the model ranks untrained: the simulator, or its column
-            return X[:, getattr(self.model, "column", BASE)], keys
-        return self.model.predict(X), keys
+            predicted = X[:, getattr(self.model, "column", BASE)]
+        else:
+            predicted = self.model.predict(X)
+        if fits is not None:  # a row that does not fit ranks after every row that does
+            predicted = np.where(fits, predicted, predicted + NOT_FITTING)
+        return predicted, keys
 
     def estimate(self, choice: np.ndarray, mode: np.ndarray) -> np.ndarray | None:
         """Each genome's latency (seconds) as the model, (re)fitted on what was observed

@@ -117,7 +117,9 @@ def test_a_writer_starts_afresh_once_its_appended_lines_outgrow_the_file(tmp_pat
 def test_a_tuning_job_appends_each_key_known_not_to_fit_once(tmp_path):
     """In a real job (squeezenet on the bundled mesh, where many candidates do not fit),
     every round appends to the checkpoint, and the keys the strategy found not to fit are
-    written once each over the whole job, not again every round."""
+    written once each over the whole job, not again every round. (Evolution ranks what does
+    not fit last, so the picks found not to fit are explorations: ``explore=1.0`` draws
+    every pick at random from the ranked pool.)"""
     space = SearchSpace(load_graph("squeezenet"), load_profile("mesh"))
     path, seen = checkpoint_path(tmp_path / "t.jsonl"), []
 
@@ -127,10 +129,11 @@ def test_a_tuning_job_appends_each_key_known_not_to_fit_once(tmp_path):
             seen.append(path.read_bytes() if path.exists() else b"")
 
     with Watched(tmp_path / "t.jsonl") as log:
-        tune(space, Simulator(space), log, TuneConfig(trials=40, seed=5, batch_size=4))
+        tune(space, Simulator(space), log, TuneConfig(trials=80, seed=5, batch_size=4,
+                                                      explore=1.0))
     assert all(b.startswith(a) for a, b in zip(seen, seen[1:]))
     lines = [json.loads(x) for x in path.read_bytes().splitlines()[1:]]
-    written = [k for x in lines for k in x["strategy"]["proposer"]["infeasible"]["items"]]
+    found = [x["strategy"]["proposer"]["infeasible"]["items"] for x in lines]
     keys = read_checkpoint(path).strategy["proposer"]["infeasible"]
-    assert len(lines) > 5 and len(keys) > 100
-    assert written == keys
+    assert len(lines) > 5 and sum(1 for new in found if new) >= 3  # found in several rounds
+    assert [k for new in found for k in new] == keys

@@ -15,7 +15,7 @@ from autoplace.hardware.load import load_profile
 from autoplace.measure.batch import fits, fitting
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.search.guided_proposer import GuidedProposer, make_model
+from autoplace.search.guided_proposer import NOT_FITTING, GuidedProposer, make_model
 from autoplace.space import SearchSpace
 
 
@@ -42,14 +42,51 @@ def test_rows_that_do_not_fit_are_never_proposed():
     sim = Simulator(space)
     p = GuidedProposer(space, model=make_model("xgb", seed=0),
                        candidates=256, seed=0, feasible=functools.partial(fitting, space))
-    p.seed_population(*space.random_genomes(64, np.random.default_rng(1)))
+    start = space.random_genomes(64, np.random.default_rng(1))
+    assert not fits(space, *start).all()  # evolution starts among overflows
+    p.seed_population(*start)
     for _ in range(6):
         p.fit()
         batch = p.propose(8)
         results = sim.measure(placements(space, batch.choice, batch.mode))
         assert 0 < len(results) <= 8 and all(r.ok for r in results)
         p.observe(batch.choice, batch.mode, np.array([r.latency_s for r in results]))
-    assert p.infeasible  # evolution did breed overflows: the filter had work to do
+
+
+def test_rows_that_do_not_fit_score_after_every_row_that_fits():
+    """Evolution selects by this score: a row over a PE's memory must not outrank one that
+    fits (a search breeding from overflows measures only what is left over)."""
+    space = space_of(hw="mesh")
+    c, m = space.canonical(*space.random_genomes(200, np.random.default_rng(0)))
+    ok = fits(space, c, m)
+    plain = GuidedProposer(space, model=make_model("xgb", seed=0), candidates=8, seed=0)
+    judged = GuidedProposer(space, model=make_model("xgb", seed=0), candidates=8, seed=0,
+                            feasible=functools.partial(fitting, space))
+    a, b = plain.score(c, m)[0], judged.score(c, m)[0]
+    assert 0 < ok.sum() < len(ok)
+    assert b[ok].max() < b[~ok].min()
+    np.testing.assert_array_equal(b[ok], a[ok])  # among themselves: as the model ranks
+    np.testing.assert_allclose(b[~ok], a[~ok] + NOT_FITTING)
+
+
+def test_where_most_candidates_overflow_the_batches_are_the_models_top_ranks():
+    """On the 4x4 mesh nearly every evolved candidate overflows a PE's memory; the batches
+    must still be the best-ranked candidates that fit ("evolve"), not rows topped up from
+    far down the ranking because the top ones did not fit (as when overflows ranked
+    first: every proposal of these rounds was such a top-up)."""
+    space = space_of(hw="mesh")
+    sim = Simulator(space)
+    p = GuidedProposer(space, model=make_model("xgb", seed=0), candidates=256, seed=0,
+                       feasible=functools.partial(fitting, space))
+    p.seed_population(*space.random_genomes(64, np.random.default_rng(1)))
+    labels = []
+    for _ in range(6):
+        p.fit()
+        batch = p.propose(8)
+        labels += batch.strategy
+        results = sim.measure(placements(space, batch.choice, batch.mode))
+        p.observe(batch.choice, batch.mode, np.array([r.latency_s for r in results]))
+    assert len(labels) >= 40 and labels.count("evolve") >= 0.75 * len(labels)
 
 
 def test_batch_quality_rho_is_spearmans_on_finite_pairs_none_when_undefined():
