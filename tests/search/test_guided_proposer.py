@@ -70,10 +70,10 @@ def test_rows_that_do_not_fit_score_after_every_row_that_fits():
 
 
 def test_where_most_candidates_overflow_the_batches_are_the_models_top_ranks():
-    """On the 4x4 mesh nearly every evolved candidate overflows a PE's memory; the batches
-    must still be the best-ranked candidates that fit ("evolve"), not rows topped up from
-    far down the ranking because the top ones did not fit (as when overflows ranked
-    first: every proposal of these rounds was such a top-up)."""
+    """On the 4x4 mesh, where most placements overflow a PE's memory, the batches are the
+    best-ranked candidates that fit ("evolve"), not rows topped up from far down the
+    ranking because the top ones did not fit (when the model alone ranked overflows, all
+    46 proposals of these rounds were such top-ups)."""
     space = space_of(hw="mesh")
     sim = Simulator(space)
     p = GuidedProposer(space, model=make_model("xgb", seed=0), candidates=256, seed=0,
