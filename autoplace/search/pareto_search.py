@@ -251,11 +251,12 @@ class ParetoSearch(SearchStrategy):
         weakly dominated by a measured point and of figures no other candidate has;
         ``better``: it dominates a front point (the one it moves from, or another of which
         it is a move too)."""
+        if not len(points):  # (nothing measured fits yet)
+            return [], np.zeros((0, self.k)), np.zeros(0, dtype=bool)
         front_F = self.F[points]
         parts = [(p, *self._neighbours(self.keys[p])) for p in points.tolist()]
-        src = np.concatenate([np.full(len(x[1]), x[0]) for x in parts] or [np.zeros(0, int)])
-        ops, vals, keys, F, ok = (np.concatenate([x[i] for x in parts])
-                                  if parts else np.zeros((0, self.k)) for i in range(1, 6))
+        src = np.concatenate([np.full(len(x[1]), x[0]) for x in parts])
+        ops, vals, keys, F, ok = (np.concatenate([x[i] for x in parts]) for i in range(1, 6))
         rows, seen = [], set()
         for i in np.flatnonzero(ok.astype(bool) & ~weakly_dominated(F, front_F)).tolist():
             if keys[i] not in self.measured and keys[i] not in taken and keys[i] not in seen:

@@ -9,6 +9,7 @@ import numpy as np
 import optuna
 import pytest
 from factories import op
+from test_fit_repair import soc_with
 from test_objective import every_placement, hungry_chain
 
 from autoplace.baselines.optimum import enumerated_front, every_genome
@@ -368,3 +369,18 @@ def test_the_least_latency_branch_and_bound_proves_is_a_seed(hw, seeded):
         i = got.labels.index("seed:exact")
         latency = simulate_batch(space, got.choice[i:i + 1], got.mode[i:i + 1]).latency[0]
         assert latency == pytest.approx(least, rel=1e-12)
+
+
+def test_a_front_job_where_no_baseline_fits_moves_toward_fitting_then_builds_its_front(
+        tmp_path):
+    """squeezenet on soc with 3 MiB of DRAM and 4 of SRAM: no baseline fits. The front
+    search asked for the moves of a front of no point and died with a traceback (numpy
+    broadcasting); now the loop's fit repair finds placements that fit and the search
+    builds a front from them, spending its whole budget."""
+    space = soc_with(tmp_path, 3, 4)
+    result = run(tmp_path, space, "t.jsonl", trials=64, seed=0, objective="latency,energy")
+    records = read(tmp_path / "t.jsonl")
+    before = [r for r in records if r.strategy in result.baselines]
+    assert before and not any(r.result.ok for r in before)
+    assert len(records) >= 64 and len(result.front) >= 3
+    assert all(r.result.ok for r in result.front)
