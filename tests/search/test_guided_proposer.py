@@ -37,20 +37,32 @@ def test_fits_agrees_with_the_simulator_on_random_genomes():
     assert 0 < sum(ok) < len(ok)  # both kinds are in the sample
 
 
-def test_rows_that_do_not_fit_are_never_proposed():
+@pytest.fixture(scope="module")
+def mesh_rounds():
+    """Six rounds of 8 proposals on the 4x4 mesh, from 64 random genomes (most of which
+    overflow a PE's memory), each measured and observed: the start and (batch, results)
+    per round."""
     space = space_of(hw="mesh")
     sim = Simulator(space)
     p = GuidedProposer(space, model=make_model("xgb", seed=0),
                        candidates=256, seed=0, feasible=functools.partial(fitting, space))
     start = space.random_genomes(64, np.random.default_rng(1))
-    assert not fits(space, *start).all()  # evolution starts among overflows
     p.seed_population(*start)
+    rounds = []
     for _ in range(6):
         p.fit()
         batch = p.propose(8)
         results = sim.measure(placements(space, batch.choice, batch.mode))
-        assert 0 < len(results) <= 8 and all(r.ok for r in results)
         p.observe(batch.choice, batch.mode, np.array([r.latency_s for r in results]))
+        rounds.append((batch, results))
+    return space, start, rounds
+
+
+def test_rows_that_do_not_fit_are_never_proposed(mesh_rounds):
+    space, start, rounds = mesh_rounds
+    assert not fits(space, *start).all()  # evolution starts among overflows
+    for _, results in rounds:
+        assert 0 < len(results) <= 8 and all(r.ok for r in results)
 
 
 def test_rows_that_do_not_fit_score_after_every_row_that_fits():
@@ -69,23 +81,12 @@ def test_rows_that_do_not_fit_score_after_every_row_that_fits():
     np.testing.assert_allclose(b[~ok], a[~ok] + NOT_FITTING)
 
 
-def test_where_most_candidates_overflow_the_batches_are_the_models_top_ranks():
+def test_where_most_candidates_overflow_the_batches_are_the_models_top_ranks(mesh_rounds):
     """On the 4x4 mesh, where most placements overflow a PE's memory, the batches are the
     best-ranked candidates that fit ("evolve"), not rows topped up from far down the
     ranking because the top ones did not fit (when the model alone ranked overflows, all
     46 proposals of these rounds were such top-ups)."""
-    space = space_of(hw="mesh")
-    sim = Simulator(space)
-    p = GuidedProposer(space, model=make_model("xgb", seed=0), candidates=256, seed=0,
-                       feasible=functools.partial(fitting, space))
-    p.seed_population(*space.random_genomes(64, np.random.default_rng(1)))
-    labels = []
-    for _ in range(6):
-        p.fit()
-        batch = p.propose(8)
-        labels += batch.strategy
-        results = sim.measure(placements(space, batch.choice, batch.mode))
-        p.observe(batch.choice, batch.mode, np.array([r.latency_s for r in results]))
+    labels = [x for batch, _ in mesh_rounds[2] for x in batch.strategy]
     assert len(labels) >= 40 and labels.count("evolve") >= 0.75 * len(labels)
 
 
