@@ -167,21 +167,25 @@ FACTORIES = {"simulator": _Simulator, "rpc-sim": _ThroughRPC, "local": _Local,
              "rpc": _RealThroughRPC, "rpc-vm": _VMThroughRPC, "stream-plans": _StreamedPlans}
 
 
-@pytest.fixture(params=sorted(FACTORIES))
+# One measurer of each kind serves every test of the contract (a tracker, a server and
+# kernels are seconds to set up); the tests run in file order on it, so each also checks
+# that the measurer still honours the contract after what the tests before it measured
+# (a bad candidate among them).
+@pytest.fixture(scope="module", params=sorted(FACTORIES))
 def factory(request):
     f = FACTORIES[request.param]()
     yield f
     f.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def measurer(factory) -> Measurer:
     m = factory.make()
     yield m
     m.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def space(factory):
     return factory.space()
 
