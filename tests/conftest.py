@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
 TORCH_BLOCKER = str(HERE / "torch_blocker")
 
@@ -24,6 +26,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [TORCH_BLOCKER, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 
+@pytest.hookimpl(optionalhook=True)  # (a run without xdist, -p no:xdist, has no such hook)
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject's addopts): half again as many workers as usable cores, 3 on 2.
 

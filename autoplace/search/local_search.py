@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from autoplace.measure.objective import LATENCY, Objective
-from autoplace.search.descent import KICKS, LABEL, Descent
+from autoplace.search.descent import KICKS, LABEL, Descent, kicked
 from autoplace.search.fit_repair import toward_fitting
 from autoplace.search.heft_start import heft_start
 from autoplace.search.strategy import Proposal
@@ -29,6 +29,9 @@ from autoplace.space import SearchSpace
 #: the best measured genomes descent starts from, best first (then HEFT's placement), if
 #: within RESTART_SLACK of the best
 DESCENT_STARTS, RESTART_SLACK = 4, 0.10
+#: the last resort (:meth:`LocalSearch.wander`): tries per genome wanted, random one-op moves
+#: at most before each descent, and its label in the log
+WANDER_TRIES, WANDER_KICK, WANDER = 8, 8, "wander"
 
 
 class LocalSearch:
@@ -69,6 +72,36 @@ class LocalSearch:
         rng = np.random.default_rng([len(seen), KICKS])
         c, m = self.kicks.kick(*best, seen.keys(), rng)
         return Proposal(choice=c, mode=m, labels=("kick",)) if len(c) else None
+
+    def wander(self, n: int, seen: Mapping[bytes, float | None]) -> Proposal | None:
+        """The last resort of a job whose strategy, descents and kicks found nothing new:
+        up to ``n`` genomes, each where descent from a random measured genome that fits,
+        moved by 1 to :data:`WANDER_KICK` random one-op moves, ends (else the moved genome
+        itself), if it is unmeasured and fits, better than the best or not; up to
+        :data:`WANDER_TRIES` tries per genome. None if every try ends measured or not
+        fitting. Seeded by what was measured."""
+        starts = sorted(k for k, lat in seen.items() if lat is not None)
+        if not starts:
+            return None
+        rng = np.random.default_rng([len(seen), WANDER_TRIES])
+        found: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        for _ in range(WANDER_TRIES * n):
+            start = self.space.from_key(starts[rng.integers(len(starts))])
+            c, m = kicked(self.space, *start, rng, WANDER_KICK)
+            ends = (self.kicks.descend(c, m, self.kicks.predict(c[None, :], m[None, :])[0]),
+                    (c, m))
+            for c, m in ends:
+                c, m = self.space.canonical(c[None, :], m[None, :])
+                key = self.space.keys(c, m)[0]
+                if key not in seen and key not in found and np.isfinite(self.predict(c, m)[0]):
+                    found[key] = (c, m)
+                    break
+            if len(found) == n:
+                break
+        if not found:
+            return None
+        C, M = (np.concatenate(x) for x in zip(*found.values()))
+        return Proposal(choice=C, mode=M, labels=(WANDER,) * len(C))
 
     def starts(self, seen: Mapping[bytes, float | None]):
         """``(key, choice, mode)`` of the descent starts, in order: the job's best measured

@@ -297,9 +297,9 @@ class Tuner:
                 proposal = self.strategy.propose(n)
                 proposal = self.local.polish(proposal, self.seen, self.references) if late \
                     else proposal
-            if not len(proposal) and self.descent:  # the strategy ran dry: descend, kick
+            if not len(proposal) and self.descent:  # the strategy ran dry: descend, kick,
                 proposal = self.local.propose(n, self.seen) or self.local.kick(self.seen) \
-                    or proposal
+                    or self.local.wander(n, self.seen) or proposal  # wander
             if not len(proposal):  # nothing fits yet: toward fitting
                 proposal = self._toward_fitting(n) or proposal
             if not len(proposal):

@@ -3,6 +3,9 @@ whose final best is a one-op local optimum under the simulator (its measurer).""
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -155,24 +158,32 @@ def test_a_kick_from_a_local_optimum_ends_unmeasured_and_ranked_below_it(space):
 
 @pytest.mark.parametrize("share", [0.125, 0.0])
 def test_descent_takes_over_when_the_strategy_runs_dry(tmp_path, monkeypatch, share):
+    """A strategy that proposes one round: descent from the best takes over, then kicks;
+    once neither finds anything new, the job wanders (:meth:`LocalSearch.wander`: descents
+    from measured genomes after longer kicks, better or not) and spends its whole budget
+    (it used to stop there, "no unmeasured candidate left to propose")."""
     from autoplace.search import job
+    from autoplace.search.local_search import WANDER
 
     made = job.make_strategy
     monkeypatch.setattr(job, "make_strategy", lambda *a, **k: _DriesUp(made(*a, **k)))
     sp = SearchSpace(load_graph("inception_v1"), load_profile("soc"))
     log = tmp_path / "t.jsonl"
-    with TuningLog(log) as tl, pytest.warns(UserWarning, match="search stopped"):
-        tune(sp, Simulator(sp), tl, TuneConfig(trials=400, seed=0, descent=share))
-    records = read(log)
-    top = best(records)
-    c, m = sp.encode([top.placement])
-    C, M = moves(sp, c[0], m[0])
-    faster = int((predicted(sp, C, M) < top.result.latency_s).sum())
-    descended = sum(r.strategy == "descent" for r in records)
-    if share:  # the strategy's one round, then descent to a local optimum
-        assert descended > 0 and faster == 0
+    with TuningLog(log) as tl, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        tune(sp, Simulator(sp), tl, TuneConfig(trials=120, seed=0, descent=share))
+    records, stopped = read(log), [w for w in said if "search stopped" in str(w.message)]
+    by = Counter(r.strategy for r in records)
+    faster = _faster_moves(sp, best(records))
+    if share:  # the strategy's one round, then descent, kicks and wandering
+        assert not stopped and len(records) == 3 + 120
+        assert by["descent"] > 0 and by["kick"] > 0 and by[WANDER] > 0
+        first = min(r.trial for r in records if r.strategy == WANDER)
+        assert all(r.trial < first for r in records if r.strategy == "evolve")
+        assert faster == 0, "the best is a one-op local optimum"
     else:  # without descent the job just stops after the one round
-        assert descended == 0 and len(records) == 3 + 8 and faster > 0
+        assert stopped and by["descent"] == by[WANDER] == 0 and len(records) == 3 + 8
+        assert faster > 0
 
 
 class _Interrupts(Simulator):
@@ -256,3 +267,29 @@ def test_with_a_costly_measurer_descent_ranks_moves_by_the_learned_model(tmp_pat
     free = make_tuner(sp, Simulator(sp), TuningLog(tmp_path / "f.jsonl"),
                       TuneConfig(trials=64, seed=0))
     assert np.array_equal(free.predict(C, M), simulated)  # the simulator measures: itself
+
+
+def test_wandering_proposes_new_genomes_that_fit_better_or_not():
+    """:meth:`LocalSearch.wander` on squeezenet over biglittle, from where descent from
+    every op on ``big`` ends, a one-op local optimum (61% of the genomes 1 to 8 random moves
+    from every op on ``big`` do not fit): distinct genomes, none measured, each fitting, not
+    all better; the same for the same measurements; none without a measured genome that
+    fits."""
+    from autoplace.search.local_search import LocalSearch
+
+    sp = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
+    local = LocalSearch(sp, predict=lambda c, m: predicted(sp, c, m))
+    c, m = sp.encode([sp.uniform("big")])
+    c, m = local.descent.descend(c[0], m[0], predicted(sp, c, m)[0])
+    c, m = sp.canonical(c[None, :], m[None, :])
+    start = sp.keys(c, m)[0]
+    seen = {start: float(predicted(sp, c, m)[0])}
+    got = local.wander(6, seen)
+    C, M = sp.canonical(got.choice, got.mode)
+    keys = sp.keys(C, M)
+    assert len(set(keys)) == len(keys) == 6 and start not in keys
+    assert np.isfinite(predicted(sp, C, M)).all() and set(got.labels) == {"wander"}
+    assert not (predicted(sp, C, M) < seen[start]).all()  # better or not
+    again = local.wander(6, dict(seen))
+    assert sp.keys(*sp.canonical(again.choice, again.mode)) == keys  # seeded
+    assert local.wander(6, {start: None}) is None  # (a failure is no start)

@@ -3,6 +3,7 @@ every one, keeps capacity and limits as constraints, and ends with their front."
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -384,3 +385,25 @@ def test_a_front_job_where_no_baseline_fits_moves_toward_fitting_then_builds_its
     assert before and not any(r.result.ok for r in before)
     assert len(records) >= 64 and len(result.front) >= 3
     assert all(r.result.ok for r in result.front)
+
+
+def test_a_front_job_whose_moves_run_dry_wanders_and_spends_its_whole_budget(tmp_path):
+    """squeezenet on soc with 8 MiB of DRAM and 1 MiB SRAMs: after 75 trials every one-op
+    move of the front was measured, the scalarised descents ended at measured points and
+    no random placement fitted; the job stopped there, "no unmeasured candidate left to
+    propose" (as densenet121 on the shipped soc did after 475 of 1,024). Now the round is
+    filled by descents from any measured point after longer kicks (``wander``)."""
+    space = soc_with(tmp_path, 8, 1)
+    with pytest.warns() as said:
+        warnings.simplefilter("always")
+        result = run(tmp_path, space, "t.jsonl", trials=128, seed=0,
+                     objective="latency,energy")
+    records = read(tmp_path / "t.jsonl")
+    assert not [w for w in said if "search stopped" in str(w.message)]
+    assert len(records) == len(baselines(space)) + 128
+    choice, mode = space.encode([r.placement for r in records])
+    keys = space.keys(choice, space.normalize(choice, mode))
+    assert len(set(keys)) == len(records)  # nothing measured twice
+    wandered = [r for r in records if r.strategy == "wander"]
+    assert 0 < len(wandered) < 128 / 4  # only what the other steps leave short of a round
+    assert len(result.front) > 6  # (the front the job stopped with)
