@@ -170,14 +170,16 @@ def _check_search_options(log: str | None, storage: str | None, worker: bool) ->
         open_storage(storage)
 
 
-def _search(space, args, *, trials: int, asked: int, log: str | None):
+def _search(space, args, *, trials: int, asked: int, log: str | None, limits=None):
     """Measure the start plans of ``space`` and ``trials`` more by their streams, in the
     tuning loop (:func:`autoplace.search.mesh.tune_mesh`), into ``log`` (or a file of its
-    own that goes when done); the best plan. ``asked``: the trials the user asked for."""
+    own that goes when done); the best plan (within ``limits``: None if none keeps them).
+    ``asked``: the trials the user asked for."""
     import tempfile
     import warnings
 
     from autoplace.records.tuning_log import TuningLog
+    from autoplace.search.job import check_objective
     from autoplace.search.mesh import mesh_config, tune_mesh
 
     _refuse_another_jobs_log(log, space)
@@ -188,7 +190,9 @@ def _search(space, args, *, trials: int, asked: int, log: str | None):
     config = mesh_config(trials=trials, seed=args.seed, objective=args.objective,
                          **({} if front else {"cost_model": args.cost_model}),
                          storage=args.storage, study_name=args.study, resume=True,
-                         worker=args.worker, grace_s=args.grace)
+                         worker=args.worker, grace_s=args.grace,
+                         **({"limits": limits} if limits else {}))
+    check_objective(space, config)  # (before the log is opened)
     with tempfile.TemporaryDirectory(prefix="autoplace-pipeline-") as scratch:
         path = log or str(Path(scratch) / "trials.jsonl")
         with TuningLog(path) as tuning_log, warnings.catch_warnings():
@@ -242,10 +246,15 @@ def _report_search(space, result, *, worker: bool, asked: int, short: int, objec
 
     ref = dp_reference((r.strategy, r.trial, 1 / r.result.period_s if r.result.period_s
                         else None) for r in result.baselines.values())
+    if result.best is None and objective.limits:
+        print(f"  no plan found within {objective.limits.text()} (the moves went from the "
+              "plans least beyond them)")
+        return None
     if result.best is None or ref is None:
         return space.starts[0]
     best, plan = 1 / result.best.result.period_s, _plan(space, result.best)
-    print(f"  {reference_text(ref, len(result.baselines))}; the best, trial "
+    within = f" within {objective.limits.text()}" if objective.limits else ""
+    print(f"  {reference_text(ref, len(result.baselines))}; the best{within}, trial "
           f"{result.best.trial} ({result.best.strategy}), {best:,.1f} ({best / ref[2]:.3f}x)")
     if plan != space.starts[0]:
         print_plan(plan, space.costs, what="the tuned plan")
@@ -375,11 +384,11 @@ def tune_pipeline(args) -> int:
     from autoplace.models import load_graph
 
     given = _placement_options(args)
-    given += [limits.text()] if (limits := limits_of(args)) else []
     if given:
         raise ValueError(f"tune --objective throughput on a mesh searches pipelines "
                          f"(docs/pipeline.md): {', '.join(given)} only go with a placement "
                          "search")
+    limits = limits_of(args)
     graph, profile = load_graph(args.model, args.input_shapes), load_profile(args.hw)
     log = args.log or f"tune-{graph.name}-{profile.name}.jsonl"
     print(f"tuning {graph.name} on {profile.name} for {args.objective}: a pipeline over "
@@ -387,8 +396,11 @@ def tune_pipeline(args) -> int:
     _check_search_options(log, args.storage, args.worker)
     profile, space, secs = planned(args.model, args.hw, args.input_shapes)
     _print_planned(space, profile, secs)
-    _search(space, args, trials=args.trials, asked=args.trials, log=log)
+    if _search(space, args, trials=args.trials, asked=args.trials, log=log,
+               limits=limits) is None:
+        return 0
     pick = " --pick knee" if "," in args.objective else ""  # (a front: its knee)
+    pick += f" {limits.text()}" if limits else ""  # (compile picks within them too)
     print(f"next: autoplace compile {args.model} --hw {args.hw} --objective throughput "
           f"--log {log}{pick} -o piped/")
     return 0

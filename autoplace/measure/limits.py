@@ -106,8 +106,13 @@ class Limits:
         """Per simulated row, how far it is beyond the bounds: the sum over the bounds of
         the share by which its figure exceeds each (0.25: 25% over one bound; 0 where it
         keeps them all; infinite where it lacks a bounded figure)."""
-        over = np.zeros(len(out.latency))
-        for bound, value in self._bounded(*self._of_batch(space, out)):
+        return self.beyond(*self._of_batch(space, out))
+
+    def beyond(self, latency, energy, peak_of: Callable[[str], object]) -> np.ndarray:
+        """Per row of figures (:meth:`keeps`'s arguments), how far beyond the bounds it is,
+        as :meth:`excess` counts it."""
+        over = np.zeros(np.shape(latency))
+        for bound, value in self._bounded(latency, energy, peak_of):
             share = value / bound - 1.0
             over += np.where(np.isnan(share), np.inf, np.maximum(share, 0.0))
         return over

@@ -12,7 +12,8 @@ never faster than the analytic period (the busiest resource's work per inference
 the job has told it its best (:meth:`StreamMeasurer.set_incumbent`: a job for throughput
 alone does, one for throughput and energy does not), a plan whose analytic throughput is
 not above the best streamed one is not streamed (it is *bounded*: a result without a
-period, or energy).
+period, or energy). With ``limits`` (a job's ``--max-latency``, ``--max-energy``) only a plan
+that keeps them is a best that bounds others.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 from collections.abc import Sequence
 
 from autoplace.measure.base import Measurer, MeasureResult
+from autoplace.measure.limits import Limits
 from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.energy import plan_energy
 from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
@@ -52,13 +54,14 @@ def _measured(plan: PipelinePlan, costs: StageCosts, f: PlanFigures,
 
 
 class StreamMeasurer(Measurer):
-    """Measures plans of ``costs`` by their streams (module docstring)."""
+    """Measures plans of ``costs`` by their streams (module docstring); ``limits``: the
+    job's bounds on a plan's latency and energy, if any."""
 
     name = "stream"
     free = True  # a simulation: nothing to learn its cost from
 
-    def __init__(self, costs: StageCosts):
-        self.costs = costs
+    def __init__(self, costs: StageCosts, limits: Limits | None = None):
+        self.costs, self.limits = costs, limits or Limits()
         self.best: float | None = None  # the highest throughput known to the job
         self.bounding = False  # whether plans that cannot beat it are bounded (once told)
 
@@ -89,9 +92,11 @@ class StreamMeasurer(Measurer):
                 f"local scope holds {self.costs.machine.memory_bytes:,}"))
         if status == "bounded":
             return MeasureResult(latency_s=latency)
-        self._beaten(throughput)
         period_s, energy_j = plan_figures(plan, self.costs, period)
-        return MeasureResult(latency_s=latency, period_s=period_s, energy_j=energy_j)
+        result = MeasureResult(latency_s=latency, period_s=period_s, energy_j=energy_j)
+        if self.limits.admits(result):  # (one beyond the limits bounds no other)
+            self._beaten(throughput)
+        return result
 
 
 def plan_figures(plan: PipelinePlan, costs: StageCosts,

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 
 from autoplace.measure.base import Measurer
-from autoplace.measure.objective import PLAN_FRONT, THROUGHPUT
+from autoplace.measure.objective import PLAN_FRONT, THROUGHPUT, objective_named
 from autoplace.pipeline.plan_space import PlanSpace
 from autoplace.records.front import front
 from autoplace.records.tuning_log import MODEL_STATS, TuningLog, best, side_file
@@ -56,7 +56,7 @@ def tune(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLog,
         check_given(config, strategy)
     if config.save_model is not None:  # before the job, not after it
         _check_writable(config.save_model, "save_model")
-    _check_objective(space, config)
+    check_objective(space, config)
     if unknown := config.limits.unknown_scopes(space.profile.scope_index):
         raise ValueError(f"--max-memory: profile {space.profile.name} has no scope "
                          f"{', '.join(map(repr, unknown))} (its scopes: "
@@ -107,14 +107,23 @@ def _check_writable(path: str, what: str) -> None:
         raise ValueError(f"{what} {path}: directory {parent} is not writable")
 
 
-def _check_objective(space: SearchSpace | PlanSpace, config: TuneConfig) -> None:
+def check_objective(space: SearchSpace | PlanSpace, config: TuneConfig) -> None:
     """ValueError unless a plan space is tuned for throughput (or throughput and energy),
-    without descent or limits, and a space of placements not for throughput and energy."""
-    names = {c.name for c in config.goal.criteria}
-    if isinstance(space, PlanSpace) and (config.descent or config.limits or names not in (
+    without descent, its limits on latency and energy only and for throughput alone, and a
+    space of placements not for throughput and energy."""
+    names = {c.name for c in objective_named(config.objective).criteria}  # (limits aside)
+    if isinstance(space, PlanSpace) and (config.descent or names not in (
             {THROUGHPUT.name}, set(PLAN_FRONT))):
         raise ValueError(f"a plan space is tuned for throughput (or {','.join(PLAN_FRONT)}), "
-                         "without descent or limits: autoplace.search.mesh.mesh_config")
+                         "without descent: autoplace.search.mesh.mesh_config")
+    if isinstance(space, PlanSpace) and config.limits.memory:
+        raise ValueError("--max-memory: a pipeline plan's memory is its PEs' local scope, "
+                         "which every plan must fit anyway (out of memory otherwise); bound "
+                         "its --max-latency or --max-energy")
+    if isinstance(space, PlanSpace) and config.limits and len(names) > 1:
+        raise ValueError(f"--max-latency, --max-energy: a search for throughput within them, "
+                         f"or the front of {','.join(PLAN_FRONT)} (pick from it within them: "
+                         "autoplace best LOG --max-...), not both")
     if isinstance(space, SearchSpace) and len(names) > 1 and THROUGHPUT.name in names:
         raise ValueError(f"objective {config.objective!r}: a front of throughput and energy "
                          "is searched over a mesh's pipeline plans (a profile with [mesh]), "

@@ -61,7 +61,9 @@ def mesh_config(**settings) -> TuneConfig:
 def tune_mesh(space: PlanSpace, log: TuningLog, config: TuneConfig | None = None, *,
               strategy: SearchStrategy | None = None) -> TuneResult:
     """Measure the start plans of ``space``, then search it for ``config.trials`` more
-    (:func:`mesh_config`'s defaults when None), every plan in ``log``; ``strategy``: the
-    proposer (default: the pipeline moves, seeded with ``config.seed``)."""
+    (:func:`mesh_config`'s defaults when None; ``config.limits``: bounds on a plan's
+    latency and energy per inference that its best keeps), every plan in ``log``;
+    ``strategy``: the proposer (default: the pipeline moves, seeded with ``config.seed``)."""
     config = config or mesh_config()
-    return tune(space, StreamMeasurer(space.costs), log, config, strategy=strategy)
+    measurer = StreamMeasurer(space.costs, limits=config.limits)
+    return tune(space, measurer, log, config, strategy=strategy)

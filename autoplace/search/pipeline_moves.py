@@ -5,7 +5,10 @@ plans one move away (:class:`autoplace.pipeline.moves.PlanMoves`; none measured 
 before). Once every plan one move from the best is known (a local optimum: :data:`DRY_DRAWS`
 draws find no new one), the moves start from the next best measured plan, and so on down
 (best first), so a job ends short of its trials only when no measured plan has a new
-neighbour; a new best takes the lead again. Candidates are ranked by the learned
+neighbour; a new best takes the lead again. Within limits (``--max-latency``,
+``--max-energy``) the best is the best that keeps them; while none does, the moves start
+from the plan least beyond them, and candidates that keep them (by their analytic figures)
+rank first. Candidates are ranked by the learned
 :class:`~autoplace.cost_model.XGBCostModel` on the plans' features
 (:mod:`autoplace.pipeline.features`), boosted on the stream's slowdown over the analytic
 period and refitted as streamed plans come in; before it is fitted, or without one
@@ -26,10 +29,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from autoplace.cost_model import CostModel, XGBCostModel
+from autoplace.measure.limits import Limits
 from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.moves import MOVES, PlanMoves
-from autoplace.pipeline.plan import PipelinePlan
+from autoplace.pipeline.plan import PipelinePlan, evaluate
 from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
+from autoplace.pipeline.stream_measurer import plan_figures
 from autoplace.search.strategy import Proposal, SearchStrategy
 
 #: how each candidate's move is picked (``--cost-model``): the learned model, the analytic
@@ -68,12 +73,13 @@ def new_neighbours(neighbours: PlanMoves, anchor: PipelinePlan, known: set,
 
 class PipelineMoves(SearchStrategy):
     """Local search over the plans of ``space`` (module docstring); ``moves``: which of
-    :data:`~autoplace.pipeline.moves.MOVES` it draws (all that apply by default)."""
+    :data:`~autoplace.pipeline.moves.MOVES` it draws (all that apply by default);
+    ``limits``: the job's bounds on a plan's latency and energy, if any."""
 
     def __init__(self, space: PlanSpace, *, seed: int = 0, ranking: str = "xgb",
-                 moves: Sequence[str] = MOVES):
+                 moves: Sequence[str] = MOVES, limits: Limits | None = None):
         super().__init__()
-        self.space, self.costs = space, space.costs
+        self.space, self.costs, self.limits = space, space.costs, limits or Limits()
         self.rng = np.random.default_rng(seed)
         self.neighbours = PlanMoves(space.costs, space.pes, self.rng, moves)
         self.neighbours.worth_drawing(space.starts)
@@ -83,9 +89,9 @@ class PipelineMoves(SearchStrategy):
         self.known: set[PipelinePlan] = set()  # observed or proposed
         #: (seconds per inference, plan) of the best: infinite until a plan streams
         self.best: tuple[float, PipelinePlan] | None = None
-        #: a heap of the measured plans the moves may start from, best first: (seconds per
-        #: inference, order observed, plan); run-dry ones are popped when they come up
-        self.anchors: list[tuple[float, int, PipelinePlan]] = []
+        #: a heap of the measured plans the moves may start from, best first: (rank
+        #: (:meth:`_rank`), order observed, plan); run-dry ones are popped when they come up
+        self.anchors: list[tuple[tuple[int, float], int, PipelinePlan]] = []
         self._order = itertools.count()
         self.dry: set[PipelinePlan] = set()  # plans whose every neighbour is known
 
@@ -124,13 +130,35 @@ class PipelineMoves(SearchStrategy):
         return plan, pool[plan]
 
     def _pick(self, plans: list[PipelinePlan]) -> PipelinePlan:
-        """The plan the model ranks first (the highest predicted throughput that fits)."""
+        """The plan the model ranks first (the highest predicted throughput that fits; with
+        limits, of those whose analytic figures keep them, else the least beyond them)."""
         if len(plans) == 1:
             return plans[0]
         X, fits = plan_features(plans, self.costs)
         log_period = X[:, 0] if self.fitted == 0 else self.model.predict(X)
         log_throughput = np.log([p.replicas for p in plans]) - log_period
-        return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
+        if not self.limits:
+            return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
+        over = np.array([self._beyond(p) for p in plans])
+        kind = np.where(~fits, 2, np.where(over > 0, 1, 0))
+        return plans[int(np.lexsort((np.where(kind == 0, -log_throughput, over), kind))[0])]
+
+    def _beyond(self, plan: PipelinePlan) -> float:
+        """How far the plan's analytic figures (latency, energy at the analytic period) are
+        beyond the limits (:meth:`~autoplace.measure.limits.Limits.beyond`: 0 within)."""
+        f = evaluate(plan, self.costs)
+        _, energy = plan_figures(plan, self.costs, f.period_s)
+        return float(self.limits.beyond(f.latency_s, energy, lambda scope: math.nan))
+
+    def _rank(self, plan: PipelinePlan, value: float) -> tuple[int, float]:
+        """An anchor's rank: by seconds per inference where it has them (kept the limits),
+        then, with limits, by how far its analytic figures are beyond them (the moves go
+        toward the limits while no plan keeps them), then the rest."""
+        if math.isfinite(value):
+            return 0, value
+        if self.limits and evaluate(plan, self.costs).fits:
+            return (1, over) if (over := self._beyond(plan)) > 0 else (2, 0.0)
+        return 2, 0.0
 
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
         """Measured plans (seconds per inference over every copy; NaN: not streamed)."""
@@ -139,7 +167,7 @@ class PipelineMoves(SearchStrategy):
             value = math.inf if np.isnan(value) else float(value)
             if self.best is None or value < self.best[0]:
                 self.best = value, plan
-            heapq.heappush(self.anchors, (value, next(self._order), plan))
+            heapq.heappush(self.anchors, (self._rank(plan, value), next(self._order), plan))
             if math.isfinite(value) and value > 0:
                 self._learn(plan, value)
 

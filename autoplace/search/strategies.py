@@ -101,7 +101,8 @@ def make_strategy(space: SearchSpace | PlanSpace, study: optuna.Study, config: T
     energy, their front's moves)."""
     if isinstance(space, PlanSpace):
         return PipelineFront(space, config.goal, seed=config.seed) if config.multi else \
-            PipelineMoves(space, seed=config.seed, ranking=config.cost_model)
+            PipelineMoves(space, seed=config.seed, ranking=config.cost_model,
+                          limits=config.limits)
     if config.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {config.sampler!r}")
     if config.multi:  # several objectives: their front (config allows evolve alone)

@@ -10,6 +10,7 @@ import pytest
 from test_main import assert_one_line_error, cli
 
 from autoplace.hardware.load import load_profile
+from autoplace.measure.limits import Limits
 from autoplace.models import load_graph
 from autoplace.pipeline import MeshMachine, StageCosts, best_pipeline, evaluate
 from autoplace.pipeline.equal_flops import equal_flops
@@ -270,6 +271,33 @@ def test_tune_for_throughput_on_a_mesh_searches_pipelines(tmp_path):
         assert not other.exists()
 
 
+def test_tune_for_throughput_within_limits_on_a_mesh(tmp_path):
+    """``--max-energy`` and ``--max-latency`` bound a mesh's throughput search: the best
+    printed is the best of the log within them, which ``compile`` (told the same limits, as
+    the next step says) picks; where no plan keeps them it says so and gives no next step;
+    ``--max-memory`` is refused in one line before anything is logged."""
+    log, bound = tmp_path / "t.jsonl", "0.0015565"
+    t = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--trials", 64,
+            "--max-energy", bound, "--log", log, "--no-progress")
+    assert t.returncode == 0, t.stderr
+    mesh = load_profile("mesh")
+    costs = StageCosts(load_graph("squeezenet"), MeshMachine.of(mesh))
+    limits = Limits(energy_j=float(bound))
+    _, best = best_plan(log, costs, mesh.hash, limits=limits)
+    assert limits.admits(best.result)
+    assert f"the best within --max-energy {bound}, trial {best.trial} (" in t.stdout
+    assert f"--objective throughput --log {log} --max-energy {bound} -o piped/" in t.stdout
+    none = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--trials", 4,
+               "--max-latency", "1e-9", "--log", tmp_path / "n.jsonl", "--no-progress")
+    assert none.returncode == 0, none.stderr
+    assert "no plan found within --max-latency 1e-09" in none.stdout
+    assert "next:" not in none.stdout
+    bad = cli("tune", "squeezenet", "--hw", "mesh", "--objective", "throughput", "--log",
+              tmp_path / "m.jsonl", "--max-memory", "sram=1MiB")
+    assert_one_line_error(bad, "--max-memory: a pipeline plan's memory is its PEs' local")
+    assert not (tmp_path / "m.jsonl").exists()
+
+
 def test_two_workers_share_a_pipeline_study_and_measure_nothing_twice(tmp_path):
     """Two ``--worker`` searches on one journal study, started together with the same seed:
     between their logs every plan once, the DP's plan once, trial numbers the study's and
@@ -390,8 +418,9 @@ def test_tune_for_throughput_and_energy_on_a_mesh_prints_the_front_and_its_knee(
     assert "the knee's plan:" in t.stdout and f"--log {log} --pick knee -o piped/" in t.stdout
     assert head in cli("best", log, "--pareto").stdout
     for args, named in ((("--hw", "soc"), "over a mesh's pipeline plans"),
-                        (("--hw", hw, "--max-energy", "0.002"), "--max-energy 0.002 only go "
-                                                                 "with a placement search"),
+                        (("--hw", hw, "--max-energy", "0.002"), "--max-latency, --max-energy: "
+                                                                 "a search for throughput "
+                                                                 "within them, or the front"),
                         (("--hw", hw, "--cost-model", "analytic"),
                          "--cost-model analytic: the front of throughput,energy ranks")):
         assert_one_line_error(cli("tune", "squeezenet", "--objective", "throughput,energy",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from autoplace.hardware.load import load_profile
+from autoplace.measure.limits import Limits
 from autoplace.models import load_graph
 from autoplace.pipeline import evaluate
 from autoplace.pipeline.stream_measurer import StreamMeasurer
@@ -50,3 +51,70 @@ def test_a_plans_genome_is_its_text_and_its_key(space):
     assert [space.decode(*space.parse_genome(t)) for t in texts] == list(space.starts)
     assert space.keys(choice, mode) == [t.encode() for t in texts]
     assert space.log10_size > 4  # at least the ways to cut 41 ops and share 16 PEs
+
+
+def _job(space, path, limits=None, trials=64):
+    with TuningLog(path) as log:
+        return tune_mesh(space, log, mesh_config(trials=trials, seed=0,
+                                                 **({"limits": limits} if limits else {})))
+
+
+@pytest.fixture(scope="module")
+def free(space, tmp_path_factory):
+    """The throughput job without limits (64 trials, seed 0)."""
+    return _job(space, tmp_path_factory.mktemp("free") / "t.jsonl")
+
+
+def test_a_throughput_search_within_an_energy_bound_keeps_it(space, free, tmp_path):
+    """Within 0.999 of the energy of the unbounded job's best plan (which therefore does
+    not keep it): the best keeps the bound and streams more inferences per second than
+    every start plan (the DP's) that keeps it."""
+    bound = Limits(energy_j=0.999 * free.best.result.energy_j)
+    assert not bound.admits(free.best.result)
+    result = _job(space, tmp_path / "t.jsonl", bound)
+    assert result.best is not None and bound.admits(result.best.result)
+    kept = [r for r in result.baselines.values() if bound.admits(r.result)]
+    assert kept and result.best.result.period_s < min(r.result.period_s for r in kept)
+    within = [r.result.period_s for r in result.records if bound.admits(r.result)]
+    assert result.best.result.period_s == min(within)
+
+
+def test_where_no_start_plan_keeps_a_latency_bound_the_moves_go_toward_it(space, free,
+                                                                          tmp_path):
+    """Within 0.9 of the latency of the unbounded job's best plan, below the latency of
+    every plan that job measured: no start plan keeps it; the moves go from the plans least
+    beyond it (by their analytic figures) and reach plans that keep it."""
+    bound = Limits(latency_s=0.9 * free.best.result.latency_s)
+    assert not any(bound.admits(r.result) for r in free.records)
+    result = _job(space, tmp_path / "t.jsonl", bound)
+    assert not any(bound.admits(r.result) for r in result.baselines.values())
+    assert result.best is not None and bound.admits(result.best.result)
+
+
+def test_a_plan_beyond_the_limits_bounds_no_other(space, free):
+    """The stream measurer bounds a plan by the best known throughput (once the job told it
+    its best): with limits, only by plans that keep them. The unbounded job's best, measured
+    first within a bound it does not keep, leaves a plan whose analytic throughput is below
+    its streamed one streamed (without the bound, that plan is bounded: not streamed)."""
+    fast = space.candidate_of(free.best.pipeline, free.best.placement)
+    slow = next(p for p in (space.candidate_of(r.pipeline, r.placement) for r in free.records)
+                if p.replicas / evaluate(p, space.costs).period_s
+                < 0.999 / free.best.result.period_s)
+    bound = Limits(energy_j=free.best.result.energy_j * (1 - 1e-9))
+    for limits, streamed in ((None, False), (bound, True)):
+        m = StreamMeasurer(space.costs, limits=limits)
+        m.set_incumbent(None)
+        first, second = m.measure([fast, slow])
+        assert first.period_s == free.best.result.period_s
+        assert (second.period_s is not None) == streamed
+
+
+def test_plan_limits_are_on_latency_and_energy_and_for_throughput_alone(space, tmp_path):
+    for config, says in ((mesh_config(trials=5, limits=Limits(memory={"sram": 1e6})),
+                          "--max-memory: a pipeline plan's memory is its PEs' local scope"),
+                         (mesh_config(trials=5, objective="throughput,energy",
+                                      limits=Limits(energy_j=1.0)),
+                          "--max-latency, --max-energy: a search for throughput within")):
+        with TuningLog(tmp_path / "x.jsonl") as log, pytest.raises(ValueError, match=says):
+            tune_mesh(space, log, config)
+        assert not (tmp_path / "x.jsonl").exists() or not read(tmp_path / "x.jsonl")
