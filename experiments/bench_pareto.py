@@ -27,10 +27,12 @@ worst plus a tenth of its span). Writes ``bench_pareto_exact.md``.
 Mesh pipelines: per model x mesh (the bundled 4x4 ``mesh`` with rows and cols changed, and
 energy per byte read and written in its memories and moved over its links, as
 tests/mesh_search.mesh_with_energy prices them: :func:`energy_mesh`), one ``--objective
-throughput,energy`` job of ``--trials`` search trials against the throughput job of the same
-budget, every plan it reached streamed afterwards without bounding (a search for throughput
-alone leaves slower plans unstreamed). Both fronts' hypervolume to one reference point, as
-above. Writes ``bench_pareto_mesh.md``.
+throughput,energy`` job of ``--trials`` search trials against an epsilon-constraint sweep of
+the same budget (as above: the most throughput, the least energy, the most throughput within
+two energy bounds, ``--max-energy``) and against the throughput job of the whole budget;
+every plan they reached streamed afterwards without bounding (a search for throughput
+alone leaves slower plans unstreamed). The three fronts' hypervolume to one reference point,
+as above. Writes ``bench_pareto_mesh.md``.
 """
 
 from __future__ import annotations
@@ -148,48 +150,94 @@ def energy_mesh(rows: int, cols: int, out_dir: Path) -> Path:
 
 
 def mesh_compare(model: str, rows: int, cols: int, trials: int, seed: int) -> dict:
-    """The front job against the throughput job's plans, streamed (module docstring)."""
-    from autoplace.measure.objective import THROUGHPUT
-    from autoplace.pipeline.plan_space import plan_of
-    from autoplace.pipeline.stream_measurer import StreamMeasurer
-    from autoplace.search.mesh import mesh_config, plan_space, tune_mesh
+    """The front job against an epsilon-constraint sweep and the throughput job, each of the
+    same budget, their plans streamed (module docstring)."""
+    from autoplace.search.mesh import plan_space
 
-    crit = (THROUGHPUT, ENERGY)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         space = plan_space(load_graph(model), load_profile(energy_mesh(rows, cols, tmp)))
-        walls, logs = [], []
-        for objective in ("throughput,energy", "throughput"):
+        walls, plans = [], []
+        for run in (_mesh_front_job, _mesh_sweep, _mesh_throughput_job):
             t0 = time.perf_counter()
-            with TuningLog(tmp / f"{len(logs)}.jsonl") as log:
-                tune_mesh(space, log, mesh_config(trials=trials, seed=seed, objective=objective))
+            plans.append(run(space, tmp / run.__name__, trials, seed))
             walls.append(time.perf_counter() - t0)
-            logs.append(read(tmp / f"{len(logs)}.jsonl"))
-    F_mo = figures(front(logs[0], crit), crit)
-    streamed = StreamMeasurer(space.costs).measure([plan_of(r.pipeline) for r in logs[1]])
-    F_one = np.array([[r.period_s, r.energy_j] for r in streamed if r.period_s is not None])
-    F_one = F_one[nondominated(significant(F_one))]
-    both = np.vstack([F_mo, F_one])
+    fronts = [_streamed_front(space, p) for p in plans]
+    both = np.vstack(fronts)
     lo, hi = both.min(axis=0), both.max(axis=0)
     ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
     box = float(np.prod(ref - lo))
-    hv = [hypervolume(F, ref) / box * 100 for F in (F_mo, F_one)]
-    return dict(case=f"{model}/mesh{rows}x{cols}", trials=trials, n=(len(F_mo), len(F_one)),
-                hv=hv, walls=walls, measured=(len(logs[0]), len(logs[1])),
-                fastest=(1 / F_mo[:, 0].min(), 1 / F_one[:, 0].min()))
+    return dict(case=f"{model}/mesh{rows}x{cols}", trials=trials, n=[len(F) for F in fronts],
+                hv=[hypervolume(F, ref) / box * 100 for F in fronts], walls=walls,
+                fastest=[1 / F[:, 0].min() for F in fronts])
+
+
+def _mesh_job(space, path: Path, trials: int, seed: int, strategy=None, **config) -> list:
+    """The records of one job over ``space``'s plans."""
+    from autoplace.search.mesh import mesh_config, tune_mesh
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with TuningLog(path) as log:
+        tune_mesh(space, log, mesh_config(trials=trials, seed=seed, **config),
+                  strategy=strategy)
+    return read(path)
+
+
+def _mesh_front_job(space, tmp: Path, trials: int, seed: int) -> list:
+    return _mesh_job(space, tmp / "front.jsonl", trials, seed, objective="throughput,energy")
+
+
+def _mesh_throughput_job(space, tmp: Path, trials: int, seed: int) -> list:
+    return _mesh_job(space, tmp / "throughput.jsonl", trials, seed)
+
+
+def _mesh_sweep(space, tmp: Path, trials: int, seed: int) -> list:
+    """Four jobs of a quarter of the budget: the most throughput; the least energy (the
+    front search moving only its least-energy plan, ranked by energy alone: a search for
+    energy alone); the most throughput within energy bounds a third and two thirds of the
+    way from the first's best's energy to the second's least."""
+    from autoplace.search.pipeline_front import PipelineFront
+
+    q = trials // 4
+    fast = _mesh_job(space, tmp / "fast.jsonl", q, seed)
+    alone = PipelineFront(space, objective_named("throughput,energy"), seed=seed, turns=(1,))
+    lean = _mesh_job(space, tmp / "lean.jsonl", q, seed, strategy=alone,
+                     objective="throughput,energy")
+    best = min((r for r in fast if r.result.period_s), key=lambda r: r.result.period_s)
+    e_fast = best.result.energy_j
+    e_lean = min(r.result.energy_j for r in lean if r.result.energy_j is not None)
+    bounded = []
+    for k, share in enumerate((1 / 3, 2 / 3)):
+        bound = Limits(energy_j=e_fast + share * (e_lean - e_fast))
+        bounded += _mesh_job(space, tmp / f"bound{k}.jsonl", q, seed, limits=bound)
+    return fast + lean + bounded
+
+
+def _streamed_front(space, records: list) -> np.ndarray:
+    """The front of (seconds per inference, joules per inference) of the plans of
+    ``records``, each streamed without bounding (a search for throughput leaves slower
+    plans unstreamed)."""
+    from autoplace.pipeline.plan_space import plan_of
+    from autoplace.pipeline.stream_measurer import StreamMeasurer
+
+    plans = list(dict.fromkeys(plan_of(r.pipeline) for r in records))
+    streamed = StreamMeasurer(space.costs).measure(plans)
+    F = np.array([[r.period_s, r.energy_j] for r in streamed if r.period_s is not None])
+    return F[nondominated(significant(F))]
 
 
 def main_mesh(models: list[str], meshes: list[str], trials: int, seed: int, out: Path) -> None:
-    rows = ["| case | trials | front (front job) | front (throughput job, streamed) | "
-            "hv % (front job) | hv % (throughput job) | most inferences/s (front, throughput) "
-            "| wall s (front, throughput) |", "|---" * 8 + "|"]
+    rows = ["| case | trials | front (front job, sweep, throughput job) | hv % (front job) | "
+            "hv % (sweep) | hv % (throughput job) | most inferences/s (front, sweep, "
+            "throughput) | wall s (front, sweep, throughput) |", "|---" * 8 + "|"]
     for model in models:
         for mesh in meshes:
             r, c = (int(x) for x in mesh.split("x"))
             m = mesh_compare(model, r, c, trials, seed)
-            rows.append(f"| {m['case']} | {m['trials']} | {m['n'][0]} | {m['n'][1]} | "
-                        f"{m['hv'][0]:.2f} | {m['hv'][1]:.2f} | {m['fastest'][0]:,.1f}, "
-                        f"{m['fastest'][1]:,.1f} | {m['walls'][0]:.1f}, {m['walls'][1]:.1f} |")
+            rows.append(f"| {m['case']} | {m['trials']} | {', '.join(map(str, m['n']))} | "
+                        + " | ".join(f"{h:.2f}" for h in m["hv"]) + " | "
+                        + ", ".join(f"{f:,.1f}" for f in m["fastest"]) + " | "
+                        + ", ".join(f"{w:.1f}" for w in m["walls"]) + " |")
             print(rows[-1], flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_pareto_mesh.md").write_text("\n".join(rows) + "\n")

@@ -10,7 +10,12 @@ its PEs last. Candidates take turns (:data:`TURNS`):
 
 - moving the fastest plan, ranked by the period alone, and moving the least-energy plan,
   ranked by the energy alone (each the first streamed of equals): the ends pushed as a
-  search for either objective alone pushes them;
+  search for either objective alone pushes them. Each end is a walk of its own, as that
+  search is: it moves the best of the plans it proposed itself (and the start plans), with
+  draws of its own random stream, so plans the other turns find do not pull it into their
+  basins (on resnet50 over 8x8 PEs, when every turn moved the front's fastest plan with one
+  stream, the fastest stalled at 252-259 inferences/s where the throughput job reaches
+  264-268; with walks of their own, 263-266 at 1,024 trials);
 - moving the front's points (the streamed plans no other is as good as on both figures) one
   after the other, ranked first by non-dominated sorting among the front and each other
   (:func:`~autoplace.records.front.ranks`), then by the hypervolume each adds to the front
@@ -42,6 +47,7 @@ from autoplace.pipeline.plan import PipelinePlan, evaluate
 from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
 from autoplace.pipeline.stream_measurer import plan_figures
 from autoplace.records.front import contributions, ranks, significant
+from autoplace.search.checkpoint import Appended
 from autoplace.search.pipeline_moves import new_neighbours
 from autoplace.search.strategy import Proposal, SearchStrategy
 
@@ -75,6 +81,13 @@ class PipelineFront(SearchStrategy):
         self.rng = np.random.default_rng(seed)
         self.neighbours = PlanMoves(space.costs, space.pes, self.rng)
         self.neighbours.worth_drawing(space.starts)
+        #: per end (0, 1): its own moves (random stream) and the plans it proposed (text)
+        self.walks = {j: PlanMoves(space.costs, space.pes, np.random.default_rng([seed, j]))
+                      for j in (0, 1)}
+        for moves in self.walks.values():
+            moves.worth_drawing(space.starts)
+        self.walked = {j: Appended() for j in (0, 1)}
+        self._walk_plans = {j: set(space.starts) for j in (0, 1)}
         self.known: set[PipelinePlan] = set()  # observed or proposed
         self.plans: list[PipelinePlan] = []  # the streamed ones, in order observed ...
         self.F = np.zeros((0, 2))  # ... their figures, in the objective's order
@@ -115,6 +128,9 @@ class PipelineFront(SearchStrategy):
             if got is None:
                 self.dry.add(anchor)
                 continue
+            if by is not None:
+                self.walked[by].append(plan_text(got[0]))
+                self._walk_plans[by].add(got[0])
             self.turn, self.points = self.turn + 1, self.points + (by is None)
             plans.append(got[0])
             labels.append(got[1])
@@ -123,12 +139,16 @@ class PipelineFront(SearchStrategy):
         return Proposal(choice=choice, mode=mode, labels=tuple(labels))
 
     def _end(self, j: int) -> PipelinePlan:
-        """The streamed plan least by figure ``j`` whose neighbourhood has not run dry, the
-        first observed of equals (where a search for that figure alone moves from; the
-        front's end, but for a later plan equal by ``j`` and better by the other)."""
-        for i in np.lexsort((np.arange(len(self.F)), self.F[:, j])).tolist():
-            if self.plans[i] not in self.dry:
-                return self.plans[i]
+        """Where end ``j``'s walk moves from: of the streamed plans it proposed and the
+        starts, the least by figure ``j`` whose neighbourhood has not run dry, the first
+        observed of equals (as a search for that figure alone moves); when all of those
+        have run dry, of every streamed plan."""
+        order = np.lexsort((np.arange(len(self.F)), self.F[:, j])).tolist()
+        for mine in (True, False):
+            for i in order:
+                plan = self.plans[i]
+                if plan not in self.dry and (not mine or plan in self._walk_plans[j]):
+                    return plan
         raise AssertionError("a front point has not run dry")  # (propose's anchors)
 
     def _layers(self) -> tuple[list[list[PipelinePlan]], np.ndarray]:
@@ -151,7 +171,8 @@ class PipelineFront(SearchStrategy):
         """A new plan one move from ``anchor``, the best-ranked of a draw (against ``front``,
         or by figure ``by`` alone), and its move; None when :data:`DRY_DRAWS` draws find
         none."""
-        pool = new_neighbours(self.neighbours, anchor, self.known, self.candidates)
+        moves = self.neighbours if by is None else self.walks[by]
+        pool = new_neighbours(moves, anchor, self.known, self.candidates)
         if pool is None:
             return None
         plan = self._pick(list(pool), front, by)
@@ -180,9 +201,15 @@ class PipelineFront(SearchStrategy):
 
     def state(self) -> dict:
         return {"rng": self.rng.bit_generator.state, "turn": self.turn, "points": self.points,
-                "dry": sorted(plan_text(p) for p in self.dry)}
+                "dry": sorted(plan_text(p) for p in self.dry),
+                "walks": [{"rng": self.walks[j].rng.bit_generator.state,
+                           "plans": self.walked[j]} for j in (0, 1)]}
 
     def restore(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
         self.turn, self.points = int(state.get("turn", 0)), int(state.get("points", 0))
         self.dry = {parse_plan(text) for text in state.get("dry", ())}
+        for j, walk in enumerate(state.get("walks", ())):
+            self.walks[j].rng.bit_generator.state = walk["rng"]
+            self.walked[j] = Appended(walk["plans"])
+            self._walk_plans[j] = set(self.space.starts) | {parse_plan(t) for t in walk["plans"]}
