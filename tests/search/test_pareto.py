@@ -299,20 +299,30 @@ def test_best_and_its_pick_weigh_the_objectives_the_job_searched(tmp_path, capsy
 def test_two_workers_search_one_front(tmp_path):
     """Two ``--worker`` processes on one journal: no placement measured twice, every
     baseline's placement once, ``--trials`` the study's total, each trial told both
-    figures."""
+    figures. Each is held (SIGSTOP) once it has started, until both have: a worker
+    measures the 48 trials in well under the time another takes to start under load."""
+    import os
+    import signal
     import subprocess
     import sys
 
     storage, trials = f"journal:{tmp_path / 'study.journal'}", 48
     logs = [tmp_path / f"w{k}.jsonl" for k in range(2)]
-    procs = [subprocess.Popen([sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw",
-                               "biglittle", "--objective", "latency,energy", "--trials",
-                               str(trials), "--batch-size", "4", "--storage", storage,
-                               "--worker", "--log", str(log), "--no-progress"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for log in logs]
+    procs = []
+    for log in logs:
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw", "biglittle",
+             "--objective", "latency,energy", "--trials", str(trials), "--batch-size", "4",
+             "--storage", storage, "--worker", "--log", str(log), "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}))
+        assert procs[-1].stdout.readline().startswith("tuning squeezenet")  # (its first line)
+        procs[-1].send_signal(signal.SIGSTOP)
     for p in procs:
-        assert p.wait(timeout=600) == 0, p.stderr.read()
+        p.send_signal(signal.SIGCONT)
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
     records = [r for log in logs for r in read(log)]
     assert all(log.stat().st_size for log in logs)  # both measured
     space = SearchSpace(load_graph("squeezenet"), load_profile("biglittle"))
