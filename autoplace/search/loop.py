@@ -279,8 +279,9 @@ class Tuner:
     def run_search(self, progress) -> int:
         """Search until ``trials`` search candidates are measured; returns how many this run
         measured. When the strategy runs dry or stalls, descent (unless off) takes over
-        early. A worker with neither waits for the other workers' running trials and goes
-        on from what they measured (:meth:`_went_on_from_others`). Ends early, with a
+        early, then kicks, then wandering (:meth:`LocalSearch.wander`). A worker with
+        neither waits for the other workers' running trials and goes on from what they
+        measured (:meth:`_went_on_from_others`). Ends early, with a
         warning, when none of that gives an unmeasured candidate, or
         nothing new was measured for :data:`STALLED_ROUNDS` rounds in a row (a worker's
         round whose candidates other workers claimed first is not stalled: the study's
@@ -297,9 +298,9 @@ class Tuner:
                 proposal = self.strategy.propose(n)
                 proposal = self.local.polish(proposal, self.seen, self.references) if late \
                     else proposal
-            if not len(proposal) and self.descent:  # the strategy ran dry: descend, kick,
+            if not len(proposal) and self.descent:  # ran dry: descend, kick, then wander
                 proposal = self.local.propose(n, self.seen) or self.local.kick(self.seen) \
-                    or self.local.wander(n, self.seen) or proposal  # wander
+                    or self.local.wander(n, self.seen) or proposal
             if not len(proposal):  # nothing fits yet: toward fitting
                 proposal = self._toward_fitting(n) or proposal
             if not len(proposal):
