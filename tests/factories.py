@@ -158,6 +158,26 @@ def cli(*args, timeout: int = 600, env: dict | None = None) -> subprocess.Comple
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def started_together(commands: list[list[str]], first: str) -> list[subprocess.Popen]:
+    """``autoplace`` processes, one per command (its arguments), let go together: each is
+    held (SIGSTOP) once it prints its first line (starting ``first``) until all have. Fast
+    workers of one study would otherwise finish it before a slow starter joins (a process
+    importing TVM under load takes seconds); their stdout is a pipe (unbuffered)."""
+    import signal
+
+    procs = []
+    for args in commands:
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "autoplace", *map(str, args)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}))
+        line = procs[-1].stdout.readline()
+        assert line.startswith(first), (line, procs[-1].stderr.read() if not line else "")
+        procs[-1].send_signal(signal.SIGSTOP)
+    for p in procs:
+        p.send_signal(signal.SIGCONT)
+    return procs
+
+
 def one_line_error(proc: subprocess.CompletedProcess, *words: str,
                    start: str = "autoplace: error:") -> None:
     """``proc`` ended with exit code 2 and one line on stderr, beginning ``start`` and

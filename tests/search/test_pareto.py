@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import optuna
 import pytest
-from factories import op
+from factories import op, started_together
 from test_fit_repair import soc_with
 from test_objective import every_placement, hungry_chain
 
@@ -299,27 +299,14 @@ def test_best_and_its_pick_weigh_the_objectives_the_job_searched(tmp_path, capsy
 def test_two_workers_search_one_front(tmp_path):
     """Two ``--worker`` processes on one journal: no placement measured twice, every
     baseline's placement once, ``--trials`` the study's total, each trial told both
-    figures. Each is held (SIGSTOP) once it has started, until both have: a worker
-    measures the 48 trials in well under the time another takes to start under load."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
+    figures. They start together (:func:`factories.started_together`): a worker measures
+    the 48 trials in well under the time another takes to start under load."""
     storage, trials = f"journal:{tmp_path / 'study.journal'}", 48
     logs = [tmp_path / f"w{k}.jsonl" for k in range(2)]
-    procs = []
-    for log in logs:
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "autoplace", "tune", "squeezenet", "--hw", "biglittle",
-             "--objective", "latency,energy", "--trials", str(trials), "--batch-size", "4",
-             "--storage", storage, "--worker", "--log", str(log), "--no-progress"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-        assert procs[-1].stdout.readline().startswith("tuning squeezenet")  # (its first line)
-        procs[-1].send_signal(signal.SIGSTOP)
-    for p in procs:
-        p.send_signal(signal.SIGCONT)
+    procs = started_together([["tune", "squeezenet", "--hw", "biglittle", "--objective",
+                               "latency,energy", "--trials", trials, "--batch-size", 4,
+                               "--storage", storage, "--worker", "--log", log,
+                               "--no-progress"] for log in logs], "tuning squeezenet")
     for p in procs:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err

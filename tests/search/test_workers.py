@@ -19,6 +19,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from factories import started_together
 from postgres_server import Server, binaries
 
 from autoplace.hardware.load import load_profile
@@ -33,10 +34,14 @@ TRIALS = 300
 MODEL, HW = "squeezenet", "soc"
 
 
+def worker_args(storage: str, log: Path, seed: int, *extra: str) -> list[str]:
+    return ["tune", MODEL, "--hw", HW, "--trials", str(TRIALS), "--batch-size", "4",
+            "--storage", storage, "--worker", "--log", str(log), "--seed", str(seed),
+            "--no-progress", *extra]
+
+
 def worker(storage: str, log: Path, seed: int, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "autoplace", "tune", MODEL, "--hw", HW, "--trials",
-           str(TRIALS), "--batch-size", "4", "--storage", storage, "--worker", "--log",
-           str(log), "--seed", str(seed), "--no-progress", *extra]
+    cmd = [sys.executable, "-m", "autoplace", *worker_args(storage, log, seed, *extra)]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -91,7 +96,8 @@ def baselines_of():
 
 def three_workers(storage: str, tmp_path: Path) -> None:
     logs = [tmp_path / f"w{k}.jsonl" for k in range(3)]
-    finish([worker(storage, log, seed=0) for log in logs])  # same seed: they must not collide
+    finish(started_together([worker_args(storage, log, seed=0) for log in logs],
+                            f"tuning {MODEL}"))  # same seed: they must not collide
     assert_one_job(storage, logs)
     assert all(log.exists() and log.stat().st_size for log in logs), "every worker measured"
     assert_heartbeats_apart(storage, 3)
