@@ -25,9 +25,10 @@ not sampled.
 5. when the round is still short (the front's moves are measured, the descents end at
    measured points and random placements do not fit: densenet121 on ``soc`` stopped after
    475 of 1,024 trials), scalarised descents as in 3 from any measured point, moved by up to
-   :data:`WANDER_KICK` random one-op moves, up to :data:`WANDER_TRIES` per candidate
-   (labelled ``wander``): the job ends short of its trials only when those find nothing new
-   either.
+   :data:`~autoplace.search.local_search.WANDER_KICK` random one-op moves, up to
+   :data:`~autoplace.search.local_search.WANDER_TRIES` per candidate (labelled ``wander``,
+   as the single-objective loop's last resort is): the job ends short of its trials only
+   when those find nothing new either.
 
 In the last rounds (the ``descent`` share of the trials: :meth:`ParetoSearch.finishing`) no
 share is left to 3 and every candidate is first :meth:`~ParetoSearch.settled`: moved to
@@ -74,6 +75,7 @@ from autoplace.search.descent import (
     predicted,
 )
 from autoplace.search.heft_start import heft_start
+from autoplace.search.local_search import WANDER, WANDER_KICK, WANDER_TRIES
 from autoplace.search.strategy import Proposal, SearchStrategy
 from autoplace.space import SearchSpace
 
@@ -83,9 +85,6 @@ SCALARISED_TRIES = 2
 EXPLORE_SHARE = 0.25
 #: random one-op moves at most before a scalarised descent
 KICK = 4
-#: the last resort of a short round (module docstring, 5): scalarised descents per candidate
-#: wanted at most, and random one-op moves at most before each
-WANDER_TRIES, WANDER_KICK = 8, 8
 #: branch and bound is tried for a seed on spaces of at most this many placements
 #: (``SearchSpace.log10_size``; seed_te on soc: 10^4.8), and may simulate :data:`EXACT_WORK`
 #: op-rows (0.6 M there); on squeezenet it would give up after 5 s
@@ -322,13 +321,13 @@ class ParetoSearch(SearchStrategy):
             start = self.keys[start]
             choice, mode = kicked(self.space, *self.space.from_key(start), rng, most)
             F, ok = self.simulate(choice[None, :], mode[None, :])
-            label = "wander" if wander else "kick"
+            label = WANDER if wander else "kick"
             if not ok[0] or weakly_dominated(F, self.F[points])[0]:
                 descent = Descent(self.space, predict=lambda c, m, w=w:
                                   self._weighted(c, m, w, lo, span))
                 choice, mode = descent.descend(choice, mode, self._weighted(
                     choice[None, :], mode[None, :], w, lo, span)[0])
-                label = "wander" if wander else "scalarised"
+                label = WANDER if wander else "scalarised"
                 if not self.simulate(choice[None, :], mode[None, :])[1][0]:
                     continue  # (moved where nothing fits: no move fits either)
             if (got := self._take(choice, mode, taken)) is not None:

@@ -32,7 +32,7 @@ from autoplace.cost_model import CostModel, XGBCostModel
 from autoplace.measure.limits import Limits
 from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.moves import MOVES, PlanMoves
-from autoplace.pipeline.plan import PipelinePlan, evaluate
+from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
 from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
 from autoplace.pipeline.stream_measurer import plan_figures
 from autoplace.search.strategy import Proposal, SearchStrategy
@@ -139,14 +139,14 @@ class PipelineMoves(SearchStrategy):
         log_throughput = np.log([p.replicas for p in plans]) - log_period
         if not self.limits:
             return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
-        over = np.array([self._beyond(p) for p in plans])
+        over = np.array([self._beyond(p, evaluate(p, self.costs)) for p in plans])
         kind = np.where(~fits, 2, np.where(over > 0, 1, 0))
         return plans[int(np.lexsort((np.where(kind == 0, -log_throughput, over), kind))[0])]
 
-    def _beyond(self, plan: PipelinePlan) -> float:
-        """How far the plan's analytic figures (latency, energy at the analytic period) are
-        beyond the limits (:meth:`~autoplace.measure.limits.Limits.beyond`: 0 within)."""
-        f = evaluate(plan, self.costs)
+    def _beyond(self, plan: PipelinePlan, f: PlanFigures) -> float:
+        """How far the plan's analytic figures ``f`` (latency, energy at the analytic
+        period) are beyond the limits (:meth:`~autoplace.measure.limits.Limits.beyond`: 0
+        within)."""
         _, energy = plan_figures(plan, self.costs, f.period_s)
         return float(self.limits.beyond(f.latency_s, energy, lambda scope: math.nan))
 
@@ -156,8 +156,8 @@ class PipelineMoves(SearchStrategy):
         toward the limits while no plan keeps them), then the rest."""
         if math.isfinite(value):
             return 0, value
-        if self.limits and evaluate(plan, self.costs).fits:
-            return (1, over) if (over := self._beyond(plan)) > 0 else (2, 0.0)
+        if self.limits and (f := evaluate(plan, self.costs)).fits:
+            return (1, over) if (over := self._beyond(plan, f)) > 0 else (2, 0.0)
         return 2, 0.0
 
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
