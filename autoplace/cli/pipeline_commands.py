@@ -242,6 +242,10 @@ def _report_search(space, result, *, worker: bool, asked: int, short: int, objec
               "the measured plans is measured (the moves reach no other plan of this mesh)")
     if result.front:
         return _report_front(space, result, objective)
+    if len(objective.criteria) > 1 and objective.limits:
+        print(f"  no plan found within {objective.limits.text()} (the moves went from the "
+              "plans least beyond them)")
+        return None
     from autoplace.pipeline.plan_space import dp_reference, reference_text
 
     ref = dp_reference((r.strategy, r.trial, 1 / r.result.period_s if r.result.period_s
@@ -266,7 +270,8 @@ def _report_front(space, result, objective):
     from autoplace.cli.tune_summary import print_front
     from autoplace.records.front import figures, knee
 
-    print_front(result.front, objective.criteria, result.resumed + result.measured)
+    print_front(result.front, objective.criteria, result.resumed + result.measured,
+                f" ({objective.limits.text()})" if objective.limits else "")
     plan = _plan(space, result.front[knee(figures(result.front, objective.criteria))])
     print_plan(plan, space.costs, what="the knee's plan")
     return plan

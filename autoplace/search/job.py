@@ -109,8 +109,8 @@ def _check_writable(path: str, what: str) -> None:
 
 def check_objective(space: SearchSpace | PlanSpace, config: TuneConfig) -> None:
     """ValueError unless a plan space is tuned for throughput (or throughput and energy),
-    without descent, its limits on latency and energy only and for throughput alone, and a
-    space of placements not for throughput and energy."""
+    without descent, its limits on latency and energy only, and a space of placements not
+    for throughput and energy."""
     names = {c.name for c in objective_named(config.objective).criteria}  # (limits aside)
     if isinstance(space, PlanSpace) and (config.descent or names not in (
             {THROUGHPUT.name}, set(PLAN_FRONT))):
@@ -120,10 +120,6 @@ def check_objective(space: SearchSpace | PlanSpace, config: TuneConfig) -> None:
         raise ValueError("--max-memory: a pipeline plan's memory is its PEs' local scope, "
                          "which every plan must fit anyway (out of memory otherwise); bound "
                          "its --max-latency or --max-energy")
-    if isinstance(space, PlanSpace) and config.limits and len(names) > 1:
-        raise ValueError(f"--max-latency, --max-energy: a search for throughput within them, "
-                         f"or the front of {','.join(PLAN_FRONT)} (pick from it within them: "
-                         "autoplace best LOG --max-...), not both")
     if isinstance(space, SearchSpace) and len(names) > 1 and THROUGHPUT.name in names:
         raise ValueError(f"objective {config.objective!r}: a front of throughput and energy "
                          "is searched over a mesh's pipeline plans (a profile with [mesh]), "

@@ -29,6 +29,12 @@ draws has run dry; when every front point has, the moves start from the next lay
 non-dominated plans, and so on down, so a job ends short of its trials only when no
 measured plan has a new neighbour.
 
+Within limits (``--max-latency``, ``--max-energy``) the front is of the plans that keep them
+(the loop values a plan beyond them at nothing); of each draw, a candidate that keeps them by
+its analytic figures ranks first. While no plan keeps them, each candidate moves the plan
+whose analytic figures are least beyond them, with one walk ranked as
+:class:`~autoplace.search.pipeline_moves.PipelineMoves` ranks toward them.
+
 The loop measures the plans with bounding off (a plan slower than the fastest may use less
 energy: every plan is streamed). Deterministic with a seed; its state is its random state,
 the turn, the points moved and the plans whose neighbourhoods ran dry (a resumed job
@@ -41,6 +47,7 @@ import math
 
 import numpy as np
 
+from autoplace.measure.limits import Limits
 from autoplace.measure.objective import ENERGY, THROUGHPUT, Objectives
 from autoplace.pipeline.moves import PlanMoves
 from autoplace.pipeline.plan import PipelinePlan, evaluate
@@ -48,7 +55,7 @@ from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
 from autoplace.pipeline.stream_measurer import plan_figures
 from autoplace.records.front import contributions, ranks, significant
 from autoplace.search.checkpoint import Appended
-from autoplace.search.pipeline_moves import new_neighbours
+from autoplace.search.pipeline_moves import beyond_limits, new_neighbours
 from autoplace.search.strategy import Proposal, SearchStrategy
 
 #: moves drawn from a front point per candidate, of which the best-ranked is proposed
@@ -69,13 +76,14 @@ class PipelineFront(SearchStrategy):
                  candidates: int = CANDIDATES, turns: tuple[int | None, ...] = TURNS):
         super().__init__()
         names = tuple(m.name for m in objective.criteria)
-        if sorted(names) != sorted(FIGURES) or objective.limits:
+        if sorted(names) != sorted(FIGURES):
             raise ValueError(f"objective {objective.name!r}: a front of pipeline plans is "
-                             f"of {','.join(FIGURES)}, without limits")
+                             f"of {','.join(FIGURES)}")
         if not turns or not set(turns) <= {0, 1, None}:
             raise ValueError(f"turns: some of 0, 1 (an objective's end) and None (the "
                              f"front's points), got {turns!r}")
         self.space, self.costs, self.candidates = space, space.costs, candidates
+        self.limits = getattr(objective, "limits", None) or Limits()
         self.turns = tuple(turns)
         self.columns = [FIGURES.index(n) for n in names]  # plan_figures' order -> objective's
         self.rng = np.random.default_rng(seed)
@@ -91,6 +99,8 @@ class PipelineFront(SearchStrategy):
         self.known: set[PipelinePlan] = set()  # observed or proposed
         self.plans: list[PipelinePlan] = []  # the streamed ones, in order observed ...
         self.F = np.zeros((0, 2))  # ... their figures, in the objective's order
+        #: fitting plans beyond the limits (no figures), how far beyond (analytic), in order
+        self.outside: dict[PipelinePlan, float] = {}
         self.dry: set[PipelinePlan] = set()  # plans whose every neighbour is known
         self.turn = 0  # candidates proposed (the next one takes turns[turn % len(turns)])
         self.points = 0  # candidates that moved the front's points (which point is next)
@@ -109,6 +119,8 @@ class PipelineFront(SearchStrategy):
             if math.isfinite(value) and value > 0:
                 self.plans.append(plan)
                 self.F = np.vstack([self.F, self.figures(plan, value * plan.replicas)])
+            elif self.limits and (f := evaluate(plan, self.costs)).fits:
+                self.outside[plan] = beyond_limits(plan, self.costs, self.limits, f)
 
     # -- proposing ---------------------------------------------------------------------------
     def propose(self, n: int) -> Proposal:
@@ -123,7 +135,10 @@ class PipelineFront(SearchStrategy):
                 layers.pop(0)
                 continue
             by = self.turns[self.turn % len(self.turns)]
-            anchor = anchors[self.points % len(anchors)] if by is None else self._end(by)
+            anchor = self._end(by) if by is not None else None
+            if anchor is None:  # (beyond the limits, the least beyond first)
+                anchor = anchors[0] if anchors[0] in self.outside else \
+                    anchors[self.points % len(anchors)]
             got = self._near(anchor, front, by)
             if got is None:
                 self.dry.add(anchor)
@@ -138,24 +153,28 @@ class PipelineFront(SearchStrategy):
         choice, mode = self.space.encode(plans)
         return Proposal(choice=choice, mode=mode, labels=tuple(labels))
 
-    def _end(self, j: int) -> PipelinePlan:
-        """Where end ``j``'s walk moves from: of the streamed plans it proposed and the
-        starts, the least by figure ``j`` whose neighbourhood has not run dry, the first
-        observed of equals (as a search for that figure alone moves); when all of those
-        have run dry, of every streamed plan."""
+    def _end(self, j: int) -> PipelinePlan | None:
+        """Where end ``j``'s walk moves from: of the streamed plans (within the limits) it
+        proposed and the starts, the least by figure ``j`` whose neighbourhood has not run
+        dry, the first observed of equals (as a search for that figure alone moves); when
+        all of those have run dry, of every streamed plan; None when every one has."""
         order = np.lexsort((np.arange(len(self.F)), self.F[:, j])).tolist()
         for mine in (True, False):
             for i in order:
                 plan = self.plans[i]
                 if plan not in self.dry and (not mine or plan in self._walk_plans[j]):
                     return plan
-        raise AssertionError("a front point has not run dry")  # (propose's anchors)
+        return None
 
     def _layers(self) -> tuple[list[list[PipelinePlan]], np.ndarray]:
-        """The streamed plans by non-dominated layer, each by its first figure (of equal
-        figures the first observed only), and the figures of the first layer (the front)."""
+        """The streamed plans (within the limits) by non-dominated layer, each by its first
+        figure (of equal figures the first observed only), then the plans beyond the limits
+        that fit, the least beyond first; and the figures of the first layer (the front)."""
+        outside = sorted(self.outside, key=lambda p: self.outside[p] or math.inf)  # (one
+        # that keeps them by its analytic figures but not as streamed: last, as in a search
+        # for throughput; stable: the order observed)
         if not len(self.F):
-            return [], self.F
+            return [outside] if outside else [], self.F
         rank = ranks(self.F, self.F[:0])
         order = np.lexsort((self.F[:, 1], self.F[:, 0], rank))
         seen, layers = set(), {}
@@ -164,14 +183,17 @@ class PipelineFront(SearchStrategy):
             if key not in seen:
                 seen.add(key)
                 layers.setdefault(int(rank[i]), []).append(self.plans[i])
-        return [layers[r] for r in sorted(layers)], self.F[rank == 0]
+        return [layers[r] for r in sorted(layers)] + ([outside] if outside else []), \
+            self.F[rank == 0]
 
     def _near(self, anchor: PipelinePlan, front: np.ndarray,
               by: int | None = None) -> tuple[PipelinePlan, str] | None:
         """A new plan one move from ``anchor``, the best-ranked of a draw (against ``front``,
         or by figure ``by`` alone), and its move; None when :data:`DRY_DRAWS` draws find
         none."""
-        moves = self.neighbours if by is None else self.walks[by]
+        if anchor in self.outside:  # toward the limits: one walk, ranked as a search for
+            by = 0  # throughput within them ranks (draws of the walks would go in turns)
+        moves = self.neighbours if by is None or anchor in self.outside else self.walks[by]
         pool = new_neighbours(moves, anchor, self.known, self.candidates)
         if pool is None:
             return None
@@ -180,23 +202,28 @@ class PipelineFront(SearchStrategy):
 
     def _pick(self, plans: list[PipelinePlan], front: np.ndarray,
               by: int | None = None) -> PipelinePlan:
-        """The plan ranked first by its analytic figures: fits, then the least figure ``by``
-        (then the other), or without ``by`` its non-dominated rank among ``front`` and the
-        others, then the hypervolume it adds (the first of equals)."""
+        """The plan ranked first by its analytic figures: fits and keeps the limits (else
+        the least beyond them), then the least figure ``by`` (then the other), or without
+        ``by`` its non-dominated rank among ``front`` and the others, then the hypervolume
+        it adds (the first of equals)."""
         if len(plans) == 1:
             return plans[0]
         analytic = [evaluate(p, self.costs) for p in plans]
         F = np.array([self.figures(p, f.period_s) for p, f in zip(plans, analytic)])
         fits = np.array([f.fits and math.isfinite(f.period_s) for f in analytic])
+        over = np.array([beyond_limits(p, self.costs, self.limits, f) if self.limits
+                         and fit else 0.0 for p, f, fit in zip(plans, analytic, fits)])
+        kind = np.where(~fits, 2, np.where(over > 0, 1, 0))  # within, beyond, not fitting
         if by is not None:
-            order = np.lexsort((F[:, 1 - by], F[:, by], ~fits))
-            return plans[int(order[0])]
+            return plans[int(np.lexsort((F[:, 1 - by], F[:, by], over, kind))[0])]
+        if not (kind == 0).any():
+            return plans[int(np.lexsort((over, kind))[0])]
         score = np.full(len(plans), -np.inf)
-        if fits.any():
-            rank = ranks(F[fits], front)
-            gain = np.zeros(int(fits.sum()))
-            gain[rank == 0] = contributions(F[fits][rank == 0], front)
-            score[fits] = gain - rank
+        within = kind == 0
+        rank = ranks(F[within], front)
+        gain = np.zeros(int(within.sum()))
+        gain[rank == 0] = contributions(F[within][rank == 0], front)
+        score[within] = gain - rank
         return plans[int(np.argmax(score))]
 
     def state(self) -> dict:

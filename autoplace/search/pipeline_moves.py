@@ -30,6 +30,7 @@ import numpy as np
 
 from autoplace.cost_model import CostModel, XGBCostModel
 from autoplace.measure.limits import Limits
+from autoplace.pipeline.costs import StageCosts
 from autoplace.pipeline.features import PLAN_FEATURES, plan_features
 from autoplace.pipeline.moves import MOVES, PlanMoves
 from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
@@ -69,6 +70,16 @@ def new_neighbours(neighbours: PlanMoves, anchor: PipelinePlan, known: set,
         if pool:
             return pool
     return None
+
+
+def beyond_limits(plan: PipelinePlan, costs: StageCosts, limits: Limits,
+                  f: PlanFigures | None = None) -> float:
+    """How far the plan's analytic figures (``f``: :func:`~autoplace.pipeline.plan.evaluate`'s,
+    computed if not given; latency, and energy at the analytic period) are beyond
+    ``limits`` (:meth:`~autoplace.measure.limits.Limits.beyond`: 0 within)."""
+    f = evaluate(plan, costs) if f is None else f
+    _, energy = plan_figures(plan, costs, f.period_s)
+    return float(limits.beyond(f.latency_s, energy, lambda scope: math.nan))
 
 
 class PipelineMoves(SearchStrategy):
@@ -139,16 +150,9 @@ class PipelineMoves(SearchStrategy):
         log_throughput = np.log([p.replicas for p in plans]) - log_period
         if not self.limits:
             return plans[int(np.argmax(np.where(fits, log_throughput, -np.inf)))]
-        over = np.array([self._beyond(p, evaluate(p, self.costs)) for p in plans])
+        over = np.array([beyond_limits(p, self.costs, self.limits) for p in plans])
         kind = np.where(~fits, 2, np.where(over > 0, 1, 0))
         return plans[int(np.lexsort((np.where(kind == 0, -log_throughput, over), kind))[0])]
-
-    def _beyond(self, plan: PipelinePlan, f: PlanFigures) -> float:
-        """How far the plan's analytic figures ``f`` (latency, energy at the analytic
-        period) are beyond the limits (:meth:`~autoplace.measure.limits.Limits.beyond`: 0
-        within)."""
-        _, energy = plan_figures(plan, self.costs, f.period_s)
-        return float(self.limits.beyond(f.latency_s, energy, lambda scope: math.nan))
 
     def _rank(self, plan: PipelinePlan, value: float) -> tuple[int, float]:
         """An anchor's rank: by seconds per inference where it has them (kept the limits),
@@ -157,7 +161,8 @@ class PipelineMoves(SearchStrategy):
         if math.isfinite(value):
             return 0, value
         if self.limits and (f := evaluate(plan, self.costs)).fits:
-            return (1, over) if (over := self._beyond(plan, f)) > 0 else (2, 0.0)
+            over = beyond_limits(plan, self.costs, self.limits, f)
+            return (1, over) if over > 0 else (2, 0.0)
         return 2, 0.0
 
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:

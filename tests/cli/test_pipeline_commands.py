@@ -397,7 +397,10 @@ def test_tune_for_throughput_and_energy_on_a_mesh_prints_the_front_and_its_knee(
     """``tune --objective throughput,energy`` on a mesh searches the front of pipeline plans:
     it prints the front (the fastest marked "most throughput"), the knee's plan, and
     ``compile --pick knee`` as the next step; the front is the log's (``best --pareto``).
-    Limits, a profile without a mesh and ``--pick`` without a log are one-line errors."""
+    Within ``--max-energy`` (the energy of a point between the ends of that front) the
+    front printed is of plans that keep it, the next step passes it on, and the front is
+    the one ``best --pareto`` gives within it. Memory limits, a profile without a mesh and
+    ``--pick`` without a log are one-line errors."""
     from mesh_search import mesh_with_energy
 
     from autoplace.measure.objective import objective_named
@@ -417,10 +420,22 @@ def test_tune_for_throughput_and_energy_on_a_mesh_prints_the_front_and_its_knee(
     assert "most throughput" in " ".join(rows[0]) and "least energy" in " ".join(rows[-1])
     assert "the knee's plan:" in t.stdout and f"--log {log} --pick knee -o piped/" in t.stdout
     assert head in cli("best", log, "--pareto").stdout
+    bound, within = f"{points[len(points) // 2].result.energy_j!r}", tmp_path / "w.jsonl"
+    t = cli("tune", "squeezenet", "--hw", hw, "--objective", "throughput,energy", "--trials",
+            30, "--max-energy", bound, "--log", within, "--no-progress")
+    assert t.returncode == 0, t.stderr
+    kept = front(read(within), objective_named("throughput,energy").criteria,
+                 Limits(energy_j=float(bound)))
+    assert kept and all(p.result.energy_j <= float(bound) for p in kept)
+    head = f"the front of {len(kept)} of 32 records over throughput, energy (--max-energy "
+    assert head in t.stdout and f"--pick knee --max-energy {bound} -o piped/" in t.stdout
+    rows = [line.split() for line in t.stdout.splitlines() if re.match(r"\s+\d+\s+\w", line)]
+    assert [int(r[0]) for r in rows] == [p.trial for p in kept]
+    assert f"the front of {len(kept)} of 32" in cli("best", within, "--pareto",
+                                                    "--max-energy", bound).stdout
     for args, named in ((("--hw", "soc"), "over a mesh's pipeline plans"),
-                        (("--hw", hw, "--max-energy", "0.002"), "--max-latency, --max-energy: "
-                                                                 "a search for throughput "
-                                                                 "within them, or the front"),
+                        (("--hw", hw, "--max-memory", "sram=1MiB"), "--max-memory: a pipeline "
+                                                                     "plan's memory is its"),
                         (("--hw", hw, "--cost-model", "analytic"),
                          "--cost-model analytic: the front of throughput,energy ranks")):
         assert_one_line_error(cli("tune", "squeezenet", "--objective", "throughput,energy",

@@ -9,12 +9,16 @@ import pytest
 
 from autoplace.hardware.load import load_profile
 from autoplace.measure.limits import Limits
+from autoplace.measure.objective import objective_named
 from autoplace.models import load_graph
 from autoplace.pipeline import evaluate
 from autoplace.pipeline.stream_measurer import StreamMeasurer
+from autoplace.records.front import front
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.mesh import mesh_config, plan_space, tune_mesh
+
+CRITERIA = objective_named("throughput,energy").criteria
 
 
 @pytest.fixture(scope="module")
@@ -109,12 +113,45 @@ def test_a_plan_beyond_the_limits_bounds_no_other(space, free):
         assert (second.period_s is not None) == streamed
 
 
-def test_plan_limits_are_on_latency_and_energy_and_for_throughput_alone(space, tmp_path):
-    for config, says in ((mesh_config(trials=5, limits=Limits(memory={"sram": 1e6})),
-                          "--max-memory: a pipeline plan's memory is its PEs' local scope"),
-                         (mesh_config(trials=5, objective="throughput,energy",
-                                      limits=Limits(energy_j=1.0)),
-                          "--max-latency, --max-energy: a search for throughput within")):
-        with TuningLog(tmp_path / "x.jsonl") as log, pytest.raises(ValueError, match=says):
+def test_plan_limits_are_on_latency_and_energy(space, tmp_path):
+    for objective in ("throughput", "throughput,energy"):
+        config = mesh_config(trials=5, objective=objective,
+                             limits=Limits(memory={"sram": 1e6}))
+        with TuningLog(tmp_path / "x.jsonl") as log, pytest.raises(
+                ValueError, match="--max-memory: a pipeline plan's memory is its PEs' local"):
             tune_mesh(space, log, config)
         assert not (tmp_path / "x.jsonl").exists() or not read(tmp_path / "x.jsonl")
+
+
+def _front_job(space, path, limits=None, trials=64, seed=0):
+    config = mesh_config(trials=trials, seed=seed, objective="throughput,energy",
+                         **({"limits": limits} if limits else {}))
+    with TuningLog(path) as log:
+        return tune_mesh(space, log, config)
+
+
+def test_a_front_within_limits_is_of_plans_that_keep_them(space, tmp_path):
+    """The front of throughput and energy within an energy bound that no start plan keeps
+    (below the least energy of the unbounded front job's first 16 plans): its points keep
+    it, and are the front of the records that do; the moves go from the plans least beyond
+    it (by their analytic figures) and reach them."""
+    loose = _front_job(space, tmp_path / "loose.jsonl", trials=16)
+    least = min(r.result.energy_j for r in loose.records if r.result.energy_j)
+    bound = Limits(energy_j=0.997 * least)
+    result = _front_job(space, tmp_path / "t.jsonl", bound)
+    assert not any(bound.admits(r.result) for r in result.baselines.values())
+    kept = [r for r in result.records if bound.admits(r.result)]
+    assert result.front and all(bound.admits(r.result) for r in result.front)
+    assert [r.trial for r in result.front] == [r.trial for r in front(kept, CRITERIA)]
+    assert any(not bound.admits(r.result) and r.result.energy_j for r in result.records)
+
+
+def test_limits_every_plan_keeps_change_no_proposal(space, tmp_path):
+    """A front job within limits that every plan it measures keeps proposes what the job
+    without them does (the ranking and the walks are the same)."""
+    free = _front_job(space, tmp_path / "free.jsonl", trials=32)
+    bound = Limits(latency_s=1.0, energy_j=1.0)
+    assert all(bound.admits(r.result) for r in free.records if r.result.period_s)
+    bounded = _front_job(space, tmp_path / "bounded.jsonl", bound, trials=32)
+    assert [(r.pipeline, r.strategy) for r in bounded.records] == \
+        [(r.pipeline, r.strategy) for r in free.records]
