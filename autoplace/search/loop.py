@@ -29,7 +29,7 @@ from autoplace.search.descent import predicted
 from autoplace.search.fit_repair import FitRepair
 from autoplace.search.interrupt import from_ctrl_c, uninterrupted
 from autoplace.search.local_search import LocalSearch
-from autoplace.search.store import Store
+from autoplace.search.store import Done, Store
 from autoplace.search.strategies import (
     named_baselines,
 )
@@ -59,6 +59,9 @@ class Tuner:
         #: the strategy's name in a checkpoint's header: ``config.sampler``, unless given
         self.name = name or config.sampler
         self.objective = config.goal  # what "faster" means: latency or a stream's period
+        #: what the strategy observes of a result: its value, or its values of several
+        #: objectives (None: none), as the store reads them from the log and the study
+        self.observed = self.objective.values if config.multi else self.objective.value
         #: (name, candidate) measured before the search
         self.baselines = named_baselines(space)
         self.baseline_names = {name for name, _ in self.baselines}
@@ -71,7 +74,7 @@ class Tuner:
         self._search_done = 0  # of them, candidates of the search (not baselines)
         #: logged candidates of the round a resumed job stopped in, by genome key: taken
         #: from the log when that round is proposed again (see autoplace.search.checkpoint)
-        self.pending: dict[bytes, tuple[str, Placement, float | None]] = {}
+        self.pending: dict[bytes, Done] = {}
         self.checkpoint = None if shared is not None or strategy.state() is None else \
             checkpoint_path(store.log.path)
         self._checkpoints: CheckpointWriter | None = None  # made on the first round
@@ -128,15 +131,15 @@ class Tuner:
                 self._checkpoints = CheckpointWriter(self.checkpoint, **self._job())
             self._checkpoints.write(len(self.done), self.strategy.state())
 
-    def _take_in(self, done: list[tuple[str, Placement, float | None]]) -> None:
+    def _take_in(self, done: list[Done]) -> None:
         """Measured candidates of the job from elsewhere (log, study): remembered as
         measured, and observed by the strategy."""
         if not done:
             return
-        labels, placements, latency = zip(*done)
+        labels, placements, values = zip(*done)
         choice, mode = self.space.encode(list(placements))
-        lat = np.array([np.nan if x is None else x for x in latency], dtype=np.float64)
-        self._remember(choice, mode, lat)
+        lat = self._array(values)
+        self._remember(choice, mode, lat if lat.ndim == 1 else lat[:, 0])
         self.strategy.observe(Proposal(choice=choice, mode=mode, labels=labels), lat)
         self._add_done(labels)
 
@@ -148,6 +151,15 @@ class Tuner:
             self._local = LocalSearch(self.space, self.predict, stable=self.measurer.free,
                                       objective=self.objective)
         return self._local
+
+    def _array(self, values) -> np.ndarray:
+        """What the strategy observes of values (:attr:`observed`'s): seconds per row (NaN:
+        none), or for several objectives a row of figures each (a row of NaN: none)."""
+        if not self.config.multi:
+            return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        k = len(self.objective.criteria)
+        return np.array([[np.nan] * k if v is None else v for v in values],
+                        dtype=np.float64).reshape(-1, k)
 
     def _remember(self, choice: np.ndarray, mode: np.ndarray, latency: np.ndarray) -> None:
         keys = self.space.keys(*self.space.canonical(choice, mode))
@@ -199,14 +211,13 @@ class Tuner:
                 self._record(proposal, i, keys[i], pl, res, mode[i])
         finally:  # interrupted: asked trials left running are finished as not measured
             self._release_unfinished(proposal, todo)
-        latency = {i: np.nan if (v := self.objective.value(r)) is None else v
-                   for i, r in zip(todo, results) if r is not None}
-        for i, (label, _, lat) in logged.items():  # measured before the job was resumed
-            latency[i] = np.nan if lat is None else lat
-            self._seen(keys[i], lat)
+        values = {i: self.observed(r) for i, r in zip(todo, results) if r is not None}
+        for i, (label, _, value) in logged.items():  # measured before the job was resumed
+            values[i] = value
+            self._seen(keys[i], value[0] if isinstance(value, list) else value)
             self._add_done((label,))
-        rows = [i for i in fresh if i in latency]
-        self.strategy.observe(proposal.take(rows), np.array([latency[i] for i in rows]))
+        rows = [i for i in fresh if i in values]
+        self.strategy.observe(proposal.take(rows), self._array([values[i] for i in rows]))
         self.new = len(rows)
         if stopped is not None:
             raise stopped

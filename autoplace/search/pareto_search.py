@@ -76,7 +76,7 @@ from autoplace.search.descent import (
 )
 from autoplace.search.heft_start import heft_start
 from autoplace.search.local_search import WANDER, WANDER_KICK, WANDER_TRIES
-from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.search.strategy import Proposal, SearchStrategy, figure_rows
 from autoplace.space import SearchSpace
 
 #: scalarised descents tried per round at most, per candidate wanted
@@ -111,10 +111,11 @@ class ParetoSearch(SearchStrategy):
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
         if not len(proposal):
             return
+        values = figure_rows(latency, len(proposal), self.k)
         choice, mode = self.space.canonical(proposal.choice, proposal.mode)
         keys = self.space.keys(choice, mode)
         known = set(self.keys)
-        rows = [i for i in np.flatnonzero(~np.isnan(latency)).tolist()
+        rows = [i for i in np.flatnonzero(~np.isnan(values).any(axis=1)).tolist()
                 if keys[i] not in known and not known.add(keys[i])]
         self.measured.update(keys)
         if rows:
@@ -362,12 +363,13 @@ class ParetoSearch(SearchStrategy):
         self._finishing = True
 
     def state(self) -> dict:
-        """Nothing beyond what it observed: its proposals are a function of that."""
-        return {}
+        """Its seed: its proposals are a function of that and of what it observed."""
+        return {"seed": self.seed}
 
     def restore(self, state: dict) -> None:
-        if state:
-            raise ValueError(f"ParetoSearch keeps no state, got {sorted(state)}")
+        if sorted(state) != ["seed"]:
+            raise ValueError(f"a ParetoSearch state is its seed, got {sorted(state)}")
+        self.seed = int(state["seed"])
 
 
 def _best_by(F: np.ndarray, j: int) -> int:

@@ -56,7 +56,7 @@ from autoplace.pipeline.stream_measurer import plan_figures
 from autoplace.records.front import contributions, ranks, significant
 from autoplace.search.checkpoint import Appended
 from autoplace.search.pipeline_moves import beyond_limits, new_neighbours
-from autoplace.search.strategy import Proposal, SearchStrategy
+from autoplace.search.strategy import Proposal, SearchStrategy, figure_rows
 
 #: moves drawn from a front point per candidate, of which the best-ranked is proposed
 CANDIDATES = 8
@@ -86,6 +86,7 @@ class PipelineFront(SearchStrategy):
         self.limits = getattr(objective, "limits", None) or Limits()
         self.turns = tuple(turns)
         self.columns = [FIGURES.index(n) for n in names]  # plan_figures' order -> objective's
+        self.period = names.index(THROUGHPUT.name)  # the objective's column of the period
         self.rng = np.random.default_rng(seed)
         self.neighbours = PlanMoves(space.costs, space.pes, self.rng)
         self.neighbours.worth_drawing(space.starts)
@@ -112,13 +113,15 @@ class PipelineFront(SearchStrategy):
             self.columns]
 
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
-        """Measured plans (``latency``: seconds per inference over every copy; NaN: not
-        streamed)."""
-        for plan, value in zip(proposal.choice, latency):
+        """Measured plans (``latency``: per plan, its figure of each objective, in the
+        objective's order: seconds per inference over every copy, joules per inference; a
+        row of NaN: not streamed, or beyond the limits)."""
+        values = figure_rows(latency, len(proposal), len(FIGURES))
+        for plan, row in zip(proposal.choice, values):
             self.known.add(plan)
-            if math.isfinite(value) and value > 0:
+            if np.isfinite(row).all() and row[self.period] > 0:
                 self.plans.append(plan)
-                self.F = np.vstack([self.F, self.figures(plan, value * plan.replicas)])
+                self.F = np.vstack([self.F, significant(row)])
             elif self.limits and (f := evaluate(plan, self.costs)).fits:
                 self.outside[plan] = beyond_limits(plan, self.costs, self.limits, f)
 

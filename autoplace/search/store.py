@@ -34,6 +34,10 @@ from autoplace.search.study_storage import open_storage, redact
 from autoplace.search.workers import measured_in_study
 from autoplace.space import Placement, SearchSpace
 
+#: a candidate the job measured before: (strategy, candidate, its value or None; of a job of
+#: several objectives, their values)
+Done = tuple[str, Placement, float | list[float] | None]
+
 
 def study_name(space: SearchSpace, config: TuneConfig) -> str:
     g = space.graph
@@ -110,7 +114,6 @@ class Store:
                  measurer: str, seed: int, params: TrialParams, study_numbers: bool = False,
                  continues: bool = False, append: bool = False, objective: Objective = LATENCY):
         self.space, self.log, self.study = space, log, study
-        self.value = objective.value
         #: what the study is told of a result: its value, or its values of several criteria
         self.multi = len(objective.criteria) > 1
         #: what each record says it was searched for: several objectives' names (None: one)
@@ -163,10 +166,11 @@ class Store:
         return known[-1] if known else new_run_id()
 
     # -- resuming ----------------------------------------------------------------------------
-    def sync(self) -> list[tuple[str, Placement, float | None]]:
+    def sync(self) -> list[Done]:
         """Add to the study the logged records it misses; return what the job measured
-        before: (strategy, placement, latency or None) from the log, then from trials of
-        the study that no record of this log has (another log's run on the same study)."""
+        before: (strategy, placement, value or None; of several objectives, their values)
+        from the log, then from trials of the study that no record of this log has (another
+        log's run on the same study)."""
         in_study = {}
         trials = [] if self.study is None else self.study.get_trials(
             deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
@@ -177,12 +181,12 @@ class Store:
             if r.trial not in in_study and self.study is not None:
                 self._add_trial(r)
         done = [(r.strategy, self.space.candidate_of(r.pipeline, r.placement),
-                 self.value(r.result)) for r in self.logged]
+                 self.told_value(r.result)) for r in self.logged]
         self.taken.update(r.trial for r in self.logged)
         self.next_trial = max([self.next_trial, *(n + 1 for n in in_study)])
         return done + self._take_in(in_study)
 
-    def others(self) -> list[tuple[str, Placement, float | None]]:
+    def others(self) -> list[Done]:
         """Candidates other workers measured since the last call (as :meth:`sync`)."""
         trials = self.study.get_trials(deepcopy=False,
                                        states=(TrialState.COMPLETE, TrialState.FAIL))
@@ -193,7 +197,7 @@ class Store:
         done = []
         for number, t in sorted(in_study.items()):
             if number not in self.taken and (p := self._placement(t)) is not None:
-                done.append((t.user_attrs["strategy"], p, t.values[0] if t.values else None))
+                done.append((t.user_attrs["strategy"], p, _told(t.values, self.multi)))
             self.taken.add(number)
         return done
 
@@ -314,6 +318,14 @@ def shared_run_id(study: optuna.Study) -> str:
     if study.user_attrs.get("run") != run:
         study.set_user_attr("run", run)
     return run
+
+
+def _told(values: list[float] | None, multi: bool) -> float | list[float] | None:
+    """A finished trial's value as the store gives it (:meth:`Store.sync`): of several
+    objectives all of them, else the one; None if it has none."""
+    if not values:
+        return None
+    return list(values) if multi else values[0]
 
 
 def _attrs(rec: Record, genome: str, value: float | None) -> dict:

@@ -65,6 +65,16 @@ def fastest(best: tuple | None, choice: np.ndarray, mode: np.ndarray,
     return float(latency[i]), choice[i].copy(), mode[i].copy()
 
 
+def figure_rows(values: np.ndarray, n: int, k: int) -> np.ndarray:
+    """``values`` as :meth:`SearchStrategy.observe` gets them in a job of ``k`` objectives:
+    ``[n, k]`` floats; ValueError naming the shape otherwise."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (n, k):
+        raise ValueError(f"a job of {k} objectives observes {n} candidates' figures as "
+                         f"[{n}, {k}], got an array of shape {values.shape}")
+    return values
+
+
 class SearchStrategy(ABC):
     """Proposes candidates and learns from their measurements."""
 
@@ -87,8 +97,10 @@ class SearchStrategy(ABC):
 
     @abstractmethod
     def observe(self, proposal: Proposal, latency: np.ndarray) -> None:
-        """Measured candidates (``latency`` in seconds, NaN for a failed one). Also called
-        with the records of a resumed job and the baselines, which carry no prediction."""
+        """Measured candidates (``latency`` in seconds, NaN for a failed one; of a job of
+        several objectives, ``[candidates, objectives]``: each one's figure of each, in the
+        objective's order, a row of NaN for a failed one). Also called with the records of
+        a resumed job and the baselines, which carry no prediction."""
 
     def finishing(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Called before each of the search's last rounds (the ``descent`` share of its

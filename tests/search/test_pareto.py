@@ -356,8 +356,10 @@ def test_the_least_latency_branch_and_bound_proves_is_a_seed(hw, seeded):
     space = SearchSpace(load_graph("seed_te"), load_profile(hw))
     search = ParetoSearch(space, objective_named("latency,energy"), seed=0)
     c, m = space.encode([p for _, p in baselines(space)])
-    measured = simulate_batch(space, c, m).latency
-    search.observe(Proposal(choice=c, mode=m, labels=("baseline",) * len(c)), measured)
+    out = simulate_batch(space, c, m)
+    measured = out.latency
+    search.observe(Proposal(choice=c, mode=m, labels=("baseline",) * len(c)),
+                   np.column_stack([out.latency, out.energy]))
     least = optimum(space).latency_s
     heft = simulate_batch(space, *heft_start(space)).latency[0]
     assert (min(measured.min(), heft) > least * (1 + 1e-9)) == seeded

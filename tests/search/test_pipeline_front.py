@@ -4,6 +4,7 @@ the CLI in tests/cli/test_pipeline_commands.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from mesh_search import mesh_with_energy
 
@@ -15,7 +16,7 @@ from autoplace.pipeline import evaluate
 from autoplace.pipeline.log import best_plan
 from autoplace.pipeline.plan_space import plan_of
 from autoplace.pipeline.stream_measurer import StreamMeasurer, plan_figures
-from autoplace.records.front import KNEE, figures, front, knee
+from autoplace.records.front import KNEE, figures, front, knee, nondominated
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.mesh import mesh_config, plan_space, tune_mesh
@@ -65,6 +66,26 @@ def test_turns_name_an_objectives_end_or_the_fronts_points(space):
     for turns in ((), (2,), (0, "front")):
         with pytest.raises(ValueError, match="turns: some of 0, 1"):
             PipelineFront(space, objective_named("throughput,energy"), turns=turns)
+
+
+@pytest.mark.parametrize("objective", ["throughput,energy", "energy,throughput"])
+def test_the_front_it_moves_from_is_the_logs(space, tmp_path, objective):
+    """In either order of the objectives, the figures the search keeps of each plan it
+    streamed are the record's (its period and energy, in the objective's order), and the
+    front it moves from is the log's. (With energy first, it once took the energy for the
+    period: the loop handed it the first objective's figure alone.)"""
+    config = mesh_config(trials=24, seed=0, objective=objective)
+    search = PipelineFront(space, config.goal, seed=0)
+    with TuningLog(tmp_path / "f.jsonl") as log:
+        tune_mesh(space, log, config, strategy=search)
+    streamed = [r for r in read(tmp_path / "f.jsonl") if r.result.period_s is not None]
+    fields = [c.field for c in config.goal.criteria]
+    want = np.array([[getattr(r.result, f) for f in fields] for r in streamed])
+    np.testing.assert_allclose(search.F, want, rtol=1e-11)
+    points = front(streamed, config.goal.criteria)
+    np.testing.assert_allclose(np.unique(search.F[nondominated(search.F)], axis=0),
+                               np.unique([[getattr(r.result, f) for f in fields]
+                                          for r in points], axis=0), rtol=1e-11)
 
 
 def test_compile_picks_the_fronts_knee_from_the_log(space, profile, tmp_path):

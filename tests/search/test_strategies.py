@@ -78,6 +78,24 @@ def per_op_case(cfg: dict) -> Case:
                 cfg["sampler"] == "evolve", cfg["sampler"])
 
 
+def pareto_case() -> Case:
+    """The front search of latency and energy over squeezenet's placements on ``soc``: it
+    observes each objective's figure per candidate."""
+    from autoplace.measure.objective import objective_named
+    from autoplace.search.pareto_search import ParetoSearch
+
+    sp, objective = SearchSpace(load_graph("squeezenet"), load_profile("soc")), \
+        objective_named("latency,energy")
+
+    def figures(proposal: Proposal) -> np.ndarray:
+        results = Simulator(sp).measure(sp.decode_rows(proposal.choice, proposal.mode))
+        return np.array([objective.values(r) or [np.nan] * 2 for r in results],
+                        dtype=np.float64).reshape(-1, 2)
+
+    return Case("pareto", sp, lambda seed: ParetoSearch(sp, objective, seed=seed),
+                lambda: None, figures, lambda p, n: valid(sp, p, n), False, "evolve")
+
+
 def moves_case(front: bool = False) -> Case:
     """The pipeline moves over squeezenet's plans on the bundled 4x4 mesh (``front``: the
     moves of the front of throughput and energy, measured unbounded)."""
@@ -89,9 +107,15 @@ def moves_case(front: bool = False) -> Case:
 
     sp = plan_space(load_graph("squeezenet"), load_profile("mesh"))
 
+    objective = objective_named("throughput,energy")
+
     def periods(proposal: Proposal) -> np.ndarray:
+        """Seconds per inference; for the front, [plans, 2]: each objective's figure."""
         results = StreamMeasurer(sp.costs).measure(sp.decode_rows(proposal.choice,
                                                                   proposal.mode))
+        if front:
+            return np.array([objective.values(r) or [np.nan] * 2 for r in results],
+                            dtype=np.float64).reshape(-1, 2)
         return np.array([r.period_s if r.period_s is not None else np.nan for r in results])
 
     def shown() -> tuple[Proposal, np.ndarray]:
@@ -106,7 +130,6 @@ def moves_case(front: bool = False) -> Case:
         assert proposal.mode.shape == (len(proposal), 0) and all(proposal.labels)
 
     if front:
-        objective = objective_named("throughput,energy")
         return Case("pipeline-front", sp, lambda seed: PipelineFront(sp, objective, seed=seed),
                     shown, periods, plans_of_the_mesh, True, "front")
     return Case("pipeline-moves", sp, lambda seed: PipelineMoves(sp, seed=seed), shown,
@@ -114,11 +137,13 @@ def moves_case(front: bool = False) -> Case:
 
 
 CASE_NAMES = [*(f"{c['sampler']}-{c['cost_model']}" for c in CONFIGS), "pipeline-moves",
-              "pipeline-front"]
+              "pipeline-front", "pareto"]
 
 
 @functools.cache
 def case_named(name: str) -> Case:
+    if name == "pareto":
+        return pareto_case()
     if name in ("pipeline-moves", "pipeline-front"):
         return moves_case(front=name == "pipeline-front")
     return per_op_case(next(c for c in CONFIGS if f"{c['sampler']}-{c['cost_model']}" == name))
