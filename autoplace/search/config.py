@@ -107,7 +107,9 @@ class TuneConfig:
 
     def _check_several(self) -> None:
         """A search of several objectives (autoplace.search.pareto_search) ranks by the
-        simulator's figures: the evolution's sampler and model settings would do nothing."""
+        simulator's figures and residuals it learns itself (one model per objective,
+        autoplace.search.learned_figures): the evolution's sampler and model settings would
+        do nothing."""
         if not self.multi:
             return
         default = TuneConfig()
@@ -115,7 +117,8 @@ class TuneConfig:
                  if getattr(self, k) != getattr(default, k)]
         if given:
             raise ValueError(f"objective {self.objective!r}: several objectives are searched "
-                             f"by the simulator's figures, without {', '.join(given)}")
+                             f"by the simulator's figures and residuals the search learns "
+                             f"itself, without {', '.join(given)}")
 
     @property
     def goal(self) -> Objective:

@@ -56,7 +56,6 @@ from __future__ import annotations
 import numpy as np
 
 from autoplace.baselines.optimum import optimum
-from autoplace.measure.batch import fitting, simulate_batch
 from autoplace.measure.objective import LATENCY, Objectives
 from autoplace.records.front import (
     contributions,
@@ -75,6 +74,7 @@ from autoplace.search.descent import (
     predicted,
 )
 from autoplace.search.heft_start import heft_start
+from autoplace.search.learned_figures import LearnedFigures
 from autoplace.search.local_search import WANDER, WANDER_KICK, WANDER_TRIES
 from autoplace.search.strategy import Proposal, SearchStrategy, figure_rows
 from autoplace.space import SearchSpace
@@ -92,17 +92,24 @@ EXACT_PLACEMENTS, EXACT_WORK = 10**6, 2e6
 
 
 class ParetoSearch(SearchStrategy):
-    """Finds the front of several objectives (module docstring)."""
+    """Finds the front of several objectives (module docstring); ``learn``: correct the
+    simulator's figures by residuals learned from the measurements
+    (:class:`~autoplace.search.learned_figures.LearnedFigures`; else the simulator's
+    alone)."""
 
     descends = True
 
-    def __init__(self, space: SearchSpace, objective: Objectives, *, seed: int):
+    def __init__(self, space: SearchSpace, objective: Objectives, *, seed: int,
+                 learn: bool = True):
         super().__init__()
         self.space, self.objective, self.seed = space, objective, seed
         self.k = len(objective.members)
         self.measured: set[bytes] = set()  # every key observed, failed or not
         self.keys: list[bytes] = []  # of the valid ones, in order observed ...
-        self.F = np.zeros((0, self.k))  # ... their simulated figures
+        self.F = np.zeros((0, self.k))  # ... their measured figures
+        #: what a candidate's figures are taken to be: the simulator's, corrected by a
+        #: learned residual once measurements differ from them
+        self.model = LearnedFigures(space, objective, seed=seed, learn=learn)
         self._moves: dict[bytes, tuple] = {}  # front point -> its moves (see _neighbours)
         self._finishing = False  # the last rounds: moves that improve on the front first
         self._exact_tried = False  # branch and bound runs once per job (a seed)
@@ -119,20 +126,33 @@ class ParetoSearch(SearchStrategy):
                 if keys[i] not in known and not known.add(keys[i])]
         self.measured.update(keys)
         if rows:
-            F, _ = self.simulate(choice[rows], mode[rows])
             self.keys += [keys[i] for i in rows]
-            self.F = np.vstack([self.F, F])
+            self.F = np.vstack([self.F, significant(values[rows])])
+            if self.model.observe(choice[rows], mode[rows], values[rows]):
+                self._moves.clear()  # (their figures changed)
 
     def simulate(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each genome's simulated figures ``[rows, objectives]`` (to 12 significant
-        digits: float noise makes no new point) and whether it is feasible (fits, within
-        the limits)."""
+        """Each genome's figures ``[rows, objectives]`` as :attr:`model` takes them (to 12
+        significant digits: float noise makes no new point) and whether it is feasible
+        (fits, within the limits)."""
         F, ok = [np.zeros((0, self.k))], [np.zeros(0, dtype=bool)]
         for i in range(0, len(choice), CHUNK):
-            out = simulate_batch(self.space, choice[i:i + CHUNK], mode[i:i + CHUNK])
-            F.append(self.objective.figures(out))
-            ok.append(self.objective.feasible(self.space, out) & fitting(self.space, out))
+            got = self.model.figures(choice[i:i + CHUNK], mode[i:i + CHUNK])
+            F.append(got[0])
+            ok.append(got[1])
         return significant(np.concatenate(F)), np.concatenate(ok)
+
+    def _figure(self, j: int):
+        """Descent's prediction of objective ``j`` (infinite where infeasible): the
+        simulator's until a residual is learned, then :meth:`simulate`'s."""
+        member = self.objective.members[j]
+        if not self.model.active:
+            return lambda c, m: predicted(self.space, c, m, member)
+
+        def figure(choice: np.ndarray, mode: np.ndarray) -> np.ndarray:
+            F, ok = self.simulate(choice, mode)
+            return np.where(ok, F[:, j], np.inf)
+        return figure
 
     def front(self) -> np.ndarray:
         """Rows of :attr:`F` on the measured front (of equal figures, the first measured)."""
@@ -205,13 +225,12 @@ class ParetoSearch(SearchStrategy):
             got = self._exact(taken)
             if got is not None:
                 C.append(got[0]), M.append(got[1]), labels.append("seed:exact")
-        for j, member in enumerate(self.objective.members):
+        for j in range(self.k):
             if not len(self.F) or len(C) == n:
                 break
             best = _best_by(self.F, j)
             choice, mode = self.space.from_key(self.keys[best])
-            descent = Descent(self.space, predict=lambda c, m, o=member:
-                              predicted(self.space, c, m, o))
+            descent = Descent(self.space, predict=self._figure(j))
             got = self._take(*descent.descend(choice, mode, self.F[best, j]), taken)
             if got is not None:
                 C.append(got[0]), M.append(got[1])
@@ -363,13 +382,18 @@ class ParetoSearch(SearchStrategy):
         self._finishing = True
 
     def state(self) -> dict:
-        """Its seed: its proposals are a function of that and of what it observed."""
-        return {"seed": self.seed}
+        """Its seed and the rows its model was last fitted on: its proposals are a function
+        of those and of what it observed."""
+        return {"seed": self.seed, "fitted_rows": self.model.fitted_rows}
 
     def restore(self, state: dict) -> None:
-        if sorted(state) != ["seed"]:
-            raise ValueError(f"a ParetoSearch state is its seed, got {sorted(state)}")
+        if sorted(state) != ["fitted_rows", "seed"]:
+            raise ValueError(f"a ParetoSearch state is its seed and fitted rows, got "
+                             f"{sorted(state)}")
         self.seed = int(state["seed"])
+        if int(state["fitted_rows"]) != self.model.fitted_rows:
+            self.model.refit(int(state["fitted_rows"]))
+            self._moves.clear()
 
 
 def _best_by(F: np.ndarray, j: int) -> int:
