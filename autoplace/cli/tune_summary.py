@@ -44,6 +44,11 @@ def report(result, log_path: str, objective, worker: bool = False) -> None:
     if result.best is None:
         print("no feasible placement found")
         return
+    from autoplace.measure.estimates import estimate_note
+
+    note = estimate_note(result.best.measurer) if result.best.result.energy_j else None
+    if note:
+        print(f"note: {note}")
     if result.front:  # a job of several objectives: its front, as `best --pareto` prints it
         print_front(result.front, objective.criteria, result.resumed + result.measured,
                     f" ({objective.limits.text()})" if objective.limits else "")

@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from autoplace.measure.base import MeasurementStopped, Measurer, MeasureResult
+from autoplace.measure.estimates import with_estimates
 from autoplace.pipeline.plan_space import PlanSpace
 from autoplace.records.tuning_log import Record
 from autoplace.search.checkpoint import (
@@ -281,11 +282,14 @@ class Tuner:
         if not self.config.multi:  # (a front's plans are not bounded by one figure)
             self.measurer.set_incumbent(self.best_s)
         try:
-            return self.measurer.measure_encoded(choice, mode, placements), None
+            results, stop = self.measurer.measure_encoded(choice, mode, placements), None
         except MeasurementStopped as exc:
-            return exc.partial or [None] * len(placements), exc
+            results, stop = exc.partial or [None] * len(placements), exc
         finally:
             self.measure_s += time.perf_counter() - t0
+        if isinstance(self.space, SearchSpace):  # (what a timing measurer leaves out)
+            results = with_estimates(self.space, choice, mode, results)
+        return results, stop
 
     def run_search(self, progress) -> int:
         """Search until ``trials`` search candidates are measured; returns how many this run
