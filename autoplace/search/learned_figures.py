@@ -81,7 +81,7 @@ class LearnedFigures:
     def observe(self, choice: np.ndarray, mode: np.ndarray, measured: np.ndarray) -> bool:
         """Take in measured genomes (``measured``: their figures, finite); refit once the
         rows have grown enough. Returns whether the figures it gives changed."""
-        if not len(choice):
+        if not len(choice) or not self.learn:
             return False
         X, out = self.featurizer.features(choice, mode)
         self._X.extend(X)

@@ -83,7 +83,7 @@ class PipelineFront(SearchStrategy):
             raise ValueError(f"turns: some of 0, 1 (an objective's end) and None (the "
                              f"front's points), got {turns!r}")
         self.space, self.costs, self.candidates = space, space.costs, candidates
-        self.limits = getattr(objective, "limits", None) or Limits()
+        self.limits = objective.limits or Limits()
         self.turns = tuple(turns)
         self.columns = [FIGURES.index(n) for n in names]  # plan_figures' order -> objective's
         self.period = names.index(THROUGHPUT.name)  # the objective's column of the period
