@@ -130,6 +130,18 @@ def test_light_leaves_load_no_kernels_nor_search_engines(module):
     assert out.stdout.strip() == "[]"
 
 
+def test_the_command_lines_options_load_no_kernels_nor_search_engines():
+    """``autoplace --version``, ``--help`` and every command's options are parsed without
+    numba's kernels, Optuna or XGBoost (each command imports what it runs when it runs):
+    a search config's names (``COST_MODELS``, ``RANKINGS``, ``split_paths``) live in the
+    light ``autoplace.search.config``."""
+    code = ("import sys; from autoplace.cli.main import build_parser; "
+            "build_parser().parse_args(['tune', 'squeezenet', '--hw', 'soc']); "
+            "print(sorted(m for m in ('numba', 'optuna', 'xgboost') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_light_leaf_still_gives_its_heavy_names_on_use():
     code = ("import sys, autoplace.search as s, autoplace.space as sp; "
             "assert 'optuna' not in sys.modules; s.tune; sp.SearchSpace; "

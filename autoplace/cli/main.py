@@ -107,8 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     from autoplace.measure.objective import OBJECTIVES
-    from autoplace.search.config import SAMPLERS, STUDY_PARAMS, TuneConfig
-    from autoplace.search.guided_proposer import COST_MODELS
+    from autoplace.search.config import COST_MODELS, SAMPLERS, STUDY_PARAMS, TuneConfig
 
     defaults = TuneConfig()  # of tune's options
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")

@@ -12,7 +12,7 @@ def register(sub) -> None:
     """Add ``pipeline`` to the ``autoplace`` parser."""
     from autoplace.cli.options import input_shapes_arg, positive_int, positive_seconds, seed_arg
     from autoplace.measure.objective import PLAN_FRONT, THROUGHPUT
-    from autoplace.search.pipeline_moves import RANKINGS
+    from autoplace.search.config import RANKINGS
 
     p = sub.add_parser("pipeline",
                        help="plan a stream of inferences over a mesh: stages over groups of "
@@ -366,7 +366,7 @@ _PLACEMENT_ONLY = ("sampler", "warm_start", "save_model", "batch_size", "candida
 def _placement_options(args) -> list[str]:
     """The placement search's options ``args`` gives other values than their defaults."""
     from autoplace.search import TuneConfig
-    from autoplace.search.pipeline_moves import RANKINGS
+    from autoplace.search.config import RANKINGS
 
     default = TuneConfig()
     given = [f"--{name.replace('_', '-')}" for name in _PLACEMENT_ONLY

@@ -3,13 +3,33 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from autoplace.measure.limits import Limits
 from autoplace.measure.objective import Objective, objective_named
 from autoplace.records.tuning_log import Record
-from autoplace.search.guided_proposer import COST_MODELS
-from autoplace.search.warm_start import MODEL_SUFFIXES, split_paths
+
+#: ``--cost-model`` values: learned (the simulator plus a learned residual), the simulator
+#: alone, the analytic estimate alone, none (random ranking)
+COST_MODELS = ("xgb", "simulator", "analytic", "none")
+#: ``--cost-model`` values over a mesh's plans: how each candidate's move is picked (the
+#: learned model, the analytic period alone, or one move per candidate, unranked)
+RANKINGS = ("xgb", "analytic", "none")
+
+#: a saved cost model's file suffixes (XGBoost's JSON and UBJ)
+MODEL_SUFFIXES = (".json", ".ubj")
+
+
+def split_paths(paths: Sequence[str]) -> tuple[list[str], str | None]:
+    """(logs, model file) of ``--warm-start``: a ``.json``/``.ubj`` path is a saved model
+    (at most one: ValueError otherwise)."""
+    models = [p for p in paths if Path(p).suffix in MODEL_SUFFIXES]
+    if len(models) > 1:
+        raise ValueError(f"--warm-start takes at most one saved model, got {models}")
+    return [p for p in paths if p not in models], (models[0] if models else None)
+
 
 #: the search strategies by name (``autoplace.search.strategies`` builds them)
 SAMPLERS = ("evolve", "tpe", "random", "hill", "steepest")

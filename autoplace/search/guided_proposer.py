@@ -26,13 +26,10 @@ from autoplace.cost_model import (
 from autoplace.measure.batch import BatchOutput, simulate_batch
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.search.checkpoint import Appended, pack, unpack
+from autoplace.search.config import COST_MODELS
 from autoplace.search.genetic_operators import Genomes, evolve
 from autoplace.search.scored import Growing, Scored
 from autoplace.space import SearchSpace
-
-#: ``--cost-model`` values: learned (the simulator plus a learned residual), the simulator
-#: alone, the analytic estimate alone, none (random ranking)
-COST_MODELS = ("xgb", "simulator", "analytic", "none")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,11 +36,9 @@ from autoplace.pipeline.moves import MOVES, PlanMoves
 from autoplace.pipeline.plan import PipelinePlan, PlanFigures, evaluate
 from autoplace.pipeline.plan_space import PlanSpace, parse_plan, plan_text
 from autoplace.pipeline.stream_measurer import plan_figures
+from autoplace.search.config import RANKINGS
 from autoplace.search.strategy import Proposal, SearchStrategy
 
-#: how each candidate's move is picked (``--cost-model``): the learned model, the analytic
-#: period alone, or one move per candidate, unranked
-RANKINGS = ("xgb", "analytic", "none")
 #: streamed plans before the model is first fitted, and the least growth to refit
 FIRST_FIT, REFIT = 8, 4
 #: draws of ``candidates`` moves that find no new plan, after which a plan's neighbourhood

@@ -11,7 +11,7 @@ import optuna
 from autoplace.baselines.named import baselines
 from autoplace.cost_model import XGBCostModel
 from autoplace.pipeline.plan_space import PlanSpace
-from autoplace.search.config import SAMPLERS, TuneConfig
+from autoplace.search.config import SAMPLERS, TuneConfig, split_paths
 from autoplace.search.evolution_strategy import ModelGuidedEvolution
 from autoplace.search.guided_proposer import GuidedProposer, make_model
 from autoplace.search.optuna_sampling import OptunaSampling, sampler
@@ -20,7 +20,7 @@ from autoplace.search.pareto_search import ParetoSearch
 from autoplace.search.pipeline_front import PipelineFront
 from autoplace.search.pipeline_moves import PipelineMoves
 from autoplace.search.strategy import SearchStrategy
-from autoplace.search.warm_start import WarmStart, load_rows, split_paths
+from autoplace.search.warm_start import WarmStart, load_rows
 from autoplace.search.yardsticks import HillClimbing, SteepestDescent
 from autoplace.space import SearchSpace
 

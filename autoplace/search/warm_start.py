@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from autoplace.cost_model import FEATURES, CostModelError, Featurizer
+from autoplace.cost_model import FEATURES, Featurizer
 from autoplace.graph import GraphError, OpGraph
 from autoplace.measure.objective import LATENCY, Objective
 from autoplace.records.tuning_log import Record, read
 from autoplace.space import PlacementError, SearchSpace
-
-MODEL_SUFFIXES = (".json", ".ubj")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,14 +36,6 @@ class WarmStart:
         return (f"warm start: {self.used} records of {len(self.graphs)} graph(s) "
                 f"({', '.join(self.graphs) or '-'}); skipped {self.other_profile} of other "
                 f"profiles, {self.unknown_graph} of graphs not found")
-
-
-def split_paths(paths: Sequence[str]) -> tuple[list[str], str | None]:
-    """(logs, model file): a ``.json``/``.ubj`` path is a saved model (at most one)."""
-    models = [p for p in paths if Path(p).suffix in MODEL_SUFFIXES]
-    if len(models) > 1:
-        raise CostModelError(f"--warm-start takes at most one saved model, got {models}")
-    return [p for p in paths if p not in models], (models[0] if models else None)
 
 
 def load_rows(paths: Sequence[str], space: SearchSpace,
