@@ -38,17 +38,20 @@ job ends with has no point a one-op move dominates, unless the budget ends befor
 dominating moves found so far are measured.
 
 Why hypervolume and not a random scalarisation per round to rank the moves: the simulator
-predicts every figure exactly, so a candidate predicted dominated is a wasted trial, and
+predicts every figure exactly (where it is the measurer; elsewhere the learned figures come
+near), so a candidate predicted dominated is a wasted trial, and
 hypervolume credits a candidate with what it adds to the whole front, also in its non-convex
 parts, where no weighted sum has its minimum (weighted sums find supported points only);
 a weighted sum serves where a whole basin must be left (3).
 
-Figures are the simulator's, compared to 12 significant digits
-(:func:`~autoplace.records.front.significant`). With a costly measurer the front a job
-ends with is of measured figures, its proposals ranked by simulated ones. Proposals are a
-function of what the job measured and whether it is finishing (the random draws of 3 are
-seeded by the seed and the number of placements measured), so a resumed job proposes what
-the uninterrupted one did.
+The front it moves from is of the measured figures; a candidate's figures are the
+simulator's, each corrected by a residual learned from the measurements once they differ
+from it (:class:`~autoplace.search.learned_figures.LearnedFigures`: with the simulator as
+the measurer, the simulator's); both compared to 12 significant digits
+(:func:`~autoplace.records.front.significant`). Proposals are a function of what the job
+measured, the rows its models were fitted on and whether it is finishing (the random draws
+of 3 are seeded by the seed and the number of placements measured), so a resumed job
+proposes what the uninterrupted one did.
 """
 
 from __future__ import annotations
@@ -195,7 +198,7 @@ class ParetoSearch(SearchStrategy):
     def settled(self, choice: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The genome moved, one op at a time, to a move that dominates it (of those, the
         one whose figures fall most, each relative to its own), until none does: no one-op
-        move of it dominates it in the simulator, so a point the last rounds add to the
+        move of it dominates it by its figures, so a point the last rounds add to the
         front is no point a move dominates, whatever the budget left."""
         F, ok = self.simulate(choice[None, :], mode[None, :])
         here = F[0]
@@ -299,7 +302,7 @@ class ParetoSearch(SearchStrategy):
 
     def _neighbours(self, key: bytes) -> tuple:
         """``(ops, values, keys, figures, feasible)`` of the one-op moves from a genome
-        (kept while it is on the front: the simulator gives the same figures every time)."""
+        (kept while it is on the front and the figures' models are not refitted)."""
         if key not in self._moves:
             choice, mode = self.space.from_key(key)
             ops, vals = move_list(self.space, choice, mode)
