@@ -59,6 +59,21 @@ from autoplace.space import SearchSpace
 CRITERIA = (LATENCY, ENERGY)
 
 
+def reference(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ideal point, reference point) of the figures ``F``: each criterion's best, and its
+    worst plus a tenth of its span."""
+    lo, hi = F.min(axis=0), F.max(axis=0)
+    return lo, hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
+
+
+def hv_shares(fronts: list[np.ndarray]) -> list[float]:
+    """Each front's hypervolume as a percentage of the box from the fronts' ideal point to
+    their common reference point (:func:`reference`)."""
+    lo, ref = reference(np.vstack(fronts))
+    box = float(np.prod(ref - lo))
+    return [hypervolume(F, ref) / box * 100 for F in fronts]
+
+
 def job(space: SearchSpace, path: Path, **config) -> tuple[list, float]:
     """The records of one tuning job, and its wall time."""
     t0 = time.perf_counter()
@@ -91,11 +106,7 @@ def compare(model: str, hw: str, trials: int, seed: int) -> dict:
                        objective="latency,energy")
         eps, t_eps = sweep(space, tmp, trials, seed)
     F_mo, F_eps = (figures(front(r, CRITERIA), CRITERIA) for r in (mo, eps))
-    both = np.vstack([F_mo, F_eps])
-    lo, hi = both.min(axis=0), both.max(axis=0)
-    ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
-    box = float(np.prod(ref - lo))
-    hv = [hypervolume(F, ref) / box * 100 for F in (F_mo, F_eps)]
+    hv = hv_shares([F_mo, F_eps])
     return dict(case=f"{model}/{hw}", trials=trials, n_mo=len(F_mo), n_eps=len(F_eps),
                 hv_mo=hv[0], hv_eps=hv[1], t_mo=t_mo, t_eps=t_eps,
                 measured=(len(mo), len(eps)))
@@ -114,8 +125,7 @@ def exact(model: str, hw: str, trials: int, seed: int) -> dict:
                         objective="latency,energy")
     F = significant(figures(front(got, CRITERIA), CRITERIA))
     found = sum(bool(np.isclose(F, p, rtol=1e-9).all(axis=1).any()) for p in want)
-    lo, hi = want.min(axis=0), want.max(axis=0)
-    ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
+    _, ref = reference(want)
     share = hypervolume(F, ref) / hypervolume(want, ref) * 100
     return dict(case=f"{model}/{hw}", trials=trials, exact=len(want), found=found,
                 front=len(F), hv=share, wall=wall)
@@ -163,12 +173,8 @@ def mesh_compare(model: str, rows: int, cols: int, trials: int, seed: int) -> di
             plans.append(run(space, tmp / run.__name__, trials, seed))
             walls.append(time.perf_counter() - t0)
     fronts = [_streamed_front(space, p) for p in plans]
-    both = np.vstack(fronts)
-    lo, hi = both.min(axis=0), both.max(axis=0)
-    ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
-    box = float(np.prod(ref - lo))
     return dict(case=f"{model}/mesh{rows}x{cols}", trials=trials, n=[len(F) for F in fronts],
-                hv=[hypervolume(F, ref) / box * 100 for F in fronts], walls=walls,
+                hv=hv_shares(fronts), walls=walls,
                 fastest=[1 / F[:, 0].min() for F in fronts])
 
 

@@ -24,14 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+from bench_pareto import hv_shares  # (experiments/ is the script's own directory)
 
 from autoplace.hardware.load import load_profile
 from autoplace.measure.base import Measurer
 from autoplace.measure.objective import objective_named
 from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
-from autoplace.records.front import figures, front, hypervolume
+from autoplace.records.front import figures, front
 from autoplace.records.tuning_log import TuningLog, read
 from autoplace.search import TuneConfig, tune
 from autoplace.search.pareto_search import ParetoSearch
@@ -81,12 +81,8 @@ def compare(model: str, hw: str, trials: int, seed: int) -> dict:
         jobs = [run(space, board, tmp / f"{learn}.jsonl", trials, seed, learn)
                 for learn in (True, False)]
     fronts = [figures(front(records, GOAL.criteria), GOAL.criteria) for records, _ in jobs]
-    both = np.vstack(fronts)
-    lo, hi = both.min(axis=0), both.max(axis=0)
-    ref = hi + 0.1 * np.where(hi > lo, hi - lo, np.abs(hi) + 1e-12)
-    box = float(np.prod(ref - lo))
-    hv = [hypervolume(F, ref) / box * 100 for F in fronts]
-    return dict(case=f"{model}/{hw}", trials=trials, n=[len(F) for F in fronts], hv=hv,
+    return dict(case=f"{model}/{hw}", trials=trials, n=[len(F) for F in fronts],
+                hv=hv_shares(fronts),
                 walls=[w for _, w in jobs], load=os.getloadavg()[0])
 
 
