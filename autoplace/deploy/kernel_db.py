@@ -14,6 +14,13 @@ ran faster: :meth:`KernelDatabase.schedule` gives the fastest record's schedule,
 when the kernel was never tuned for the target or its default schedule is the fastest (the
 build then uses the default schedule); :meth:`KernelDatabase.tag` names what a build used,
 so a library built from other records is not taken from the cache.
+
+Records timed one at a time over a long job on a shared machine are not comparable (on a
+busy 2-core host they ran up to 2x high, the default schedule's among them): at the end of
+a kernel's tuning ``tune-kernels`` times its finalists again, back to back, and writes their
+times to :data:`FINALISTS` beside MetaSchedule's files (one JSON line per kernel, the last
+line of a kernel the one that counts). While the kernel's trials are what they were then,
+its finalists alone are its records, ranked by those times.
 """
 
 from __future__ import annotations
@@ -31,8 +38,13 @@ from autoplace.deploy.targets import BuildError, target_key
 
 #: what a build records for a kernel the database has no record of
 UNTUNED = "default"
+#: MetaSchedule's candidates of a kernel timed again at the end of its tuning (and the
+#: default schedule): the fastest as recorded
+FINALISTS_KEPT = 3
 #: MetaSchedule's files in each target's directory
 WORKLOADS, RECORDS = "database_workload.json", "database_tuning_record.json"
+#: the finalists re-timed at the end of each kernel's tuning (autoplace's, JSON lines)
+FINALISTS = "finalists.json"
 
 
 def workload(func: tirx.PrimFunc) -> tvm.IRModule:
@@ -64,6 +76,10 @@ class KernelDatabase:
             raise BuildError(f"kernel database {self.directory}: no such directory (tune "
                              "kernels into it with `autoplace tune-kernels`)")
         self._dbs: dict[str, object] = self._open_all()
+        #: (target directory, kernel's structural hash) -> its last re-timing's line
+        self._finalists: dict[tuple[str, str], dict] = {}
+        for name in self._dbs:
+            self._finalists.update(_read_finalists(self.directory / name))
         #: the default schedule's trace per (kernel, target), as text
         self._defaults: dict[tuple[int, str], str | None] = {}
 
@@ -93,12 +109,50 @@ class KernelDatabase:
 
     def records(self, func: tirx.PrimFunc, target: tvm.target.Target) -> list:
         """The records of ``func`` on ``target`` that ran, fastest first (the default
-        schedule's among them when it was measured)."""
+        schedule's among them when it was measured); its finalists with the times of their
+        re-timing instead when it was re-timed at its present trials (:meth:`finalists`)."""
         db = self.database(target)
         mod = workload(func)
         if db is None or not db.has_workload(mod):
             return []
-        return list(db.get_top_k(db.commit_workload(mod), 1 << 30))
+        ranked = list(db.get_top_k(db.commit_workload(mod), 1 << 30))
+        final = self._finalists.get(_kernel_key(func, target))
+        if final is None or final["trials"] != self.trials(func, target):
+            return ranked
+        by_trace = {_trace_digest(r.trace): r for r in ranked}
+        timed = [(by_trace[f["trace"]], f["seconds"]) for f in final["finalists"]
+                 if f["trace"] in by_trace]
+        return [type(r)(r.trace, r.workload, [s], r.target, r.args_info)
+                for r, s in sorted(timed, key=lambda x: x[1])]
+
+    def finalists(self, func: tirx.PrimFunc, target: tvm.target.Target) -> list:
+        """The records to time again at the end of a tuning: the :data:`FINALISTS_KEPT`
+        fastest of MetaSchedule's as recorded, and the default schedule's (one record of
+        each schedule)."""
+        first: dict[str, object] = {}  # (MetaSchedule may measure a candidate twice)
+        for r in self.records(func, target):
+            first.setdefault(_trace_digest(r.trace), r)
+        ranked = list(first.values())
+        tuned = [r for r in ranked if not self.is_default(r, func, target)]
+        return tuned[:FINALISTS_KEPT] + [r for r in ranked if self.is_default(r, func, target)]
+
+    def retimed(self, func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
+        """Whether ``func``'s finalists on ``target`` were timed again since its last trial."""
+        final = self._finalists.get(_kernel_key(func, target))
+        return final is not None and final["trials"] == self.trials(func, target)
+
+    def record_finalists(self, func: tirx.PrimFunc, target: tvm.target.Target,
+                         timed: list[tuple[object, float]]) -> None:
+        """Keep the re-timing of ``func``'s finalists on ``target`` (record, seconds): one
+        JSON line, appended and flushed."""
+        where, key = self.directory / target_dir_name(target), _kernel_key(func, target)
+        line = {"workload": key[1], "trials": self.trials(func, target),
+                "finalists": [{"trace": _trace_digest(r.trace), "seconds": float(s)}
+                              for r, s in timed]}
+        with open(where / FINALISTS, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
+            fh.flush()
+        self._finalists[key] = line
 
     def trials(self, func: tirx.PrimFunc, target: tvm.target.Target) -> int:
         """How many of MetaSchedule's candidates of ``func`` on ``target`` the database
@@ -124,9 +178,7 @@ class KernelDatabase:
         best = self.records(func, target)[:1]
         if not best or self.is_default(best[0], func, target):
             return None
-        sch = self.database(target).query_schedule(workload(func), target,
-                                                   workload_name="main")
-        return None if sch is None else sch.mod["main"].without_attr("global_symbol")
+        return best[0].as_measure_candidate().sch.mod["main"].without_attr("global_symbol")
 
     def tag(self, func: tirx.PrimFunc, target: tvm.target.Target) -> str:
         """A name of the record a build of ``func`` for ``target`` uses (:data:`UNTUNED`
@@ -134,7 +186,7 @@ class KernelDatabase:
         best = self.records(func, target)[:1]
         if not best or self.is_default(best[0], func, target):
             return UNTUNED
-        return "tuned-" + hashlib.sha256(_trace_text(best[0].trace).encode()).hexdigest()[:16]
+        return "tuned-" + _trace_digest(best[0].trace)
 
     def _all(self, func: tirx.PrimFunc, target: tvm.target.Target) -> list:
         """Every record of ``func`` on ``target``, failed runs too."""
@@ -193,7 +245,44 @@ def _drop_torn_tail(path: Path) -> None:
 
 
 def _trace_text(trace) -> str:
-    return json.dumps(trace.as_json(), default=str)
+    """``trace`` as JSON text, the same for a trace as tuned and as read back from the
+    database (where MetaSchedule made a JSON number of an annotation's ``IntImm``)."""
+    return json.dumps(trace.as_json(), default=lambda x: getattr(x, "value", str(x)))
+
+
+def _trace_digest(trace) -> str:
+    return hashlib.sha256(_trace_text(trace).encode()).hexdigest()[:16]
+
+
+def _kernel_key(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[str, str]:
+    return target_dir_name(target), format(tvm_ffi.structural_hash(workload(func)), "x")
+
+
+def _read_finalists(where: Path) -> dict[tuple[str, str], dict]:
+    """The last re-timing of each kernel in ``where``'s :data:`FINALISTS` (a half-written
+    last line dropped); a line that is not one is a one-line BuildError naming the file."""
+    path = where / FINALISTS
+    _drop_torn_tail(path)
+    out: dict[tuple[str, str], dict] = {}
+    if not path.is_file():
+        return out
+    for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            line = json.loads(text, parse_constant=_no_constant)
+            ok = isinstance(line["workload"], str) and isinstance(line["trials"], int) and all(
+                isinstance(f["trace"], str) and float(f["seconds"]) > 0
+                for f in line["finalists"])
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            raise BuildError(f"kernel database {path}: line {n} is not a re-timing of "
+                             "finalists (workload, trials, finalists of trace and seconds)")
+        out[(where.name, line["workload"])] = line
+    return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number")
 
 
 def record_seconds(record) -> float:

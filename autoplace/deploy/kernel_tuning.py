@@ -10,10 +10,16 @@ skipped). Units sharing a target share their kernels' records.
 
 Each kernel's default schedule is measured too, once, by the same builder and runner, and
 recorded beside MetaSchedule's candidates (not counted in the budget): a build then takes
-whichever ran faster. The local runner runs a kernel as the unit's worker does: on a TVM
-pool of the target's ``num-cores`` threads, pinned to the unit's ``cpus`` when it names
-them (TVM's own default pool on x86 has half the logical CPUs: one thread on a 2-vCPU
-machine, which would tune a two-core unit's kernels for one core).
+whichever ran faster. Then its finalists (the fastest few of MetaSchedule's candidates as
+recorded, and the default schedule) are timed again, back to back, :data:`ROUNDS` rounds
+interleaved, and ranked by the fastest round of each
+(:meth:`~autoplace.deploy.kernel_db.KernelDatabase.record_finalists`): times recorded
+minutes apart on a shared machine are not comparable.
+
+The local runner runs a kernel as the unit's worker does: on a TVM pool of the target's
+``num-cores`` threads, pinned to the unit's ``cpus`` when it names them (TVM's own default
+pool on x86 has half the logical CPUs: one thread on a 2-vCPU machine, which would tune a
+two-core unit's kernels for one core).
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from autoplace.space.capability import capable
 TRIALS_PER_ROUND = 16
 #: the evolutionary search's population per candidate a round measures (512 at 16)
 POPULATION_PER_TRIAL = 32
+#: rounds of the finalists' re-timing (each runs every finalist once, in turn)
+ROUNDS = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,15 +159,18 @@ class KernelTuner:
 
     def tune(self, task: KernelTask) -> int:
         """Tune ``task`` for what is left of its budget, then measure its default schedule
-        if it never was; the trials recorded now (fewer than that when MetaSchedule's search
-        finds no new candidate: an elementwise kernel's design space may be smaller than
-        the budget)."""
+        if it never was, then time its finalists again unless they were since its last
+        trial; the trials recorded now (fewer than that when MetaSchedule's search finds no
+        new candidate: an elementwise kernel's design space may be smaller than the
+        budget)."""
         before = self.db.trials(task.prim_func, task.target)
         left = self.tuning.trials - before
         if left > 0:
             self._search(task, left)
         if not self.db.has_default(task.prim_func, task.target):
             self._measure_default(task)
+        if not self.db.retimed(task.prim_func, task.target):
+            self._retime_finalists(task)
         return self.db.trials(task.prim_func, task.target) - before
 
     def _search(self, task: KernelTask, trials: int) -> None:
@@ -199,11 +210,38 @@ class KernelTuner:
         args = ArgInfo.from_prim_func(mod["main"])
         (future,) = self.runner(task).run([RunnerInput(built.artifact_path, "cpu", args)])
         ran = future.result()
+        _remove_artefacts([built])
         if ran.error_msg or not ran.run_secs:
             return
         database = self.db.database(task.target, create=True)
         database.commit_tuning_record(ms.database.TuningRecord(
             sch.trace, database.commit_workload(mod), ran.run_secs, task.target, args))
+
+    def _retime_finalists(self, task: KernelTask) -> None:
+        """Build the finalists of ``task`` (:meth:`KernelDatabase.finalists`) and run them
+        :data:`ROUNDS` times in turn on one runner; record each one's fastest round (other
+        load only adds time). Finalists that fail are left out; nothing is recorded when
+        none runs."""
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.meta_schedule.builder import BuilderInput
+        from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+        final = self.db.finalists(task.prim_func, task.target)
+        built = self.builder(task).build([BuilderInput(r.as_measure_candidate().sch.mod,
+                                                       task.target) for r in final])
+        ok = [(r, b) for r, b in zip(final, built) if not b.error_msg]
+        args = ArgInfo.from_prim_func(workload(task.prim_func)["main"])
+        inputs = [RunnerInput(b.artifact_path, "cpu", args) for _, b in ok] * ROUNDS
+        runs = [f.result() for f in self.runner(task).run(inputs)] if ok else []
+        _remove_artefacts(built)
+        best: dict[int, float] = {}
+        for n, ran in enumerate(runs):
+            if not ran.error_msg and ran.run_secs:
+                secs = sum(float(x) for x in ran.run_secs) / len(ran.run_secs)
+                best[n % len(ok)] = min(best.get(n % len(ok), secs), secs)
+        if best:
+            self.db.record_finalists(task.prim_func, task.target,
+                                     [(ok[i][0], s) for i, s in sorted(best.items())])
 
     def builder(self, task: KernelTask):
         """The builder of ``task``'s candidates: one pool of worker processes per compiler
@@ -255,7 +293,8 @@ class KernelTuner:
         whose = ("the default schedule" if self.db.is_default(best[0], task.prim_func,
                                                                 task.target)
                  else "MetaSchedule's")
-        return f"best {record_seconds(best[0]) * 1e6:.1f} us ({whose})"
+        again = ", timed again" if self.db.retimed(task.prim_func, task.target) else ""
+        return f"best {record_seconds(best[0]) * 1e6:.1f} us ({whose}{again})"
 
 
 def evolutionary(per_round: int):
@@ -268,6 +307,15 @@ def evolutionary(per_round: int):
     population = min(512, max(POPULATION_PER_TRIAL * per_round, 64))
     return EvolutionarySearch(population_size=population,
                               init_min_unmeasured=min(50, population // 2))
+
+
+def _remove_artefacts(built: list) -> None:
+    """Remove the builder's artefacts of ``built`` (as MetaSchedule's tuning loop does)."""
+    from tvm.s_tir.meta_schedule.utils import remove_build_dir
+
+    for b in built:
+        if b.artifact_path:
+            remove_build_dir(b.artifact_path)
 
 
 def _cores() -> int:

@@ -5,6 +5,7 @@ through a real TVM RPC tracker and stock RPC server on 127.0.0.1."""
 from __future__ import annotations
 
 import fcntl
+import json
 import shutil
 import subprocess
 import sys
@@ -26,9 +27,12 @@ from factories import (
 from tvm.rpc.tracker import Tracker
 
 from autoplace.deploy.kernel_db import (
+    FINALISTS,
+    FINALISTS_KEPT,
     RECORDS,
     UNTUNED,
     KernelDatabase,
+    record_seconds,
     scheduled,
     target_dir_name,
     workload,
@@ -123,7 +127,48 @@ def test_each_kernel_is_tuned_for_its_units_target(tuned):
         assert len(defaults) == 1 and len(db.records(task.prim_func, target)) == ran + 1
         whose = "the default schedule" if db.is_default(
             db.records(task.prim_func, target)[0], task.prim_func, target) else "MetaSchedule's"
-        assert f"({whose}), {ran} trials" in line
+        assert f"({whose}, timed again), {ran} trials" in line
+
+
+def _finalists(db_dir, task) -> list[dict]:
+    path = db_dir / target_dir_name(task.target) / FINALISTS
+    key = format(tvm_ffi.structural_hash(workload(task.prim_func)), "x")
+    return [x for x in map(json.loads, path.read_text().splitlines()) if x["workload"] == key]
+
+
+def test_finalists_are_timed_again_and_rank_the_kernel(tuned, tmp_path):
+    """At the end of each kernel's tuning its best candidates as recorded and its default
+    schedule are timed again, one line each kernel; their new times rank it (so a build
+    takes the fastest of them), until the kernel has other trials."""
+    _, _, db_dir, _, mod, graph = tuned
+    db = KernelDatabase(db_dir)
+    for task in _tasks(mod, graph):
+        f, t = task.prim_func, task.target
+        (line,) = _finalists(db_dir, task)
+        seconds = {x["trace"]: x["seconds"] for x in line["finalists"]}
+        assert line["trials"] == db.trials(f, t) and db.retimed(f, t)
+        assert 2 <= len(seconds) <= min(FINALISTS_KEPT, db.trials(f, t)) + 1  # + the default
+        assert len(seconds) == len(line["finalists"])  # each schedule once
+        if task == _conv(_tasks(mod, graph)):  # (a space with more candidates than trials)
+            assert len(seconds) == TRIALS + 1
+        records = db.records(f, t)
+        assert [record_seconds(r) for r in records] == sorted(seconds.values())
+        assert sum(db.is_default(r, f, t) for r in records) == 1
+        fastest = min(seconds, key=seconds.get)
+        assert db.tag(f, t) == (UNTUNED if db.is_default(records[0], f, t)
+                                else f"tuned-{fastest}")
+    conv = _conv(_tasks(mod, graph))
+    copy = tmp_path / "kdb"
+    shutil.copytree(db_dir, copy)
+    (line,) = _finalists(copy, conv)
+    with open(copy / target_dir_name(conv.target) / FINALISTS, "a") as fh:  # of other trials
+        fh.write(json.dumps({**line, "trials": line["trials"] - 1}) + "\n")
+    stale = KernelDatabase(copy)
+    assert not stale.retimed(conv.prim_func, conv.target)
+    recorded = stale.records(conv.prim_func, conv.target)  # as MetaSchedule timed them
+    assert len(recorded) == TRIALS + 1
+    assert [record_seconds(r) for r in recorded] != [
+        record_seconds(r) for r in db.records(conv.prim_func, conv.target)]
 
 
 def test_a_build_takes_the_faster_of_the_default_and_the_tuned_schedule(tuned):
@@ -139,8 +184,7 @@ def test_a_build_takes_the_faster_of_the_default_and_the_tuned_schedule(tuned):
             want = default_schedule(task.prim_func, task.target)
             assert db.tag(task.prim_func, task.target) == UNTUNED
         else:
-            want = db.database(task.target).query_schedule(
-                workload(task.prim_func), task.target, workload_name="main").mod["main"]
+            want = fastest.as_measure_candidate().sch.mod["main"]  # (its trace applied)
             assert db.tag(task.prim_func, task.target).startswith("tuned-")
         assert tvm_ffi.structural_equal(built.without_attr("global_symbol"),
                                         want.without_attr("global_symbol"))
@@ -173,7 +217,8 @@ def test_a_second_job_measures_only_what_the_budget_has_left(tuned, tmp_path):
     copy = tmp_path / "kdb"
     shutil.copytree(db_dir, copy)
     records = next(copy.iterdir()) / RECORDS
-    before = records.read_bytes()
+    finalists = records.parent / FINALISTS
+    before, timed = records.read_bytes(), finalists.read_bytes()
     again = cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
                 "--unit", "core0", "--trials", TRIALS, "--kernel-db", copy)
     assert again.returncode == 0, again.stderr
@@ -181,6 +226,14 @@ def test_a_second_job_measures_only_what_the_budget_has_left(tuned, tmp_path):
     assert f"{conv.func} on core0 (1 ops)" in again.stdout
     assert f"{TRIALS} trials (none now)" in again.stdout
     assert records.read_bytes()[:len(before)] == before  # appended to, never rewritten
+    # timed again: only the kernels MetaSchedule measured again (those short of the budget)
+    again = finalists.read_bytes()[len(timed):].decode().splitlines()
+    assert finalists.read_bytes()[:len(timed)] == timed and len(again) < len(_tasks(mod, graph))
+    db = KernelDatabase(copy)
+    for line in map(json.loads, again):
+        assert line["trials"] <= TRIALS and len({f["trace"] for f in line["finalists"]}) == \
+            len(line["finalists"])  # (MetaSchedule may measure a candidate twice)
+    assert not _finalists(copy, conv)[1:] and db.retimed(conv.prim_func, conv.target)
     assert KernelDatabase(copy).trials(conv.prim_func, conv.target) == TRIALS
 
 
@@ -260,6 +313,13 @@ def test_bad_databases_and_units_are_one_line(tuned, tmp_path):
     records.write_text(records.read_text() + "not json\n")
     one_line_error(cli(*compile_, "--kernel-db", bad), str(records.parent),
                    "cannot be read", "not json")
+    bad = tmp_path / "bad-finalists"
+    shutil.copytree(db_dir, bad)
+    finalists = next(p for p in bad.iterdir()) / FINALISTS
+    finalists.write_text(finalists.read_text() + '{"workload": "1", "trials": 2, '
+                         '"finalists": [{"trace": "a", "seconds": NaN}]}\n')
+    one_line_error(cli(*compile_, "--kernel-db", bad), str(finalists),
+                   "line", "is not a re-timing of finalists")
     one_line_error(cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
                        "--unit", "npu", "--kernel-db", tmp_path / "k"),
                    "--unit 'npu': profile 'host' has no such unit (its units: cpu, core0")
