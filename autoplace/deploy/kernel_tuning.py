@@ -222,16 +222,15 @@ class KernelTuner:
         :data:`ROUNDS` times in turn on one runner; record each one's fastest round (other
         load only adds time). Finalists that fail are left out; nothing is recorded when
         none runs."""
-        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.meta_schedule.builder import BuilderInput
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
         final = self.db.finalists(task.prim_func, task.target)
-        built = self.builder(task).build([BuilderInput(r.as_measure_candidate().sch.mod,
-                                                       task.target) for r in final])
-        ok = [(r, b) for r, b in zip(final, built) if not b.error_msg]
-        args = ArgInfo.from_prim_func(workload(task.prim_func)["main"])
-        inputs = [RunnerInput(b.artifact_path, "cpu", args) for _, b in ok] * ROUNDS
+        candidates = [r.as_measure_candidate() for r in final]  # (its schedule and args)
+        built = self.builder(task).build([BuilderInput(c.sch.mod, task.target)
+                                          for c in candidates])
+        ok = [(r, c, b) for r, c, b in zip(final, candidates, built) if not b.error_msg]
+        inputs = [RunnerInput(b.artifact_path, "cpu", c.args_info) for _, c, b in ok] * ROUNDS
         runs = [f.result() for f in self.runner(task).run(inputs)] if ok else []
         _remove_artefacts(built)
         best: dict[int, float] = {}
