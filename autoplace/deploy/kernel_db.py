@@ -80,8 +80,14 @@ class KernelDatabase:
         self._finalists: dict[tuple[str, str], dict] = {}
         for name in self._dbs:
             self._finalists.update(_read_finalists(self.directory / name))
-        #: the default schedule's trace per (kernel, target), as text
-        self._defaults: dict[tuple[int, str], str | None] = {}
+        #: the default schedule's trace per (kernel, target): its length and text
+        self._defaults: dict[tuple[int, str], tuple[int, str] | None] = {}
+        #: per target's database: its size when read, and its records by workload (every
+        #: lookup of a kernel's records would otherwise scan the whole database)
+        self._groups: dict[object, tuple[int, dict]] = {}
+        #: trace (by identity: the database keeps it) -> its text (a trace's text is ~5 kB
+        #: of JSON; a build asks for each record's several times)
+        self._texts: dict[object, str] = {}
 
     def _open_all(self) -> dict[str, object]:
         """Every target's database in the directory, read now: a corrupt one is refused
@@ -116,10 +122,14 @@ class KernelDatabase:
         if db is None or not db.has_workload(mod):
             return []
         ranked = list(db.get_top_k(db.commit_workload(mod), 1 << 30))
-        final = self._finalists.get(_kernel_key(func, target))
-        if final is None or final["trials"] != self.trials(func, target):
+        if not self.retimed(func, target):
             return ranked
-        by_trace = {_trace_digest(r.trace): r for r in ranked}
+        final = self._finalists[_kernel_key(func, target)]
+        wanted, by_trace = {f["trace"] for f in final["finalists"]}, {}
+        for r in ranked:  # (the finalists were the fastest as recorded: near the top)
+            by_trace.setdefault(self._digest(r.trace), r)
+            if wanted <= by_trace.keys():
+                break
         timed = [(by_trace[f["trace"]], f["seconds"]) for f in final["finalists"]
                  if f["trace"] in by_trace]
         return [type(r)(r.trace, r.workload, [s], r.target, r.args_info)
@@ -131,7 +141,7 @@ class KernelDatabase:
         each schedule)."""
         first: dict[str, object] = {}  # (MetaSchedule may measure a candidate twice)
         for r in self.records(func, target):
-            first.setdefault(_trace_digest(r.trace), r)
+            first.setdefault(self._digest(r.trace), r)
         ranked = list(first.values())
         tuned = [r for r in ranked if not self.is_default(r, func, target)]
         return tuned[:FINALISTS_KEPT] + [r for r in ranked if self.is_default(r, func, target)]
@@ -147,7 +157,7 @@ class KernelDatabase:
         JSON line, appended and flushed."""
         where, key = self.directory / target_dir_name(target), _kernel_key(func, target)
         line = {"workload": key[1], "trials": self.trials(func, target),
-                "finalists": [{"trace": _trace_digest(r.trace), "seconds": float(s)}
+                "finalists": [{"trace": self._digest(r.trace), "seconds": float(s)}
                               for r, s in timed]}
         with open(where / FINALISTS, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
@@ -165,7 +175,9 @@ class KernelDatabase:
 
     def is_default(self, record, func: tirx.PrimFunc, target: tvm.target.Target) -> bool:
         """Whether ``record`` (of ``func`` on ``target``) is the default schedule's."""
-        return _trace_text(record.trace) == self._default_text(func, target)
+        default = self._default(func, target)
+        return default is not None and len(record.trace.insts) == default[0] and \
+            self._text(record.trace) == default[1]
 
     def best_seconds(self, func: tirx.PrimFunc, target: tvm.target.Target) -> float | None:
         """The best measured time of ``func`` on ``target`` (mean of its runs), or None."""
@@ -186,7 +198,7 @@ class KernelDatabase:
         best = self.records(func, target)[:1]
         if not best or self.is_default(best[0], func, target):
             return UNTUNED
-        return "tuned-" + _trace_digest(best[0].trace)
+        return "tuned-" + self._digest(best[0].trace)
 
     def _all(self, func: tirx.PrimFunc, target: tvm.target.Target) -> list:
         """Every record of ``func`` on ``target``, failed runs too."""
@@ -194,14 +206,30 @@ class KernelDatabase:
         mod = workload(func)
         if db is None or not db.has_workload(mod):
             return []
-        wl = db.commit_workload(mod)
-        return [r for r in db.get_all_tuning_records() if r.workload.same_as(wl)]
+        size, groups = self._groups.get(db, (-1, {}))
+        if size != len(db):  # (read again once MetaSchedule has committed more)
+            groups = {}
+            for r in db.get_all_tuning_records():
+                groups.setdefault(r.workload, []).append(r)
+            self._groups[db] = (len(db), groups)
+        return groups.get(db.commit_workload(mod), [])
 
-    def _default_text(self, func: tirx.PrimFunc, target: tvm.target.Target) -> str | None:
+    def _text(self, trace) -> str:
+        if trace not in self._texts:
+            self._texts[trace] = _trace_text(trace)
+        return self._texts[trace]
+
+    def _digest(self, trace) -> str:
+        return hashlib.sha256(self._text(trace).encode()).hexdigest()[:16]
+
+    def _default(self, func: tirx.PrimFunc, target: tvm.target.Target) -> tuple | None:
+        """The default schedule's trace: its instructions' count and its text (None: no
+        default schedule for the target)."""
         key = (tvm_ffi.structural_hash(workload(func)), target_key(target))
         if key not in self._defaults:
             sch = traced_default_schedule(workload(func)["main"], target)
-            self._defaults[key] = None if sch is None else _trace_text(sch.trace)
+            self._defaults[key] = None if sch is None else \
+                (len(sch.trace.insts), _trace_text(sch.trace))
         return self._defaults[key]
 
 
@@ -248,10 +276,6 @@ def _trace_text(trace) -> str:
     """``trace`` as JSON text, the same for a trace as tuned and as read back from the
     database (where MetaSchedule made a JSON number of an annotation's ``IntImm``)."""
     return json.dumps(trace.as_json(), default=lambda x: getattr(x, "value", str(x)))
-
-
-def _trace_digest(trace) -> str:
-    return hashlib.sha256(_trace_text(trace).encode()).hexdigest()[:16]
 
 
 def _kernel_key(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[str, str]:
