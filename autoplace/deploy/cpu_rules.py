@@ -21,30 +21,35 @@ per block iterator, unit loops dropped), then, block by block:
    :data:`MIN_PARALLEL` iterations, when the target has more than one core.
 
 The vector axis is the innermost spatial axis (contiguous in the output), tiled by a
-divisor of its extent that fills the target's vector registers well (:func:`plan_tiles`);
-the register axis is the outermost other spatial axis (output channels, in NCHW). With
-128-bit vectors (SSE, NEON: 4 float32 lanes) a reduction is vectorised over output
-channels instead, its accumulator holding them innermost, and the width is the register
-axis (:func:`plan_channel_tiles`): on one SSE core, squeezenet's convs take 39.6 ms in all
-instead of 110.0, resnet50's 248.8 instead of 383.6 (each op counted). Up to AVX2 (8
-lanes), so is a reduction whose width has no vector tile (111 = 3 x 37) or only one that
-uses less than three quarters of the lanes of the registers it takes (13 = 8 + 4 + 1, 27,
-55), with a register tile over the width as large as the registers allow (its largest
-divisor up to 13: :func:`plan_reduction_tiles`). Squeezenet's convs on two znver3 cores,
-interleaved, quiet: 22.0 ms -> 10.5 ms in all, each of the 18 that changed faster (1.05x to
-4.97x), its last (1000 channels, 13 wide) 7.8 -> 2.2 ms; the model, default schedules
-against ONNX Runtime, 4.22x -> 1.93x (experiments/results/bench_deployed_znver3.md).
-AVX-512 keeps the width (13 floats fit one register), or only gets the outer loops parallel
-(111: a vector across channels, read with a stride, was slower than none there).
+divisor of its extent that fills the target's vector registers well; the register axis is
+the outermost other spatial axis (output channels, in NCHW). With 128-bit vectors (SSE,
+NEON: 4 float32 lanes) a reduction is vectorised over output channels instead, its
+accumulator holding them innermost, and the width is the register axis: on one SSE core,
+squeezenet's convs take 39.6 ms in all instead of 110.0, resnet50's 248.8 instead of 383.6
+(each op counted). So is, on wider vectors, a reduction whose width has no vector tile (111
+= 3 x 37) or only one that uses less than three quarters of the lanes of the registers it
+takes (on AVX2: 13 = 8 + 4 + 1, 27, 55; on AVX-512: 27, 55), in vectors of at most AVX2's 8
+floats, with a register tile over the width as large as the registers allow (its largest
+divisor up to 13). A register tile of a few columns (111: 3) takes the rows above it as a
+second register axis (3 x 3). (:mod:`autoplace.deploy.tile_plan` plans the tiles.) A
+reduction vectorised over channels reads its weights, for each block of channels its
+parallel loop runs, from a copy made there in which the vector's channels are innermost
+(:func:`_pack_channel_input`; MLAS's packed weights, made per call and per block): one
+load per vector, not one per channel.
+Squeezenet's convs on two cores of an AMD EPYC, each alone, against the rules before
+(interleaved; each kernel times its count): AVX2 (x86-64-v3) 7.44 -> 5.14 ms in all (0.69),
+the first 905 -> 498 us, the last 1,423 -> 1,003; AVX-512 (x86-64-v4) 5.37 -> 4.33 ms
+(0.81), the first 886 -> 356 (its loops were only parallel), 128 -> 16 channels at 55 wide
+99 -> 115 (two vectors of channels: two parallel iterations)
+(experiments/results/bench_conv_schedules.md).
 
 A step TVM refuses on a block leaves that block as it was (a reduction then only gets its
 outer loops parallel: :func:`parallel_outer`); a refused kernel is a slower kernel, never a
-failed build. No step changes what a kernel computes: only the order of its loops.
+failed build. No step changes what a kernel computes: only the order of its loops (and where
+a packed weight is read from).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
@@ -52,21 +57,11 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.tirx import IndexMap
 
+from autoplace.deploy.tile_plan import Tiles, largest_divisor, plan_reduction_tiles
+
 #: iterations of the fused parallel loop enough to keep every core busy (the loops inside
 #: it are left alone)
 MIN_PARALLEL = 64
-#: the largest register tile (accumulator vectors) of a reduction, besides its vector axis
-REGISTER_TILE = 8
-#: vectors of at most this many elements (128-bit: SSE, NEON, for float32) run reductions
-#: vectorised over channels (:func:`plan_channel_tiles`)
-NARROW_LANES = 4
-#: vectors of at most this many bits (AVX2) run a reduction vectorised over channels when
-#: its width has no vector tile (111) or one that fills less than :data:`MIN_WIDTH_FILL` of
-#: the lanes of the registers it takes (13 floats: 8 + 4 + 1); wider ones (AVX-512) keep the
-#: width (or only get the outer loops parallel)
-CHANNELS_UP_TO_BITS = 256
-#: the share of its registers' lanes a vector over the width must use to be kept there
-MIN_WIDTH_FILL = 0.75
 #: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
 _REFUSED = (RuntimeError, ValueError)
 
@@ -175,96 +170,6 @@ def _inline(sch: s_tir.Schedule, name: str) -> None:
     sch.compute_inline(block)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Tiles:
-    """Where a reduction's vector and register tiles go: spatial axes (their index among
-    the block's spatial axes) and tile sizes; no register tile when ``register`` is None."""
-
-    vector: int
-    vector_tile: int
-    register: int | None = None
-    register_tile: int = 1
-
-
-def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
-    """The tiles of a reduction with spatial ``extents`` on a CPU with ``registers``
-    vector registers of ``lanes`` elements (``None``: nothing to vectorise).
-
-    The vector axis is the innermost one (contiguous in the output), tiled by a divisor of
-    its extent of at least 4: the one up to ``lanes`` that fills a register best (the
-    largest on ties), else the one up to two registers' lanes that LLVM splits into the
-    fewest registers (:func:`_pieces`); ``None`` when it has none (a strided vector across
-    channels is slower than none). The register axis is the outermost other axis with
-    extent > 1, tiled by its largest divisor up to :data:`REGISTER_TILE` whose
-    accumulators leave 4 registers free."""
-    last = len(extents) - 1
-    fits = [d for d in range(4, 2 * lanes + 1) if extents[last] % d == 0]
-    if not fits:
-        return None
-    small = [d for d in fits if d <= lanes]
-    tile = max(small) if small else min(fits, key=lambda d: (_pieces(d, lanes), -d))
-    most = min(REGISTER_TILE, (registers - 4) // _pieces(tile, lanes))
-    for axis, extent in enumerate(extents[:last]):
-        if extent > 1 and _divisor(extent, most) > 1:
-            return Tiles(vector=last, vector_tile=tile, register=axis,
-                         register_tile=_divisor(extent, most))
-    return Tiles(vector=last, vector_tile=tile)
-
-
-def plan_reduction_tiles(extents: list[int], lanes: int, registers: int,
-                         bits: int) -> Tiles | None:
-    """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector of ``bits``,
-    ``registers`` vector registers): over channels with narrow vectors; over the width
-    (:func:`plan_tiles`), unless, up to :data:`CHANNELS_UP_TO_BITS`, the width has no
-    vector tile or one that fills less than :data:`MIN_WIDTH_FILL` of its registers' lanes:
-    then over channels with a register tile of the width as large as the registers allow
-    (the module docstring gives what it gained)."""
-    if lanes <= NARROW_LANES:
-        tiles = plan_channel_tiles(extents, lanes, registers)
-        if tiles is not None:
-            return tiles
-    width = plan_tiles(extents, lanes, registers)
-    if bits > CHANNELS_UP_TO_BITS or (width is not None and _fill(width, lanes) >=
-                                      MIN_WIDTH_FILL):
-        return width
-    return plan_channel_tiles(extents, lanes, registers, most=registers - 3) or width
-
-
-def _fill(tiles: Tiles, lanes: int) -> float:
-    """The share of the lanes of the registers a vector tile takes that it uses."""
-    return tiles.vector_tile / (_pieces(tiles.vector_tile, lanes) * lanes)
-
-
-def plan_channel_tiles(extents: list[int], lanes: int, registers: int,
-                       most: int | None = None) -> Tiles | None:
-    """Tiles of a reduction vectorised over channels (narrow vectors, ``lanes`` <=
-    :data:`NARROW_LANES`, or a width that vectorises badly): the vector axis is the largest
-    spatial axis but the innermost whose extent ``lanes`` divides (output channels, in
-    NCHW), tiled by ``lanes``; the register axis is the innermost one, tiled by its largest
-    divisor up to ``most`` (default :data:`REGISTER_TILE`, accumulators leaving 4 registers
-    free). None when no axis but the innermost divides into vectors."""
-    last = len(extents) - 1
-    axes = [i for i in range(last) if extents[i] % lanes == 0 and extents[i] > 1]
-    if not axes:
-        return None
-    vector = max(axes, key=lambda i: (extents[i], -i))
-    tile = _divisor(extents[last], most or min(REGISTER_TILE, registers - 4))
-    return Tiles(vector=vector, vector_tile=lanes, register=last if tile > 1 else None,
-                 register_tile=tile)
-
-
-def _pieces(tile: int, lanes: int) -> int:
-    """Registers a vector of ``tile`` elements takes once LLVM legalises it: one when it
-    fits in one register (widened), else a register per ``lanes`` and one per power of
-    two of the rest."""
-    return 1 if tile <= lanes else tile // lanes + bin(tile % lanes).count("1")
-
-
-def _divisor(extent: int, most: int) -> int:
-    """The largest divisor of ``extent`` up to ``most`` (at least 1)."""
-    return max(d for d in range(1, max(1, min(extent, most)) + 1) if extent % d == 0)
-
-
 def _extents(sch: s_tir.Schedule, loops) -> list[int]:
     """Constant trip counts of ``loops`` (refused when one is symbolic)."""
     values = [sch.get(loop).extent for loop in loops]
@@ -291,10 +196,40 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
         raise ValueError(f"{name}: no spatial axis to vectorise")
     outer, inner = _split_tiles(sch, spatial, tiles)
     sch.reorder(*outer, *reduce, *inner)
+    if tiles.vector != len(spatial) - 1 and tiles.vector == 0:
+        _pack_channel_input(sch, block, tiles, outer[0])
     _write_back(sch, block, outer[-1], _innermost(sch, block, tiles, len(spatial)))
     if parallel:  # before the reduction is split in two blocks (TVM's rule)
         _parallel_loops(sch, outer)
     _vectorize_reduction(sch, block, reduce[0])
+
+
+def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
+    """Copy, under ``slab_loop``, the slab of the input indexed by the vector axis (a conv's
+    weight: its output channels) that the loop's iteration reads into a buffer where the
+    vector's channels are innermost, so that each vector of weights is one contiguous load
+    rather than ``lanes`` loads a row apart."""
+    stmt = sch.get(block)
+    var = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar][tiles.vector]
+    written = [w.source for w in stmt.writes]
+    found = [(i, r) for i, r in enumerate(stmt.reads)
+             if not any(r.source.same_as(w) for w in written)
+             and any(_uses_var(rng.min, var) for rng in r.region)]
+    if len(found) != 1:
+        return
+    index, region = found[0]
+    dim = next(d for d, rng in enumerate(region.region) if _uses_var(rng.min, var))
+    lanes, ndim = tiles.vector_tile, len(region.region)
+    copy = sch.cache_read(block, index, "global")
+    sch.transform_layout(block, ("read", index), IndexMap.from_func(
+        lambda *i: [*(i[d] // lanes if d == dim else i[d] for d in range(ndim)), i[dim] % lanes],
+        ndim=ndim))
+    sch.compute_at(copy, slab_loop)
+
+
+def _uses_var(expr, var) -> bool:
+    """Whether ``expr`` reads ``var``."""
+    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
 def _inputs(sch: s_tir.Schedule, block) -> int:
@@ -315,18 +250,22 @@ def _dtype_bits(sch: s_tir.Schedule, name: str) -> int:
 
 
 def _split_tiles(sch, spatial, tiles: Tiles):
-    """Split the vector (and register) axis off ``spatial``: (outer loops, the register
-    tile's loop first if any, then the vector loop). The register axis's outer loop comes
-    last among the outer loops, so the data of one tile of the other axes is reused across
-    it (an input tile across output channels)."""
+    """Split the vector (and register, and row) axes off ``spatial``: (outer loops, the
+    register tiles' loops first if any (rows, then columns), then the vector loop). The
+    register axes' outer loops come last among the outer loops, so the data of one tile of
+    the other axes is reused across them (an input tile across output channels)."""
     v_outer, v_inner = sch.split(spatial[tiles.vector], [None, tiles.vector_tile])
     outer = [v_outer if i == tiles.vector else loop for i, loop in enumerate(spatial)]
     if tiles.register is None:
         return outer, [v_inner]
-    r_outer, r_inner = sch.split(spatial[tiles.register], [None, tiles.register_tile])
-    sch.unroll(r_inner)
-    outer = [loop for i, loop in enumerate(outer) if i != tiles.register] + [r_outer]
-    return outer, [r_inner, v_inner]
+    registers = [(tiles.row, tiles.row_tile)] if tiles.row is not None else []
+    splits = [sch.split(spatial[axis], [None, tile])
+              for axis, tile in [*registers, (tiles.register, tiles.register_tile)]]
+    for _, r_inner in splits:
+        sch.unroll(r_inner)
+    taken = {tiles.register, tiles.row}
+    outer = [loop for i, loop in enumerate(outer) if i not in taken] + [o for o, _ in splits]
+    return outer, [*(i for _, i in splits), v_inner]
 
 
 def _innermost(sch, block, tiles: Tiles, n_spatial: int) -> int | None:
@@ -389,7 +328,7 @@ def _vectorize_nest(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
         raise ValueError(f"{name}: not a plain elementwise nest")
     if _varies_inside(sch, name):
         raise ValueError(f"{name}: its if_then_else depends on the innermost loop")
-    tile = _divisor(_extents(sch, loops[-1:])[0], bits // _dtype_bits(sch, name))
+    tile = largest_divisor(_extents(sch, loops[-1:])[0], bits // _dtype_bits(sch, name))
     if tile < 4:
         raise ValueError(f"{name}: innermost extent has no vector tile")
     outer, inner = sch.split(loops[-1], [None, tile])

@@ -8,16 +8,9 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 
-from autoplace.deploy.cpu_rules import (
-    MIN_PARALLEL,
-    Tiles,
-    parallel_outer,
-    plan_channel_tiles,
-    plan_reduction_tiles,
-    plan_tiles,
-    vector_bits,
-)
+from autoplace.deploy.cpu_rules import MIN_PARALLEL, parallel_outer, vector_bits
 from autoplace.deploy.schedule import default_schedule, threads_for
+from autoplace.deploy.tile_plan import Tiles, plan_channel_tiles, plan_reduction_tiles, plan_tiles
 from autoplace.frontend.relax import fuse
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
@@ -242,13 +235,18 @@ def test_a_narrow_vector_reduction_accumulates_channels_contiguously():
     # AVX2: 13 floats take 8 + 4 + 1 lanes (54% used): channels, the width in registers
     ([1000, 13, 13], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=13)),
     ([128, 27, 27], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
-    ([64, 111, 111], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=3)),
+    # 111 = 3 x 37: 3 columns in registers, and 3 rows above them (9 accumulators)
+    ([64, 111, 111], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=3,
+                                   row=1, row_tile=3)),
     ([64, 56, 56], 8, 256, Tiles(vector=2, vector_tile=8, register=0, register_tile=8)),
     ([64, 14, 14], 8, 256, Tiles(vector=2, vector_tile=7, register=0, register_tile=8)),
     ([4, 13, 13], 8, 256, Tiles(vector=2, vector_tile=13, register=0, register_tile=4)),
-    # AVX-512: 13 floats fit one register; 111 has no vector tile (and stays so)
+    # AVX-512: 13 floats fit one register; 27 (9 of 16 lanes) and 111 (no vector tile) run
+    # over channels in AVX2's vectors of 8
     ([1000, 13, 13], 16, 512, Tiles(vector=2, vector_tile=13, register=0, register_tile=8)),
-    ([64, 111, 111], 16, 512, None),
+    ([128, 27, 27], 16, 512, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
+    ([64, 111, 111], 16, 512, Tiles(vector=0, vector_tile=8, register=2, register_tile=3,
+                                    row=1, row_tile=3)),
     # SSE: channels, the register tile up to 8
     ([1000, 13, 13], 4, 128, Tiles(vector=0, vector_tile=4)),
 ])
@@ -267,16 +265,36 @@ def _vector_loops(func: tirx.PrimFunc) -> list[int]:
     return [int(f.extent) for f in _loops(func) if f.kind == tirx.ForKind.VECTORIZED]
 
 
-def test_a_width_without_vector_tiles_runs_over_channels_up_to_avx2():
-    """AVX2 (8 lanes): the 111-wide conv's vectors run over its 64 output channels (here,
-    squeezenet's first conv on two cores: 1.79 -> 1.26 ms); AVX-512 keeps its outer loops
-    parallel alone (a vector over channels was slower than none there)."""
+def _update(func: tirx.PrimFunc):
+    """The block of ``func``'s one reduction that accumulates, its binding values and the
+    loops around it."""
+    ((block, values, around),) = [(b, v, a) for b, v, a in _nests(func.body)
+                                  if b.name_hint.endswith("_update")]
+    return block, values, around
+
+
+def _packed_weight(block: s_tir.SBlock, lanes: int):
+    """The buffer ``block`` reads its weights from when they are packed: not a parameter,
+    its last dimension ``lanes`` channels (None when it reads none such)."""
+    found = [r.source for r in block.reads if r.source.scope() == "global"
+             and "intermediate" not in r.source.name and int(r.source.shape[-1]) == lanes
+             and len(r.source.shape) == 5]
+    return found[0] if found else None
+
+
+def test_a_width_without_vector_tiles_runs_over_channels_in_a_tile_of_rows_and_columns():
+    """AVX2 and AVX-512: the 111-wide conv's vectors (of 8) run over its 64 output channels,
+    with 3 rows x 3 columns of them in registers, reading its weights from a copy where each
+    vector's channels are contiguous (squeezenet's first conv on two cores: the module
+    docstring's figures)."""
+    for target in (AVX2, AVX512):
+        block, values, around = _update(default_schedule(FIRST_CONV(), target))
+        assert [(f.kind, int(f.extent)) for f in around[-3:]] == [
+            (tirx.ForKind.UNROLLED, 3), (tirx.ForKind.UNROLLED, 3),
+            (tirx.ForKind.VECTORIZED, 8)]
+        assert _uses(values[0], around[-1])  # the vector loop indexes output channels
+        assert _packed_weight(block, 8) is not None
     func = default_schedule(FIRST_CONV(), AVX2)
-    ((_, values, around),) = [(b, v, a) for b, v, a in _nests(func.body)
-                              if b.name_hint.endswith("_update")]
-    assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 8
-    assert _uses(values[0], around[-1])  # the vector loop indexes output channels
-    assert _vector_loops(default_schedule(FIRST_CONV(), AVX512)) == []
     np.testing.assert_allclose(_run(func, AVX2), _run(FIRST_CONV()), rtol=1e-4, atol=1e-5)
 
 
@@ -285,10 +303,11 @@ def test_a_13_wide_conv_on_avx2_holds_its_width_in_registers_and_computes_the_sa
     an unrolled register tile, on AVX2; the outputs unchanged."""
     conv = lambda: _legalized(relax.op.nn.conv2d, (1, 32, 13, 13), (64, 32, 1, 1))  # noqa: E731
     func = default_schedule(conv(), AVX2)
-    ((_, values, around),) = [(b, v, a) for b, v, a in _nests(func.body)
-                              if b.name_hint.endswith("_update")]
+    block, _, around = _update(func)
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 8
     assert around[-2].kind == tirx.ForKind.UNROLLED and int(around[-2].extent) == 13
+    weight = _packed_weight(block, 8)  # 64 channels: 8 vectors, each 8 after 32 inputs
+    assert weight is not None and [int(d) for d in weight.shape] == [8, 32, 1, 1, 8]
     np.testing.assert_allclose(_run(func, AVX2), _run(conv()), rtol=1e-4, atol=1e-5)
 
 

@@ -1,0 +1,127 @@
+"""Where a reduction's vector and register tiles go (:mod:`autoplace.deploy.cpu_rules` applies
+them): arithmetic on a loop nest's extents and the target's vector lanes and registers; no
+TVM. The rules and what they gained are in :mod:`autoplace.deploy.cpu_rules`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+#: the largest register tile (accumulator vectors) of a reduction, besides its vector axis
+REGISTER_TILE = 8
+#: vectors of at most this many elements (128-bit: SSE, NEON, for float32) run reductions
+#: vectorised over channels (:func:`plan_channel_tiles`)
+NARROW_LANES = 4
+#: a reduction whose width has no vector tile (111) or one that fills less than
+#: :data:`MIN_WIDTH_FILL` of the lanes of the registers it takes (13 floats on AVX2: 8 + 4 +
+#: 1) runs vectorised over channels, in vectors of at most this many bits (AVX-512's were
+#: slower: their channels' weights span twice the cache lines)
+CHANNELS_UP_TO_BITS = 256
+#: the most accumulators of a reduction vectorised over channels (AVX2's 16 registers but a
+#: weight vector, a broadcast input and one spare; AVX-512 keeps it: a 27-column tile of its
+#: 32 registers was slower than 9 columns)
+CHANNEL_TILE = 13
+#: the share of its registers' lanes a vector over the width must use to be kept there
+MIN_WIDTH_FILL = 0.75
+
+@dataclass(frozen=True, kw_only=True)
+class Tiles:
+    """Where a reduction's vector and register tiles go: spatial axes (their index among
+    the block's spatial axes) and tile sizes; no register tile when ``register`` is None;
+    ``row``: a second register axis (the rows above a narrow register tile of columns)."""
+
+    vector: int
+    vector_tile: int
+    register: int | None = None
+    register_tile: int = 1
+    row: int | None = None
+    row_tile: int = 1
+
+
+def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
+    """The tiles of a reduction with spatial ``extents`` on a CPU with ``registers``
+    vector registers of ``lanes`` elements (``None``: nothing to vectorise).
+
+    The vector axis is the innermost one (contiguous in the output), tiled by a divisor of
+    its extent of at least 4: the one up to ``lanes`` that fills a register best (the
+    largest on ties), else the one up to two registers' lanes that LLVM splits into the
+    fewest registers (:func:`_pieces`); ``None`` when it has none (a strided vector across
+    channels is slower than none). The register axis is the outermost other axis with
+    extent > 1, tiled by its largest divisor up to :data:`REGISTER_TILE` whose
+    accumulators leave 4 registers free."""
+    last = len(extents) - 1
+    fits = [d for d in range(4, 2 * lanes + 1) if extents[last] % d == 0]
+    if not fits:
+        return None
+    small = [d for d in fits if d <= lanes]
+    tile = max(small) if small else min(fits, key=lambda d: (_pieces(d, lanes), -d))
+    most = min(REGISTER_TILE, (registers - 4) // _pieces(tile, lanes))
+    for axis, extent in enumerate(extents[:last]):
+        if extent > 1 and largest_divisor(extent, most) > 1:
+            return Tiles(vector=last, vector_tile=tile, register=axis,
+                         register_tile=largest_divisor(extent, most))
+    return Tiles(vector=last, vector_tile=tile)
+
+
+def plan_reduction_tiles(extents: list[int], lanes: int, registers: int,
+                         bits: int) -> Tiles | None:
+    """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector of ``bits``,
+    ``registers`` vector registers): over channels with narrow vectors; over the width
+    (:func:`plan_tiles`), unless the width has no vector tile or one that fills less than
+    :data:`MIN_WIDTH_FILL` of its registers' lanes: then over channels, in vectors of at
+    most :data:`CHANNELS_UP_TO_BITS` (AVX2's 8 floats on AVX-512), with a register tile of
+    the width of up to :data:`CHANNEL_TILE` accumulators (the module docstring gives what
+    it gained)."""
+    if lanes <= NARROW_LANES:
+        tiles = plan_channel_tiles(extents, lanes, registers)
+        if tiles is not None:
+            return tiles
+    width = plan_tiles(extents, lanes, registers)
+    if width is not None and _fill(width, lanes) >= MIN_WIDTH_FILL:
+        return width
+    narrow = lanes * CHANNELS_UP_TO_BITS // bits if bits > CHANNELS_UP_TO_BITS else lanes
+    return plan_channel_tiles(extents, narrow, registers, most=CHANNEL_TILE) or width
+
+
+def _fill(tiles: Tiles, lanes: int) -> float:
+    """The share of the lanes of the registers a vector tile takes that it uses."""
+    return tiles.vector_tile / (_pieces(tiles.vector_tile, lanes) * lanes)
+
+
+def plan_channel_tiles(extents: list[int], lanes: int, registers: int,
+                       most: int | None = None) -> Tiles | None:
+    """Tiles of a reduction vectorised over channels (narrow vectors, ``lanes`` <=
+    :data:`NARROW_LANES`, or a width that vectorises badly): the vector axis is the largest
+    spatial axis but the innermost whose extent ``lanes`` divides (output channels, in
+    NCHW), tiled by ``lanes``; the register axis is the innermost one, tiled by its largest
+    divisor up to ``most`` (default :data:`REGISTER_TILE`, accumulators leaving 4 registers
+    free). When that tile takes at most half of ``most`` (111 = 3 x 37: 3), the rows above
+    it are a second register axis, tiled by their largest divisor that keeps the tile within
+    ``most`` (3 x 3: one weight vector loaded per 9 accumulations, not per 3). None when no
+    axis but the innermost divides into vectors."""
+    last = len(extents) - 1
+    axes = [i for i in range(last) if extents[i] % lanes == 0 and extents[i] > 1]
+    if not axes:
+        return None
+    vector = max(axes, key=lambda i: (extents[i], -i))
+    most = most or min(REGISTER_TILE, registers - 4)
+    tile = largest_divisor(extents[last], most)
+    tiles = Tiles(vector=vector, vector_tile=lanes, register=last if tile > 1 else None,
+                  register_tile=tile)
+    row = last - 1
+    rows = largest_divisor(extents[row], most // tile) if tile > 1 else 1
+    if tile <= most // 2 and row != vector and rows > 1:
+        return dataclasses.replace(tiles, row=row, row_tile=rows)
+    return tiles
+
+
+def _pieces(tile: int, lanes: int) -> int:
+    """Registers a vector of ``tile`` elements takes once LLVM legalises it: one when it
+    fits in one register (widened), else a register per ``lanes`` and one per power of
+    two of the rest."""
+    return 1 if tile <= lanes else tile // lanes + bin(tile % lanes).count("1")
+
+
+def largest_divisor(extent: int, most: int) -> int:
+    """The largest divisor of ``extent`` up to ``most`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(extent, most)) + 1) if extent % d == 0)
