@@ -3,6 +3,7 @@
     git worktree add /tmp/old REV
     python experiments/bench_conv_schedules.py /tmp/old [--model squeezenet]
         [--mcpu x86-64-v3 x86-64-v4] [--rounds 3]
+    python experiments/bench_conv_schedules.py --plans [--model resnet50] [--kernels ...]
 
 Per distinct conv kernel of the model (on the ``host`` profile's ``cpu``: two cores, a pool
 of two threads), for each ``--mcpu`` this machine runs (LLVM's x86-64 levels: v3 is AVX2,
@@ -11,6 +12,10 @@ tree's ("new"), each compiled and timed alone (TVM's ``time_evaluator``, the fas
 repeats of at least 20 ms), interleaved old, new, old, new for ``--rounds`` rounds, the
 fastest kept. A row per kernel, its count in the model, its MFLOP; a total row (each kernel
 times its count); the load printed beside each row.
+
+``--plans``: this tree's rules with each plan of :mod:`autoplace.deploy.tile_plan` forced
+(the width's vector, channels in vectors of 8, channels in vectors of 16), for the first
+``--mcpu``, per ``--kernels`` (default: the model's conv kernels), interleaved likewise.
 """
 
 from __future__ import annotations
@@ -53,9 +58,51 @@ def runs(mcpu: str) -> bool:
     return features is None or tvm.target.codegen.target_has_features(features, host)
 
 
+def _plans():
+    """Plan name -> a forced ``plan_reduction_tiles`` (None from one means: not possible)."""
+    from autoplace.deploy import tile_plan
+
+    return {"width": lambda e, lanes, r: tile_plan.plan_tiles(e, lanes, r),
+            "channels x8": lambda e, lanes, r: tile_plan.plan_channel_tiles(
+                e, 8, r, most=tile_plan.CHANNEL_TILE),
+            "channels x16": lambda e, lanes, r: tile_plan.plan_channel_tiles(
+                e, 16, r, most=tile_plan.CHANNEL_TILE)}
+
+
+def compare_plans(mod, names: list[str], mcpu: str, rounds: int) -> None:
+    """A row per kernel: its time with each forced plan (us)."""
+    import tvm
+
+    from autoplace.deploy import cpu_rules
+
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": mcpu})
+    plans, chosen = _plans(), cpu_rules.plan_reduction_tiles
+    print(f"| kernel ({mcpu}) | " + " | ".join(plans) + " | load |")
+    print("|---|" + "---|" * len(plans) + "---|")
+    for name in names:
+        func, rng = mod[name], np.random.default_rng(0)
+        data = [tvm.runtime.tensor(rng.random([int(d) for d in p.ty.shape], dtype=np.float32))
+                for p in func.params]
+        timers = {}
+        try:
+            for label, plan in plans.items():
+                cpu_rules.plan_reduction_tiles = plan
+                timers[label] = timer(cpu_rules.cpu_schedule(func, target, True), target, data)
+        finally:
+            cpu_rules.plan_reduction_tiles = chosen
+        best = {label: float("inf") for label in timers}
+        for _ in range(rounds):
+            for label, t in timers.items():
+                best[label] = min(best[label], t() * 1e6)
+        print(f"| {name} | " + " | ".join(f"{best[label]:.0f}" for label in plans)
+              + f" | {os.getloadavg()[0]:.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("old", type=Path)
+    ap.add_argument("old", type=Path, nargs="?")
+    ap.add_argument("--plans", action="store_true")
+    ap.add_argument("--kernels", nargs="*")
     ap.add_argument("--model", default="squeezenet")
     ap.add_argument("--mcpu", nargs="+", default=["x86-64-v3", "x86-64-v4"])
     ap.add_argument("--rounds", type=int, default=3)
@@ -66,7 +113,6 @@ def main() -> None:
     from autoplace.deploy import cpu_rules
     from autoplace.models import load_module
 
-    old = old_rules(args.old)
     mod, graph = load_module(args.model)
     count, flops = {}, {}
     for op in graph.ops:
@@ -74,6 +120,11 @@ def main() -> None:
         flops[op.func] = op.flops
     convs = sorted(f for f in count if "conv" in f)
     mcpus = [m for m in args.mcpu if runs(m)]
+    if args.plans:
+        return compare_plans(mod, args.kernels or convs, mcpus[0], args.rounds)
+    if args.old is None:
+        ap.error("give the other tree (or --plans)")
+    old = old_rules(args.old)
     print(f"`python experiments/bench_conv_schedules.py {args.old} --model {args.model}`: "
           f"{len(convs)} conv kernels, old = {args.old}, two threads\n")
     print("| kernel | count | MFLOP | " + " | ".join(f"{m} old us | {m} new us | new/old"

@@ -12,11 +12,12 @@ REGISTER_TILE = 8
 #: vectors of at most this many elements (128-bit: SSE, NEON, for float32) run reductions
 #: vectorised over channels (:func:`plan_channel_tiles`)
 NARROW_LANES = 4
-#: a reduction whose width has no vector tile (111) or one that fills less than
-#: :data:`MIN_WIDTH_FILL` of the lanes of the registers it takes (13 floats on AVX2: 8 + 4 +
-#: 1) runs vectorised over channels, in vectors of at most this many bits (AVX-512's were
-#: slower: their channels' weights span twice the cache lines)
-CHANNELS_UP_TO_BITS = 256
+#: a reduction vectorised over channels leaves at least this many vectors of them (its
+#: parallel loop runs over them): its vectors are halved from the target's while they leave
+#: fewer (AVX-512: 16 channels per vector from 64 channels up, else 8) ...
+MIN_CHANNEL_VECTORS = 4
+#: ... down to this many lanes (AVX2's 8 floats)
+MIN_CHANNEL_LANES = 8
 #: the most accumulators of a reduction vectorised over channels (AVX2's 16 registers but a
 #: weight vector, a broadcast input and one spare; AVX-512 keeps it: a 27-column tile of its
 #: 32 registers was slower than 9 columns)
@@ -63,15 +64,13 @@ def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
     return Tiles(vector=last, vector_tile=tile)
 
 
-def plan_reduction_tiles(extents: list[int], lanes: int, registers: int,
-                         bits: int) -> Tiles | None:
-    """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector of ``bits``,
-    ``registers`` vector registers): over channels with narrow vectors; over the width
-    (:func:`plan_tiles`), unless the width has no vector tile or one that fills less than
-    :data:`MIN_WIDTH_FILL` of its registers' lanes: then over channels, in vectors of at
-    most :data:`CHANNELS_UP_TO_BITS` (AVX2's 8 floats on AVX-512), with a register tile of
-    the width of up to :data:`CHANNEL_TILE` accumulators (the module docstring gives what
-    it gained)."""
+def plan_reduction_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
+    """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector, ``registers``
+    vector registers): over channels with narrow vectors; over the width (:func:`plan_tiles`),
+    unless the width has no vector tile or one that fills less than :data:`MIN_WIDTH_FILL` of
+    its registers' lanes: then over channels (:func:`_over_channels`), with a register tile
+    of the width of up to :data:`CHANNEL_TILE` accumulators (the module docstring of
+    :mod:`autoplace.deploy.cpu_rules` gives what it gained)."""
     if lanes <= NARROW_LANES:
         tiles = plan_channel_tiles(extents, lanes, registers)
         if tiles is not None:
@@ -79,8 +78,19 @@ def plan_reduction_tiles(extents: list[int], lanes: int, registers: int,
     width = plan_tiles(extents, lanes, registers)
     if width is not None and _fill(width, lanes) >= MIN_WIDTH_FILL:
         return width
-    narrow = lanes * CHANNELS_UP_TO_BITS // bits if bits > CHANNELS_UP_TO_BITS else lanes
-    return plan_channel_tiles(extents, narrow, registers, most=CHANNEL_TILE) or width
+    return _over_channels(extents, lanes, registers) or width
+
+
+def _over_channels(extents: list[int], lanes: int, registers: int) -> Tiles | None:
+    """:func:`plan_channel_tiles` in vectors of ``lanes``, halved while they leave fewer than
+    :data:`MIN_CHANNEL_VECTORS` vectors of channels, down to :data:`MIN_CHANNEL_LANES`."""
+    while True:
+        tiles = plan_channel_tiles(extents, lanes, registers, most=CHANNEL_TILE)
+        if tiles is not None and extents[tiles.vector] // lanes >= MIN_CHANNEL_VECTORS:
+            return tiles
+        if lanes // 2 < MIN_CHANNEL_LANES:
+            return tiles
+        lanes //= 2
 
 
 def _fill(tiles: Tiles, lanes: int) -> float:

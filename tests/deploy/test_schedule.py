@@ -231,28 +231,29 @@ def test_a_narrow_vector_reduction_accumulates_channels_contiguously():
     assert channel.iter_type == tirx.IterVar.DataPar
 
 
-@pytest.mark.parametrize("extents, lanes, bits, tiles", [
+@pytest.mark.parametrize("extents, lanes, tiles", [
     # AVX2: 13 floats take 8 + 4 + 1 lanes (54% used): channels, the width in registers
-    ([1000, 13, 13], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=13)),
-    ([128, 27, 27], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
+    ([1000, 13, 13], 8, Tiles(vector=0, vector_tile=8, register=2, register_tile=13)),
+    ([128, 27, 27], 8, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
     # 111 = 3 x 37: 3 columns in registers, and 3 rows above them (9 accumulators)
-    ([64, 111, 111], 8, 256, Tiles(vector=0, vector_tile=8, register=2, register_tile=3,
-                                   row=1, row_tile=3)),
-    ([64, 56, 56], 8, 256, Tiles(vector=2, vector_tile=8, register=0, register_tile=8)),
-    ([64, 14, 14], 8, 256, Tiles(vector=2, vector_tile=7, register=0, register_tile=8)),
-    ([4, 13, 13], 8, 256, Tiles(vector=2, vector_tile=13, register=0, register_tile=4)),
-    # AVX-512: 13 floats fit one register; 27 (9 of 16 lanes) and 111 (no vector tile) run
-    # over channels in AVX2's vectors of 8
-    ([1000, 13, 13], 16, 512, Tiles(vector=2, vector_tile=13, register=0, register_tile=8)),
-    ([128, 27, 27], 16, 512, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
-    ([64, 111, 111], 16, 512, Tiles(vector=0, vector_tile=8, register=2, register_tile=3,
-                                    row=1, row_tile=3)),
+    ([64, 111, 111], 8, Tiles(vector=0, vector_tile=8, register=2, register_tile=3,
+                              row=1, row_tile=3)),
+    ([64, 56, 56], 8, Tiles(vector=2, vector_tile=8, register=0, register_tile=8)),
+    ([64, 14, 14], 8, Tiles(vector=2, vector_tile=7, register=0, register_tile=8)),
+    ([4, 13, 13], 8, Tiles(vector=2, vector_tile=13, register=0, register_tile=4)),
+    # AVX-512: 13 floats fit one register; 27 (9 of 16 lanes), 55 and 111 (no vector tile)
+    # run over channels: 16 a vector while that leaves 4 vectors of them, else 8
+    ([1000, 13, 13], 16, Tiles(vector=2, vector_tile=13, register=0, register_tile=8)),
+    ([128, 27, 27], 16, Tiles(vector=0, vector_tile=16, register=2, register_tile=9)),
+    ([32, 27, 27], 16, Tiles(vector=0, vector_tile=8, register=2, register_tile=9)),
+    ([16, 55, 55], 16, Tiles(vector=0, vector_tile=8, register=2, register_tile=11)),
+    ([64, 111, 111], 16, Tiles(vector=0, vector_tile=16, register=2, register_tile=3,
+                               row=1, row_tile=3)),
     # SSE: channels, the register tile up to 8
-    ([1000, 13, 13], 4, 128, Tiles(vector=0, vector_tile=4)),
+    ([1000, 13, 13], 4, Tiles(vector=0, vector_tile=4)),
 ])
-def test_a_width_that_fills_its_registers_badly_gives_way_to_channels(extents, lanes, bits,
-                                                                      tiles):
-    assert plan_reduction_tiles(extents, lanes, 32 if lanes == 16 else 16, bits) == tiles
+def test_a_width_that_fills_its_registers_badly_gives_way_to_channels(extents, lanes, tiles):
+    assert plan_reduction_tiles(extents, lanes, 32 if lanes == 16 else 16) == tiles
 
 
 #: squeezenet's first conv: 111 wide (3 x 37), no vector tile of 4 to 16 over its width
@@ -283,17 +284,17 @@ def _packed_weight(block: s_tir.SBlock, lanes: int):
 
 
 def test_a_width_without_vector_tiles_runs_over_channels_in_a_tile_of_rows_and_columns():
-    """AVX2 and AVX-512: the 111-wide conv's vectors (of 8) run over its 64 output channels,
+    """AVX2 and AVX-512: the 111-wide conv's vectors (8 or 16) run over its 64 output channels,
     with 3 rows x 3 columns of them in registers, reading its weights from a copy where each
     vector's channels are contiguous (squeezenet's first conv on two cores: the module
     docstring's figures)."""
-    for target in (AVX2, AVX512):
+    for target, lanes in [(AVX2, 8), (AVX512, 16)]:
         block, values, around = _update(default_schedule(FIRST_CONV(), target))
         assert [(f.kind, int(f.extent)) for f in around[-3:]] == [
             (tirx.ForKind.UNROLLED, 3), (tirx.ForKind.UNROLLED, 3),
-            (tirx.ForKind.VECTORIZED, 8)]
+            (tirx.ForKind.VECTORIZED, lanes)]
         assert _uses(values[0], around[-1])  # the vector loop indexes output channels
-        assert _packed_weight(block, 8) is not None
+        assert _packed_weight(block, lanes) is not None
     func = default_schedule(FIRST_CONV(), AVX2)
     np.testing.assert_allclose(_run(func, AVX2), _run(FIRST_CONV()), rtol=1e-4, atol=1e-5)
 
