@@ -26,12 +26,12 @@ the outermost other spatial axis (output channels, in NCHW). With 128-bit vector
 NEON: 4 float32 lanes) a reduction is vectorised over output channels instead, its
 accumulator holding them innermost, and the width is the register axis: on one SSE core,
 squeezenet's convs take 39.6 ms in all instead of 110.0, resnet50's 248.8 instead of 383.6
-(each op counted). So is, on wider
-vectors, a reduction whose width has no vector tile (111 = 3 x 37) or only one that uses
-less than three quarters of the lanes of the registers it takes (on AVX2: 13 = 8 + 4 + 1,
-27, 55; on AVX-512: 7, 27, 55), in vectors of the target's width while they leave 4
-vectors of channels, else of 8 (AVX-512: 16 or 8), with a register tile over the width as
-large as the registers allow (its largest divisor up to 13). A register tile of a few
+(each op counted; before the weights were packed, below). So is, on wider vectors, a
+reduction whose width has no vector tile (111 = 3 x 37) or only one that uses less than
+three quarters of the lanes of the registers it takes (on AVX2: 13 = 8 + 4 + 1, 27, 55; on
+AVX-512: 7, 27, 55), in vectors of the target's width while they leave 4 vectors of
+channels, else of 8 (AVX-512: 16 or 8), with a register tile over the width as large as the
+registers allow (its largest divisor up to 13). A register tile of a few
 columns (111: 3) takes the rows above it as a second register axis (3 x 3).
 (:mod:`autoplace.deploy.tile_plan` plans the tiles.) A reduction vectorised over channels
 reads its weights, for each block of channels its parallel loop runs, from a copy made
@@ -40,9 +40,9 @@ packed weights, made per call and per block): one load per vector, not one per c
 Each conv alone on two cores of an AMD EPYC, against the rules before (interleaved; each
 kernel times its count): squeezenet's on AVX2 (x86-64-v3) 7.44 -> 5.14 ms in all (0.69),
 the first 905 -> 498 us, the last 1,423 -> 1,003; on AVX-512 (x86-64-v4) 5.36 -> 4.47 ms
-(0.83), the first 795 -> 377 (its loops were only parallel); resnet50's on AVX-512 55.1 ->
-54.7 ms (0.99: its 1x1 7-wide convs 0.65-0.86, its 3x3 7-wide ones 1.12-1.40)
-(experiments/results/bench_conv_schedules.md).
+(0.83), the first 795 -> 377 (its loops were only parallel); on SSE2 (the packing alone)
+31.6 -> 24.9 ms (0.79); resnet50's on AVX-512 55.1 -> 54.7 ms (0.99: its 1x1 7-wide convs
+0.65-0.86, its 3x3 7-wide ones 1.12-1.40) (experiments/results/bench_conv_schedules.md).
 
 A step TVM refuses on a block leaves that block as it was (a reduction then only gets its
 outer loops parallel: :func:`parallel_outer`); a refused kernel is a slower kernel, never a
@@ -197,7 +197,7 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
         raise ValueError(f"{name}: no spatial axis to vectorise")
     outer, inner = _split_tiles(sch, spatial, tiles)
     sch.reorder(*outer, *reduce, *inner)
-    if tiles.vector != len(spatial) - 1 and tiles.vector == 0:
+    if tiles.vector == 0 and len(spatial) > 1:  # a vector over output channels
         _pack_channel_input(sch, block, tiles, outer[0])
     _write_back(sch, block, outer[-1], _innermost(sch, block, tiles, len(spatial)))
     if parallel:  # before the reduction is split in two blocks (TVM's rule)
@@ -209,7 +209,8 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     """Copy, under ``slab_loop``, the slab of the input indexed by the vector axis (a conv's
     weight: its output channels) that the loop's iteration reads into a buffer where the
     vector's channels are innermost, so that each vector of weights is one contiguous load
-    rather than ``lanes`` loads a row apart."""
+    rather than ``lanes`` loads a row apart (nothing when not exactly one input is indexed
+    by the vector axis)."""
     stmt = sch.get(block)
     var = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar][tiles.vector]
     written = [w.source for w in stmt.writes]
