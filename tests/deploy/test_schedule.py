@@ -262,10 +262,6 @@ FIRST_CONV = lambda: _legalized(  # noqa: E731
 AVX2 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
 
 
-def _vector_loops(func: tirx.PrimFunc) -> list[int]:
-    return [int(f.extent) for f in _loops(func) if f.kind == tirx.ForKind.VECTORIZED]
-
-
 def _update(func: tirx.PrimFunc):
     """The block of ``func``'s one reduction that accumulates, its binding values and the
     loops around it."""
@@ -301,7 +297,8 @@ def test_a_width_without_vector_tiles_runs_over_channels_in_a_tile_of_rows_and_c
 
 def test_a_13_wide_conv_on_avx2_holds_its_width_in_registers_and_computes_the_same():
     """Squeezenet's last convs (13 wide): vectors over 8 output channels, the 13 columns
-    an unrolled register tile, on AVX2; the outputs unchanged."""
+    an unrolled register tile, on AVX2, the weights read packed (a vector's 8 channels
+    contiguous); the outputs unchanged."""
     conv = lambda: _legalized(relax.op.nn.conv2d, (1, 32, 13, 13), (64, 32, 1, 1))  # noqa: E731
     func = default_schedule(conv(), AVX2)
     block, _, around = _update(func)
