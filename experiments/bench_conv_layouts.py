@@ -26,6 +26,7 @@ import os
 import tempfile
 
 import numpy as np
+from bench_conv_schedules import timer
 
 
 def _legalize_conv(bb, call):
@@ -82,12 +83,9 @@ def default_us(func, target) -> float:
 
     from autoplace.deploy.schedule import default_schedule
 
-    lib = tvm.compile(tvm.IRModule({"main": default_schedule(func, target).with_attr(
-        "global_symbol", "main")}), target=target).jit()
     args = [tvm.runtime.tensor(np.random.default_rng(0).random(
         [int(d) for d in v.ty.shape], dtype=np.float32)) for v in func.params]
-    timer = lib.time_evaluator("main", tvm.cpu(), number=10, repeat=5, min_repeat_ms=30)
-    return min(timer(*args).results) * 1e6
+    return timer(default_schedule(func, target), target, args, min_repeat_ms=30)() * 1e6
 
 
 def tuned_us(tuner, db, name: str, func, target) -> float:

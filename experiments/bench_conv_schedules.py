@@ -39,13 +39,15 @@ def old_rules(tree: Path):
     return module
 
 
-def timer(func, target, args):
-    """A callable giving the seconds of one call of ``func`` built for ``target``."""
+def timer(func, target, args, min_repeat_ms: int = 20):
+    """A callable giving the seconds of one call of ``func`` built for ``target`` (the
+    fastest of 5 repeats of at least ``min_repeat_ms``)."""
     import tvm
 
     lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
                       target=target).jit()
-    evaluate = lib.time_evaluator("main", tvm.cpu(), number=10, repeat=5, min_repeat_ms=20)
+    evaluate = lib.time_evaluator("main", tvm.cpu(), number=10, repeat=5,
+                                  min_repeat_ms=min_repeat_ms)
     return lambda: min(evaluate(*args).results)
 
 
