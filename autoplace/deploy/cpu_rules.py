@@ -58,6 +58,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.tirx import IndexMap
 
+from autoplace.deploy.prepack import PREPROC, free_params
 from autoplace.deploy.tile_plan import Tiles, largest_divisor, plan_reduction_tiles
 
 #: iterations of the fused parallel loop enough to keep every core busy (the loops inside
@@ -210,7 +211,9 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     weight: its output channels) that the loop's iteration reads into a buffer where the
     vector's channels are innermost, so that each vector of weights is one contiguous load
     rather than ``lanes`` loads a row apart (nothing when not exactly one input is indexed
-    by the vector axis)."""
+    by the vector axis). An input the kernel marks layout free (a constant weight:
+    :func:`~autoplace.deploy.prepack.layout_free`) is packed whole at the root instead, in
+    a block :func:`~autoplace.deploy.prepack.split_packs` splits off, once."""
     stmt = sch.get(block)
     var = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar][tiles.vector]
     written = [w.source for w in stmt.writes]
@@ -226,7 +229,15 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     sch.transform_layout(block, ("read", index), IndexMap.from_func(
         lambda *i: [*(i[d] // lanes if d == dim else i[d] for d in range(ndim)), i[dim] % lanes],
         ndim=ndim))
-    sch.compute_at(copy, slab_loop)
+    if _param_of(sch, region.source) in free_params(sch.mod["main"]):
+        sch.annotate(copy, PREPROC, True)  # a constant: packed once (prepack.split_packs)
+    else:
+        sch.compute_at(copy, slab_loop)
+
+
+def _param_of(sch, buffer) -> int | None:
+    """The position of the parameter whose buffer is ``buffer`` (None: not a parameter)."""
+    return next((k for k, p in enumerate(sch.mod["main"].params) if p.same_as(buffer)), None)
 
 
 def _uses_var(expr, var) -> bool:

@@ -33,6 +33,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from autoplace.deploy.prepack import without_layout_free
 from autoplace.deploy.schedule import default_schedule, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key
 
@@ -48,7 +49,9 @@ FINALISTS = "finalists.json"
 
 
 def workload(func: tirx.PrimFunc) -> tvm.IRModule:
-    """The module MetaSchedule tunes and looks ``func`` up by: ``func`` alone, as ``main``."""
+    """The module MetaSchedule tunes and looks ``func`` up by: ``func`` alone, as ``main``
+    (without a target, and without the layout-free mark of :mod:`autoplace.deploy.prepack`)."""
+    func = without_layout_free(func)
     if func.attrs is not None and "target" in func.attrs:
         func = func.without_attr("target")
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
@@ -236,15 +239,17 @@ class KernelDatabase:
 def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
               kernels: KernelDatabase | None = None) -> tirx.PrimFunc:
     """``func`` scheduled for ``target`` as every build schedules it: by the best record of
-    ``kernels`` when it has one, else by :func:`~autoplace.deploy.schedule.default_schedule`."""
-    tuned = kernels.schedule(func, target) if kernels is not None else None
+    ``kernels`` when it has one, else by :func:`~autoplace.deploy.schedule.default_schedule`
+    (which packs the weights ``func`` marks layout free at its root:
+    :mod:`autoplace.deploy.prepack`). A kernel is looked up without that mark."""
+    tuned = kernels.schedule(without_layout_free(func), target) if kernels is not None else None
     return tuned if tuned is not None else default_schedule(func, target)
 
 
 def schedule_tag(func: tirx.PrimFunc, target: tvm.target.Target,
                  kernels: KernelDatabase | None = None) -> str:
     """What :func:`scheduled` uses for ``func`` on ``target``, named (for cache keys)."""
-    return kernels.tag(func, target) if kernels is not None else UNTUNED
+    return kernels.tag(without_layout_free(func), target) if kernels is not None else UNTUNED
 
 
 def _open(ms, where: Path):

@@ -25,6 +25,7 @@ from autoplace.measure.board import RUNTIME_LOAD_FUNC, RUNTIME_TIME_FUNC
 from autoplace.measure.local import result_from_times
 from autoplace.measure.server import INFO_FUNC
 from autoplace.runtime.libraries import KernelLibraries
+from autoplace.runtime.packed_weights import copy_library
 from autoplace.runtime.program import PROGRAM_FILE, WEIGHTS_FILE, Program, save_program
 from autoplace.space import Placement
 from autoplace.space.problem import ErrorKind
@@ -66,7 +67,7 @@ class BoardJob:
             src = libraries.path(unit.name)
             if str(src) not in names:
                 names[str(src)] = f"kernels-{len(names)}.so"
-                shutil.copyfile(src, self.dir / names[str(src)])
+                copy_library(src, self.dir / names[str(src)])  # (its pack table too)
             self.job["libraries"][unit.name] = names[str(src)]
 
     def files(self) -> list[Path]:

@@ -12,7 +12,6 @@ board's own runtime can follow it without autoplace. Loading checks every file a
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from autoplace.hardware.load import profile_from_toml
 from autoplace.hardware.profile import ProfileError
 from autoplace.hardware.write import to_toml
 from autoplace.runtime import Runtime
+from autoplace.runtime.packed_weights import copy_library, table_path
 from autoplace.runtime.program import WEIGHTS_FILE, Program
 from autoplace.space import Placement, PlacementError
 
@@ -55,8 +55,10 @@ def write_artefact(directory: str | Path, rt: Runtime, placement: Placement, *,
         src = rt.libraries.path(unit)
         if src not in copied:
             copied[src] = out / f"kernels-{len(copied)}.so"
-            shutil.copyfile(src, copied[src])
-        libraries[unit] = {**file_entry(out, copied[src]), "arch": rt.libraries.arch(unit)}
+            copy_library(src, copied[src])
+        packs = table_path(copied[src])
+        libraries[unit] = {**file_entry(out, copied[src]), "arch": rt.libraries.arch(unit),
+                           **({"packs": file_entry(out, packs)} if packs.is_file() else {})}
     weights = out / WEIGHTS_FILE
     weights.write_bytes(tvm.runtime.save_param_dict(
         {f"w{i}": v for i, v in enumerate(rt.program.weight_values)}))
@@ -115,8 +117,7 @@ def load_artefact(directory: str | Path) -> Artefact:
     if graph.fingerprint != graph_entry.get("fingerprint") or \
             profile.hash != profile_entry.get("hash"):
         raise ArtefactError(f"{path}: the graph or profile is not the one it was built for")
-    files = {str(u): loadable(root, member(root, e, f"libraries.{u}"), f"libraries.{u}")
-             for u, e in field(m, "libraries", dict, path).items()}
+    files = {str(u): _library(root, u, e) for u, e in field(m, "libraries", dict, path).items()}
     weights = tvm.runtime.load_param_dict(member(root, m.get("weights"), "weights").read_bytes())
     if sorted(weights) != sorted(f"w{i}" for i in range(len(program.weights))):
         raise ArtefactError(f"{path}: weights: {len(weights)} tensors, the program reads "
@@ -129,6 +130,18 @@ def load_artefact(directory: str | Path) -> Artefact:
         raise ArtefactError(f"{path}: regions: the model's BYOC build today is not the one "
                             "this artefact was built with")
     return Artefact(runtime=rt, placement=placement, manifest=m)
+
+
+def _library(root: Path, unit: str, entry) -> Path:
+    """Unit ``unit``'s library (checked, loadable here), and its pack table checked when
+    the manifest lists one (the runtime reads it beside the library)."""
+    library = loadable(root, member(root, entry, f"libraries.{unit}"), f"libraries.{unit}")
+    if "packs" in entry:
+        table = member(root, entry["packs"], f"libraries.{unit}.packs")
+        if table != table_path(library):
+            raise ArtefactError(f"{root / MANIFEST}: libraries.{unit}.packs: {table.name} is "
+                                f"not beside its library as {table_path(library).name}")
+    return library
 
 
 def _source(m: dict, path: Path):

@@ -214,6 +214,9 @@ def _calls(b: _Binder, t: dict, item: int, libraries: KernelLibraries,
     if w.kind == "op":
         kernel = b.program.kernels[w.op]
         args = [_arg(b, t, a, w.op) for a in kernel.args]
+        for spec in libraries.packs(w.resource).get(kernel.func, ()):  # weights read packed
+            args[spec.param] = libraries.packed(w.resource, kernel.func, spec,
+                                                kernel.args[spec.param][1])
         outs = [t[("op", w.op, f)] for f in range(len(kernel.outputs))]
         return ((libraries.function(w.resource, kernel.func), (*args, *outs)),)
     src = b.space.graph.edges[w.edge].src

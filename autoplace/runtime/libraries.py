@@ -28,19 +28,31 @@ from pathlib import Path
 import tvm
 
 from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
+from autoplace.deploy.prepack import layout_free, split_packs
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
+from autoplace.runtime.packed_weights import (
+    PackedWeights,
+    PackSpec,
+    pack_symbol,
+    read_table,
+    write_table,
+)
 from autoplace.runtime.program import Program
 from autoplace.space.capability import capable
 
 #: bumped when what goes into a library changes (its schedules), so old caches are not used
-LIBRARY_VERSION = 5
+LIBRARY_VERSION = 6
 
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _symbol(func, name: str, target: tvm.target.Target):
+    return func.with_attr("global_symbol", name).with_attr("target", target)
 
 
 def _runnable(target: tvm.target.Target, unit: str) -> None:
@@ -86,6 +98,9 @@ class KernelLibraries:
         self._libs: dict[str, tvm.runtime.Module] = {}
         self._paths: dict[str, Path] = {}
         self._calls: dict[tuple[str, str], object] = {}
+        self._packs: dict[Path, dict[str, tuple[PackSpec, ...]]] = {}
+        self._packed = PackedWeights()
+        self._outputs = {k.func: len(k.outputs) for k in program.kernels}
 
     def _add_unit(self, name: str) -> None:
         unit = self.profile.unit(name)
@@ -165,18 +180,35 @@ class KernelLibraries:
             self._calls[unit, func] = self.library(unit).get_function(func)
         return self._calls[unit, func]
 
+    def packs(self, unit: str) -> dict[str, tuple[PackSpec, ...]]:
+        """The kernels of ``unit``'s library that read a weight packed, and how."""
+        path = self.path(unit)
+        if path not in self._packs:
+            self._packs[path] = read_table(path)
+        return self._packs[path]
+
+    def packed(self, unit: str, func: str, spec: PackSpec, weight: int):
+        """The program's weight ``weight`` packed as kernel ``func`` reads it on ``unit``."""
+        return self._packed.get(self.library(unit), self.path(unit), func, spec, weight,
+                                self.program.weight_values[weight])
+
     def _compile(self, key: str, path: Path) -> None:
-        target = self._targets[key]
-        funcs = {}
+        target, funcs, table = self._targets[key], {}, {}
         for name in sorted(self._funcs[key]):
-            pf = scheduled(self.program.funcs[name], target, self.kernels)
-            funcs[name] = pf.with_attr("global_symbol", name).with_attr("target", target)
+            pf = scheduled(layout_free(self.program.funcs[name], self.program.weight_params(name)),
+                           target, self.kernels)
+            compute, packs = split_packs(pf, self._outputs[name])
+            funcs[name] = _symbol(compute, name, target)
+            funcs.update({pack_symbol(name, p.param): _symbol(p.func, pack_symbol(name, p.param),
+                                                              target) for p in packs})
+            table[name] = tuple(PackSpec(p.param, p.shape, p.dtype) for p in packs)
         lib = tvm.compile(tvm.IRModule(funcs), target=target)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
         os.close(fd)
         try:
             export_library(lib, tmp, self.compilers[key], f"kernel library {path.name}")
+            write_table(path, table)  # (before the library: a library found has its table)
             os.replace(tmp, path)  # whole or absent: a killed compile leaves no library
         finally:
             Path(tmp).unlink(missing_ok=True)

@@ -102,6 +102,15 @@ class Program:
                    func_hashes={str(k): str(v) for k, v in d["func_hashes"].items()},
                    weight_values=tuple(weight_values))
 
+    def weight_params(self, func: str) -> frozenset[int]:
+        """The parameters of PrimFunc ``func`` that are a weight at every call of it (what
+        a build may pack once: :mod:`autoplace.deploy.prepack`)."""
+        calls = [k.args for k in self.kernels if k.func == func]
+        if not calls:
+            return frozenset()
+        return frozenset(p for p in range(len(calls[0]))
+                         if all(len(a) > p and a[p][0] == "weight" for a in calls))
+
     def edge_fields(self, src: int, dst: int) -> list[int]:
         """The output fields of op ``src`` that op ``dst`` reads (an edge's tensors)."""
         return sorted({a[2] for a in self.kernels[dst].args if a[0] == "op" and a[1] == src})

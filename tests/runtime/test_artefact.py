@@ -77,6 +77,10 @@ def _tamper(out, tmp_path, how: str):
         path = bad / lib["file"]
         path.write_bytes(path.read_bytes()[:4096])
         said = "SHA-256 differs"
+    elif how == "packs":  # the table of the packed weights' shapes beside the library
+        table = bad / lib["packs"]["file"]
+        table.write_text(table.read_text() + " ")
+        said = f"libraries.{unit}.packs"
     elif how == "weights":
         (bad / m["weights"]["file"]).write_bytes(b"\0" * 64)
         said = "is not the file the artefact was built with"
@@ -85,7 +89,7 @@ def _tamper(out, tmp_path, how: str):
 
 
 @pytest.mark.parametrize("how", ["parent", "absolute", "symlink", "version", "graph",
-                                 "truncated", "weights"])
+                                 "truncated", "packs", "weights"])
 def test_a_tampered_artefact_is_refused_in_one_line(built, tmp_path, how):
     _, out, _ = built
     bad, said = _tamper(out, tmp_path, how)

@@ -12,6 +12,7 @@ from autoplace.deploy.targets import BuildError
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
 from autoplace.runtime import Runtime
+from autoplace.runtime.packed_weights import read_table, table_path
 from autoplace.space import SearchSpace
 
 
@@ -60,3 +61,41 @@ def test_a_unit_whose_device_is_missing_is_refused_by_name(seed_te, tmp_path):
     with Runtime(mod, graph, gpu, cache_dir=tmp_path) as rt:
         with pytest.raises(BuildError, match="unit 'accelerator1': target kind 'opencl'"):
             rt.assemble(rt.space.uniform("accelerator1"))
+
+
+def test_a_convs_weight_is_read_packed_and_packed_once_per_library(kernel_cache):
+    """squeezenet on the host's ``cpu``: the library's table names conv kernels whose
+    weight is packed (output channels innermost, in vectors), the call of such a kernel
+    reads the packed copy, made once."""
+    mod, graph = load_module("squeezenet")
+    with Runtime(mod, graph, load_profile("host"), cache_dir=kernel_cache) as rt:
+        assembled = rt.assemble(rt.space.uniform("cpu"))
+        packs = rt.libraries.packs("cpu")
+        assert packs and all("conv2d" in f for f in packs)
+        k, kernel = next((k, kn) for k, kn in enumerate(rt.program.kernels) if kn.func in packs)
+        (spec,) = packs[kernel.func]
+        assert spec.param == 1 and kernel.args[1][0] == "weight"
+        packed = rt.libraries.packed("cpu", kernel.func, spec, kernel.args[1][1])
+        assert rt.libraries.packed("cpu", kernel.func, spec, kernel.args[1][1]) is packed
+        weight = rt.program.weight_values[kernel.args[1][1]].numpy()
+        lanes = spec.shape[-1]
+        np.testing.assert_array_equal(packed.numpy(), weight.reshape(
+            weight.shape[0] // lanes, lanes, *weight.shape[1:]).transpose(0, 2, 3, 4, 1))
+        item = next(i for i, w in enumerate(assembled.schedule.work)
+                    if w.kind == "op" and w.op == k)
+        assert assembled.calls[item][0][1][1] is packed
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"format": "autoplace-packs", "packs": {"f": [{"param": 1, "shape": [4, 0], '
+     '"dtype": "float32"}]}}', "shape [4, 0]"),
+    ('{"format": "other", "packs": {}}', "format 'other'"),
+    ('{"format": "autoplace-packs", "packs": {"f": [{"shape": [4]}]}}', "'param'"),
+    ("{", "Expecting")])
+def test_a_pack_table_that_is_not_one_is_refused_by_its_file(tmp_path, text, said):
+    library = tmp_path / "kernels-0.so"
+    table_path(library).write_text(text)
+    with pytest.raises(BuildError) as err:
+        read_table(library)
+    assert str(table_path(library)) in str(err.value) and said in str(err.value)
+    assert "\n" not in str(err.value)

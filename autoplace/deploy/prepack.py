@@ -1,0 +1,107 @@
+"""Weights packed once, not per call: a kernel's layout-rewrite blocks split off.
+
+A conv vectorised over output channels reads its weight in a packed layout, the vector's
+channels innermost (:mod:`autoplace.deploy.cpu_rules`). When the caller says which of a
+kernel's parameters are constants (:func:`layout_free`: TVM's ``layout_free_buffers``
+attribute, as Relax's ``AttachAttrLayoutFreeBuffers`` sets it), the default schedule packs
+such a weight in a block of its own at the kernel's root, annotated as MetaSchedule's
+``RewriteLayout`` annotates its own (:data:`PREPROC`); :func:`split_packs` then splits it
+off into a function of its own with TVM's ``SplitLayoutRewritePreproc``, so that the
+runtime packs each weight once when it loads and the kernel reads the packed copy. On
+resnet50's 7x7 convs (512 x 512 x 3 x 3 weights) a copy per call took as long as the conv
+(experiments/results/bench_weight_packing.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import relax, s_tir, tirx
+
+#: the PrimFunc attribute listing the parameters that are constants (weights)
+LAYOUT_FREE = "layout_free_buffers"
+#: the annotation of a block that packs a layout-free parameter (MetaSchedule's name)
+PREPROC = "meta_schedule.layout_rewrite_preproc"
+_CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+
+
+def layout_free(func: tirx.PrimFunc, params: Iterable[int]) -> tirx.PrimFunc:
+    """``func`` with its parameters ``params`` (positions) marked as constants that a
+    schedule may pack once at build time; ``func`` itself when there are none."""
+    params = sorted({int(p) for p in params})
+    return func.with_attr(LAYOUT_FREE, params) if params else func
+
+
+def free_params(func: tirx.PrimFunc) -> frozenset[int]:
+    """The positions of ``func``'s parameters marked by :func:`layout_free`."""
+    value = func.attrs.get(LAYOUT_FREE) if func.attrs is not None else None
+    return frozenset(int(p) for p in value) if value is not None else frozenset()
+
+
+def without_layout_free(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` without the mark (what a kernel database looks it up by)."""
+    if func.attrs is not None and LAYOUT_FREE in func.attrs:
+        return func.without_attr(LAYOUT_FREE)
+    return func
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One packed parameter of a split kernel: ``func`` packs it, from its original shape
+    into ``shape`` (the shape the kernel's compute takes)."""
+
+    param: int
+    func: tirx.PrimFunc
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def split_packs(func: tirx.PrimFunc, n_outputs: int) -> tuple[tirx.PrimFunc, tuple[Pack, ...]]:
+    """``func`` (scheduled, its last ``n_outputs`` parameters its outputs) as its compute,
+    which reads every packed parameter packed, and the packs: ``(func, ())`` when it has no
+    :data:`PREPROC` block."""
+    if not _has_preproc(func):
+        return func, ()
+    n_in = len(func.params) - n_outputs
+    bb = relax.BlockBuilder()
+    args = [relax.Var(f"a{i}", relax.TensorType(_shape(p), p.ty.dtype))
+            for i, p in enumerate(func.params[:n_in])]
+    outs = [relax.TensorType(_shape(p), p.ty.dtype) for p in func.params[n_in:]]
+    with bb.function("main", args):
+        gv = bb.add_func(func, "kernel")
+        result = bb.emit(relax.call_tir(gv, args, outs if n_outputs > 1 else outs[0]))
+        bb.emit_func_output(result)
+    mod = relax.transform.SplitLayoutRewritePreproc()(bb.get())
+    return _read_split(mod, args)
+
+
+def _read_split(mod: tvm.IRModule, args: list) -> tuple[tirx.PrimFunc, tuple[Pack, ...]]:
+    """The compute and the packs of ``mod``'s ``main`` as SplitLayoutRewritePreproc left
+    it: one call per packed argument (the argument alone), then the compute's call."""
+    calls = [(b.var, b.value) for block in mod["main"].body.blocks for b in block.bindings
+             if isinstance(b.value, relax.Call) and b.value.op.same_as(_CALL_TIR)]
+    *pack_calls, (_, last) = calls
+    func, given = mod[last.args[0]], list(last.args[1].fields)
+    packs = []
+    for var, call in pack_calls:
+        (source,) = call.args[1].fields
+        j = next(j for j, a in enumerate(given) if a.same_as(var))
+        if not source.same_as(args[j]):
+            raise ValueError(f"SplitLayoutRewritePreproc packed argument {j} from another")
+        packs.append(Pack(param=j, func=mod[call.args[0]], shape=tuple(_shape(func.params[j])),
+                          dtype=str(func.params[j].ty.dtype)))
+    return func, tuple(sorted(packs, key=lambda p: p.param))
+
+
+def _has_preproc(func: tirx.PrimFunc) -> bool:
+    found = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: found.append(
+        PREPROC in b.annotations)))
+    return any(found)
+
+
+def _shape(param) -> list[int]:
+    return [int(d) for d in param.ty.shape]

@@ -1,0 +1,153 @@
+"""Weights packed once at load against packed per call (issue 32): per conv, and per model.
+
+    python experiments/bench_weight_packing.py --kernels [--model resnet50] [--mcpu x86-64-v4]
+    git worktree add /tmp/old REV
+    python experiments/bench_weight_packing.py --old /tmp/old [--models squeezenet resnet50]
+        [--threads 1 2] [--rounds 2]
+
+``--kernels``: each conv kernel of the model with this tree's default schedule on two
+threads (the ``host`` profile's ``cpu``), its weight packed inside the kernel on every call
+("per call": a kernel whose weight is not marked layout free) and packed once, the compute
+timed alone ("once": :mod:`autoplace.deploy.prepack`), interleaved for ``--rounds``, the
+fastest of each kept; a total row (each kernel times its count in the model).
+
+``--old``: autoplace's build of each model with default schedules (every op on the ``host``
+profile's unit of that many threads, run by the runtime) from the other tree and from this
+one, each in a fresh process (old, new, old, new for ``--rounds``; in each, ONNX Runtime
+timed interleaved with the build as the yardstick), the fastest of each kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compare_kernels(model: str, mcpu: str, rounds: int) -> None:
+    """A row per conv kernel: us per call packed per call and packed once."""
+    import tvm
+    from bench_conv_schedules import timer
+
+    from autoplace.deploy.prepack import layout_free, split_packs
+    from autoplace.deploy.schedule import default_schedule
+    from autoplace.models import load_module
+    from autoplace.runtime.program import read_program
+
+    mod, graph = load_module(model)
+    program = read_program(mod)
+    count = {}
+    for op in graph.ops:
+        count[op.func] = count.get(op.func, 0) + 1
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": mcpu})
+    total = {"per call": 0.0, "once": 0.0}
+    print(f"`python experiments/bench_weight_packing.py --kernels --model {model} --mcpu "
+          f"{mcpu}`, two threads\n\n| kernel | count | per call us | once us | once/per call "
+          "| load |\n|---|---|---|---|---|---|")
+    for name in sorted(f for f in count if "conv" in f):
+        func = mod[name]
+        once, packs = split_packs(default_schedule(
+            layout_free(func, program.weight_params(name)), target), 1)
+        timers = {"per call": timer(default_schedule(func, target), target, _args(func)),
+                  "once": timer(once, target, _args(once))}
+        best = {k: min(t() for _ in range(rounds)) * 1e6 for k, t in timers.items()}
+        for k in total:
+            total[k] += best[k] * count[name]
+        print(f"| {name}{'' if packs else ' (no pack)'} | {count[name]} | "
+              f"{best['per call']:.0f} | {best['once']:.0f} | "
+              f"{best['once'] / best['per call']:.2f} | {os.getloadavg()[0]:.2f} |", flush=True)
+    print(f"| **all (each times its count)** | | {total['per call']:.0f} | {total['once']:.0f} "
+          f"| {total['once'] / total['per call']:.2f} | {os.getloadavg()[0]:.2f} |")
+
+
+def _args(func) -> list:
+    import tvm
+
+    rng = np.random.default_rng(0)
+    return [tvm.runtime.tensor(rng.random([int(d) for d in p.ty.shape], dtype=np.float32))
+            for p in func.params]
+
+
+def case(model: str, threads: int) -> dict:
+    """ms of ONNX Runtime and of this process's autoplace build, interleaved (3 rounds)."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    from bench_deployed import onnx_session, runtime_timer
+    from bench_schedules import ort_time
+
+    from autoplace.hardware.load import load_profile
+    from autoplace.models import load_module
+
+    mod, graph = load_module(model)
+    session = onnx_session(model, threads)
+    feed = session.get_inputs()[0]
+    x = np.random.default_rng(0).random(
+        [d if isinstance(d, int) else 1 for d in feed.shape]).astype(np.float32)
+    expected = session.run(None, {feed.name: x})[0]
+    with tempfile.TemporaryDirectory() as cache:
+        build, rt = runtime_timer(mod, graph, load_profile("host"), threads, x, expected,
+                                  Path(cache), None)
+        timers = {"onnxruntime": lambda: ort_time(session, {feed.name: x}, 5), "build": build}
+        best = {k: min(t() for _ in range(3)) * 1e3 for k, t in timers.items()}
+        rt.close()
+    return best | {"load": os.getloadavg()[0]}
+
+
+def compare_builds(old: Path, models: list[str], threads: list[int], rounds: int) -> None:
+    print(f"`python experiments/bench_weight_packing.py --old {old}`: autoplace's build with "
+          "default schedules, old tree and this one, ms (ONNX Runtime beside each)\n\n"
+          "| model | threads | ONNX Runtime | old | new | new/old | new/ONNX Runtime | load |\n"
+          "|---|---|---|---|---|---|---|---|")
+    for model in models:
+        for n in threads:
+            best = {"old": float("inf"), "new": float("inf"), "ort": float("inf")}
+            for _ in range(rounds):
+                for label, tree in (("old", old), ("new", ROOT)):
+                    got = _run_case(tree, model, n)
+                    best[label] = min(best[label], got["build"])
+                    best["ort"] = min(best["ort"], got["onnxruntime"])
+            print(f"| {model} | {n} | {best['ort']:.2f} | {best['old']:.2f} | "
+                  f"{best['new']:.2f} | {best['new'] / best['old']:.2f} | "
+                  f"{best['new'] / best['ort']:.2f} | {got['load']:.2f} |", flush=True)
+
+
+def _run_case(tree: Path, model: str, threads: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT / 'experiments'}"}
+    out = subprocess.run([sys.executable, __file__, "--case", model, str(threads)],
+                         capture_output=True, text=True, env=env, cwd=tree)
+    if out.returncode != 0:
+        raise RuntimeError(f"{tree} {model} x{threads}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--mcpu", default="x86-64-v4")
+    ap.add_argument("--old", type=Path)
+    ap.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
+    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--case", nargs=2)
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(case(args.case[0], int(args.case[1]))))
+    elif args.kernels:
+        os.environ.setdefault("TVM_NUM_THREADS", "2")
+        compare_kernels(args.model, args.mcpu, max(args.rounds, 3))
+    elif args.old is not None:
+        compare_builds(args.old.resolve(), args.models, args.threads, args.rounds)
+    else:
+        ap.error("give --kernels or --old TREE")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Weights packed once: the layout-free mark, the split, and what a kernel database sees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from autoplace.deploy.kernel_db import workload
+from autoplace.deploy.prepack import free_params, layout_free, split_packs
+from autoplace.deploy.schedule import default_schedule
+from autoplace.frontend.relax import fuse
+
+#: SSE2, one core: 4 float lanes, which a conv runs over its output channels (as NEON does)
+SSE2 = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+#: AVX-512 (inspected, never run): a 55-wide conv runs over channels in vectors of 16
+AVX512 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v4"})
+
+
+def conv_bias_relu(x_shape, w_shape) -> tvm.tirx.PrimFunc:
+    """The fused conv + bias + relu kernel TVM legalizes, as a model's (data, weight,
+    bias, output)."""
+    bias = (1, w_shape[0], 1, 1)
+    bb = relax.BlockBuilder()
+    params = [relax.Var(n, relax.TensorType(s, "float32"))
+              for n, s in (("x", x_shape), ("w", w_shape), ("b", bias))]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.relu(relax.op.add(
+                relax.op.nn.conv2d(params[0], params[1]), params[2])))
+        bb.emit_func_output(out)
+    mod = fuse(bb.finalize())
+    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
+    return mod[gv]
+
+
+def test_a_marked_weight_is_split_off_in_the_packed_layout():
+    """Output channels in vectors of 16 (AVX-512): the weight (64, 16, 3, 3) packed into
+    (64 / 16, 16, 3, 3, 16), the compute taking it so; the bias is read as it is."""
+    func = layout_free(conv_bias_relu((1, 16, 57, 57), (64, 16, 3, 3)), [1, 2])
+    assert free_params(func) == {1, 2}
+    compute, packs = split_packs(default_schedule(func, AVX512), n_outputs=1)
+    assert [(p.param, p.shape, p.dtype) for p in packs] == [(1, (4, 16, 3, 3, 16), "float32")]
+    assert [int(d) for d in compute.params[1].ty.shape] == [4, 16, 3, 3, 16]
+    assert [int(d) for d in packs[0].func.params[0].ty.shape] == [64, 16, 3, 3]
+    assert [int(d) for d in compute.params[2].ty.shape] == [1, 64, 1, 1]
+
+
+def test_an_unmarked_weight_is_packed_per_call_inside_the_kernel():
+    func = conv_bias_relu((1, 16, 57, 57), (64, 16, 3, 3))
+    scheduled = default_schedule(func, AVX512)
+    compute, packs = split_packs(scheduled, n_outputs=1)
+    assert packs == () and compute.same_as(scheduled)
+    assert [int(d) for d in compute.params[1].ty.shape] == [64, 16, 3, 3]
+
+
+@pytest.mark.parametrize("shapes", [((1, 16, 30, 30), (32, 16, 3, 3)),
+                                    ((1, 8, 9, 9), (12, 8, 1, 1))])
+def test_the_packed_weight_and_the_compute_give_what_the_kernel_gives(shapes):
+    """Pack once, then compute: the unscheduled kernel's output (SSE2, one core)."""
+    func = conv_bias_relu(*shapes)
+    compute, (pack,) = split_packs(default_schedule(layout_free(func, [1]), SSE2), 1)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32")
+            for p in func.params]
+    want, got = (tvm.runtime.tensor(np.zeros_like(args[-1])) for _ in range(2))
+    _built(func, tvm.target.Target({"kind": "llvm"}))(*map(tvm.runtime.tensor, args[:-1]),
+                                                       want)
+    packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
+    _built(pack.func, SSE2)(tvm.runtime.tensor(args[1]), packed)
+    _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, tvm.runtime.tensor(args[2]),
+                          got)
+    lanes = pack.shape[-1]
+    o = shapes[1][0]
+    np.testing.assert_array_equal(packed.numpy(), args[1].reshape(
+        o // lanes, lanes, *shapes[1][1:]).transpose(0, 2, 3, 4, 1))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_database_looks_a_kernel_up_without_the_mark():
+    func = conv_bias_relu((1, 8, 9, 9), (12, 8, 1, 1))
+    marked = layout_free(func, [1, 2])
+    assert not tvm_ffi.structural_equal(marked, func)
+    assert tvm_ffi.structural_hash(workload(marked)) == tvm_ffi.structural_hash(workload(func))
+    assert layout_free(func, []).same_as(func)
+
+
+def _built(func, target):
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                      target=target)
+    return lib["main"]
