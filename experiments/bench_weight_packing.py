@@ -1,6 +1,7 @@
 """Weights packed once at load against packed per call (issue 32): per conv, and per model.
 
     python experiments/bench_weight_packing.py --kernels [--model resnet50] [--mcpu x86-64-v4]
+    python experiments/bench_weight_packing.py --ms 64 --model squeezenet [--names ...]
     git worktree add /tmp/old REV
     python experiments/bench_weight_packing.py --old /tmp/old [--models squeezenet resnet50]
         [--threads 1 2] [--rounds 2]
@@ -10,6 +11,11 @@ threads (the ``host`` profile's ``cpu``), its weight packed inside the kernel on
 ("per call": a kernel whose weight is not marked layout free) and packed once, the compute
 timed alone ("once": :mod:`autoplace.deploy.prepack`), interleaved for ``--rounds``, the
 fastest of each kept; a total row (each kernel times its count in the model).
+
+``--ms TRIALS [--model squeezenet --names ...]``: per kernel, the default schedule (weights
+packed once) against MetaSchedule's best of TRIALS on the kernel as it is and on the kernel
+with its weights marked layout free (MetaSchedule's ``RewriteLayout``), each timed without
+its packing.
 
 ``--old``: autoplace's build of each model with default schedules (every op on the ``host``
 profile's unit of that many threads, run by the runtime) from the other tree and from this
@@ -66,6 +72,54 @@ def compare_kernels(model: str, mcpu: str, rounds: int) -> None:
               f"{best['once'] / best['per call']:.2f} | {os.getloadavg()[0]:.2f} |", flush=True)
     print(f"| **all (each times its count)** | | {total['per call']:.0f} | {total['once']:.0f} "
           f"| {total['once'] / total['per call']:.2f} | {os.getloadavg()[0]:.2f} |")
+
+
+def compare_ms(model: str, names: list[str], trials: int, mcpu: str) -> None:
+    """A row per kernel: the default schedule (weights packed once), MetaSchedule's best of
+    ``trials`` on the kernel as it is, and on the kernel with its weights marked layout
+    free (MetaSchedule's RewriteLayout then packs them; timed without the pack)."""
+    import tempfile
+    import time
+
+    import tvm
+    from bench_conv_schedules import timer
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import LocalBuilder
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    from autoplace.deploy.prepack import layout_free, split_packs
+    from autoplace.deploy.schedule import default_schedule
+    from autoplace.models import load_module
+    from autoplace.runtime.program import read_program
+
+    mod, _ = load_module(model)
+    program = read_program(mod)
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": mcpu})
+    print(f"| kernel | default us | MS-{trials} us | MS-{trials} layout free us | tuning s "
+          "(as is / layout free) | load |\n|---|---|---|---|---|---|")
+    for name in names:
+        func = mod[name].with_attr("global_symbol", "main")
+        free = layout_free(func, program.weight_params(name))
+        best = {"default": split_packs(default_schedule(free, target), 1)[0]}
+        secs = {}
+        for label, kernel in (("as is", func), ("free", free)):
+            t0 = time.perf_counter()
+            with tempfile.TemporaryDirectory() as work:
+                db = ms.tune_tir(tvm.IRModule({"main": kernel}), target, work, trials,
+                                 num_trials_per_iter=32, seed=0, num_tuning_cores=1,
+                                 builder=LocalBuilder(max_workers=1, timeout_sec=120),
+                                 runner=LocalRunner(timeout_sec=60, evaluator_config=
+                                                    EvaluatorConfig(number=3, repeat=1,
+                                                                    min_repeat_ms=20)))
+                sch = ms.tir_integration.compile_tir(db, tvm.IRModule({"main": kernel}), target)
+            secs[label] = time.perf_counter() - t0
+            best[label] = RemoveWeightLayoutRewriteBlock(True)(sch.mod)["main"]
+        us = {k: min(timer(f, target, _args(f))() for _ in range(3)) * 1e6
+              for k, f in best.items()}
+        print(f"| {name} | {us['default']:.0f} | {us['as is']:.0f} | {us['free']:.0f} | "
+              f"{secs['as is']:.0f} / {secs['free']:.0f} | {os.getloadavg()[0]:.2f} |",
+              flush=True)
 
 
 def _args(func) -> list:
@@ -137,9 +191,15 @@ def main() -> None:
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--case", nargs=2)
+    ap.add_argument("--ms", type=int, metavar="TRIALS")
+    ap.add_argument("--names", nargs="+", default=["fused_conv2d15_add8_relu8",
+                                                   "fused_conv2d4_add1_relu1"])
     args = ap.parse_args()
     if args.case:
         print(json.dumps(case(args.case[0], int(args.case[1]))))
+    elif args.ms:
+        os.environ.setdefault("TVM_NUM_THREADS", "2")
+        compare_ms(args.model, args.names, args.ms, args.mcpu)
     elif args.kernels:
         os.environ.setdefault("TVM_NUM_THREADS", "2")
         compare_kernels(args.model, args.mcpu, max(args.rounds, 3))

@@ -74,23 +74,26 @@ def split_packs(func: tirx.PrimFunc, n_outputs: int) -> tuple[tirx.PrimFunc, tup
         gv = bb.add_func(func, "kernel")
         result = bb.emit(relax.call_tir(gv, args, outs if n_outputs > 1 else outs[0]))
         bb.emit_func_output(result)
-    mod = relax.transform.SplitLayoutRewritePreproc()(bb.get())
-    return _read_split(mod, args)
+    split = _read_split(relax.transform.SplitLayoutRewritePreproc()(bb.get()), args)
+    return split if split is not None else (func, ())
 
 
-def _read_split(mod: tvm.IRModule, args: list) -> tuple[tirx.PrimFunc, tuple[Pack, ...]]:
+def _read_split(mod: tvm.IRModule, args: list) -> tuple[tirx.PrimFunc, tuple[Pack, ...]] | None:
     """The compute and the packs of ``mod``'s ``main`` as SplitLayoutRewritePreproc left
-    it: one call per packed argument (the argument alone), then the compute's call."""
+    it: one call per packed argument (that argument alone in, its packed copy out), then
+    the compute's call. None for another form (MetaSchedule's ``RewriteLayout`` packs
+    several arguments in one call: such a kernel stays whole, packing on every call)."""
     calls = [(b.var, b.value) for block in mod["main"].body.blocks for b in block.bindings
              if isinstance(b.value, relax.Call) and b.value.op.same_as(_CALL_TIR)]
     *pack_calls, (_, last) = calls
     func, given = mod[last.args[0]], list(last.args[1].fields)
     packs = []
     for var, call in pack_calls:
-        (source,) = call.args[1].fields
-        j = next(j for j, a in enumerate(given) if a.same_as(var))
-        if not source.same_as(args[j]):
-            raise ValueError(f"SplitLayoutRewritePreproc packed argument {j} from another")
+        sources = list(call.args[1].fields)
+        at = [j for j, a in enumerate(given) if a.same_as(var)]
+        if len(sources) != 1 or len(at) != 1 or not sources[0].same_as(args[at[0]]):
+            return None
+        j = at[0]
         packs.append(Pack(param=j, func=mod[call.args[0]], shape=tuple(_shape(func.params[j])),
                           dtype=str(func.params[j].ty.dtype)))
     return func, tuple(sorted(packs, key=lambda p: p.param))

@@ -91,3 +91,32 @@ def _built(func, target):
     lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
                       target=target)
     return lib["main"]
+
+
+def test_a_kernel_packing_two_arguments_in_one_block_stays_whole():
+    """MetaSchedule's RewriteLayout packs a weight and a bias in one function, which the
+    runtime does not call: such a kernel is not split, and computes what it did (packing
+    on every call)."""
+    from tvm import s_tir
+
+    from autoplace.deploy.prepack import PREPROC
+
+    func = conv_bias_relu((1, 8, 9, 9), (12, 8, 1, 1))
+    sch = s_tir.Schedule(default_schedule(layout_free(func, [1]), SSE2))
+    bias = sch.mod["main"].params[2]
+    names = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (s_tir.SBlock, lambda b: names.append(
+        b.name_hint) if any(r.source.same_as(bias) for r in b.reads) else None))
+    reader = sch.get_sblock(names[0])
+    index = next(i for i, r in enumerate(sch.get(reader).reads) if r.source.same_as(bias))
+    sch.annotate(sch.cache_read(reader, index, "global"), PREPROC, True)
+    compute, packs = split_packs(sch.mod["main"], 1)
+    assert packs == () and compute.same_as(sch.mod["main"])
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32")
+            for p in func.params]
+    want, got = (tvm.runtime.tensor(np.zeros_like(args[-1])) for _ in range(2))
+    _built(func, tvm.target.Target({"kind": "llvm"}))(*map(tvm.runtime.tensor, args[:-1]),
+                                                       want)
+    _built(compute, SSE2)(*map(tvm.runtime.tensor, args[:-1]), got)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
