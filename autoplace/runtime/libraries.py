@@ -38,6 +38,7 @@ from autoplace.runtime.packed_weights import (
     PackSpec,
     pack_symbol,
     read_table,
+    table_path,
     write_table,
 )
 from autoplace.runtime.program import Program
@@ -166,7 +167,7 @@ class KernelLibraries:
         if self.files is not None:
             return key
         path = self._path(key)
-        if not path.is_file():
+        if not path.is_file() or not table_path(path).is_file():  # (a table lost: again)
             if not self.program.funcs:
                 raise BuildError(f"unit {unit!r}: its kernel library {path.name} is not in "
                                  f"{self.cache_dir}, and this program has no PrimFuncs to "

@@ -5,8 +5,9 @@ is compiled as its compute, named as the kernel, which takes that weight packed,
 function ``KERNEL__packP`` that packs its parameter *P* (:func:`pack_symbol`). The table of
 a library's packs is a JSON file beside it (``X.so``: ``X.packs.json``, :func:`table_path`)
 that goes where the library goes (:func:`copy_library`: an artefact, an RPC job); a library
-without one packs nothing. The runtime packs each weight once per library and kernel, the
-first time a placement calls it there (:class:`PackedWeights`), from the program's weight:
+without one packs nothing (a library in the runtime's cache without its table is compiled
+again). The runtime packs each weight once per library and kernel, when the first placement
+that calls the kernel there is assembled (:class:`PackedWeights`), from the program's weight:
 an op that keeps a packed weight resident in its own scope reads the packed copy, which is
 in the host's memory, not that scope's (its pool still holds the resident copy).
 """

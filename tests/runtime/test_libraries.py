@@ -99,3 +99,18 @@ def test_a_pack_table_that_is_not_one_is_refused_by_its_file(tmp_path, text, sai
         read_table(library)
     assert str(table_path(library)) in str(err.value) and said in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_cached_library_without_its_pack_table_is_compiled_again(seed_te, tmp_path):
+    mod, graph = seed_te
+    host = load_profile("host")
+    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
+        rt.assemble(rt.space.uniform("core0"))
+        path = rt.libraries.path("core0")
+    table_path(path).unlink()
+    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
+        rt.assemble(rt.space.uniform("core0"))
+        assert rt.libraries.compiled == [str(path)] and table_path(path).is_file()
+    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
+        rt.assemble(rt.space.uniform("core0"))
+        assert rt.libraries.compiled == []
