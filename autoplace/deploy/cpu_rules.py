@@ -36,7 +36,8 @@ columns (111: 3) takes the rows above it as a second register axis (3 x 3).
 (:mod:`autoplace.deploy.tile_plan` plans the tiles.) A reduction vectorised over channels
 reads its weights, for each block of channels its parallel loop runs, from a copy made
 there in which the vector's channels are innermost (:func:`_pack_channel_input`; MLAS's
-packed weights, made per call and per block): one load per vector, not one per channel.
+packed weights, made per call and per block): one load per vector, not one per channel; a
+weight the kernel marks layout free is packed once instead (:mod:`autoplace.deploy.prepack`).
 Each conv alone on two cores of an AMD EPYC, against the rules before (interleaved; each
 kernel times its count): squeezenet's on AVX2 (x86-64-v3) 7.44 -> 5.14 ms in all (0.69),
 the first 905 -> 498 us, the last 1,423 -> 1,003; on AVX-512 (x86-64-v4) 5.36 -> 4.47 ms
