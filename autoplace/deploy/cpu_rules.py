@@ -57,6 +57,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
+from tvm.sym.pattern import detect_linear_equation
 from tvm.tirx import IndexMap
 
 from autoplace.deploy.prepack import PREPROC, free_params
@@ -194,7 +195,7 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     reduce = [loop for loop, k in zip(loops, kinds) if k == "R"]
     lanes = bits // _dtype_bits(sch, name)
     extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
-    tiles = plan_reduction_tiles(extents, lanes, registers)
+    tiles = plan_reduction_tiles(extents, lanes, registers, strided=_strided(sch, block))
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
     outer, inner = _split_tiles(sch, spatial, tiles)
@@ -234,6 +235,19 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
         sch.annotate(copy, PREPROC, True)  # a constant: packed once (prepack.split_packs)
     else:
         sch.compute_at(copy, slab_loop)
+
+
+def _strided(sch, block) -> bool:
+    """Whether ``block`` reads an input with a stride over its innermost data-parallel
+    iterator (a conv of stride 2: a vector over the output's width would read every other
+    element)."""
+    stmt = sch.get(block)
+    var = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar][-1]
+    written = [w.source for w in stmt.writes]
+    return any(abs(int(detect_linear_equation(rng.min, [var])[0])) > 1
+               for r in stmt.reads if not any(r.source.same_as(w) for w in written)
+               for rng in r.region if _uses_var(rng.min, var)
+               and detect_linear_equation(rng.min, [var]))
 
 
 def _param_of(sch, buffer) -> int | None:

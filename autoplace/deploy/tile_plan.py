@@ -64,18 +64,23 @@ def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
     return Tiles(vector=last, vector_tile=tile)
 
 
-def plan_reduction_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
+def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
+                         strided: bool = False) -> Tiles | None:
     """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector, ``registers``
     vector registers): over channels with narrow vectors; over the width (:func:`plan_tiles`),
     unless the width has no vector tile or one that fills less than :data:`MIN_WIDTH_FILL` of
-    its registers' lanes: then over channels (:func:`_over_channels`), with a register tile
-    of the width of up to :data:`CHANNEL_TILE` accumulators (the module docstring of
+    its registers' lanes, or its input is read with a stride (``strided``: a conv of stride
+    2): then over channels (:func:`_over_channels`), with a register tile of the width of up
+    to :data:`CHANNEL_TILE` accumulators (the module docstring of
     :mod:`autoplace.deploy.cpu_rules` gives what it gained)."""
     if lanes <= NARROW_LANES:
         tiles = plan_channel_tiles(extents, lanes, registers)
         if tiles is not None:
             return tiles
     width = plan_tiles(extents, lanes, registers)
+    if strided:  # (over the output channels: not over rows, read with the same stride)
+        channels = _over_channels(extents, lanes, registers)
+        return channels if channels is not None and channels.vector == 0 else width
     if width is not None and _fill(width, lanes) >= MIN_WIDTH_FILL:
         return width
     return _over_channels(extents, lanes, registers) or width

@@ -93,6 +93,8 @@ KERNELS = {  # name -> a legalized operator, as in a model
     "conv2d_bias_relu": lambda: _legalized(
         lambda x, w, b: relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, w), b)),
         (1, 16, 30, 30), (32, 16, 3, 3), (1, 32, 1, 1)),
+    "conv2d_stride2": lambda: _legalized(lambda x, w: relax.op.nn.conv2d(x, w, strides=2),
+                                         (1, 32, 56, 56), (64, 32, 1, 1)),
     "depthwise_conv2d": lambda: _legalized(
         lambda x, w: relax.op.nn.conv2d(x, w, padding=1, groups=32),
         (1, 32, 28, 28), (32, 1, 3, 3)),
@@ -341,3 +343,27 @@ def test_parallel_outer_leaves_a_full_reduction_serial():
 def test_the_runtime_pool_has_as_many_threads_as_the_widest_unit(name, threads, monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda _: {0, 1})  # a 2-CPU machine
     assert threads_for(load_profile(name)) == threads  # biglittle's 4 cores: capped at 2
+
+
+@pytest.mark.parametrize("strides, lanes, over", [(2, 16, "channels"), (1, 14, "width")])
+def test_a_strided_conv_runs_its_vectors_over_channels(strides, lanes, over):
+    """A 1x1 conv onto a 28-wide output (resnet50's projections): of stride 1, 14-lane
+    vectors over the width; of stride 2, where such a vector would read every other input,
+    16 output channels (AVX-512) instead."""
+    func = default_schedule(_legalized(lambda x, w: relax.op.nn.conv2d(x, w, strides=strides),
+                                       (1, 32, 28 * strides, 28 * strides), (64, 32, 1, 1)),
+                            AVX512)
+    block, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+        iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
+    assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == lanes
+    channel, width = values[0], values[2]  # (channels, rows, width, reductions: batch 1)
+    assert _uses(channel if over == "channels" else width, around[-1])
+
+
+@pytest.mark.parametrize("extents, strided, vector", [
+    ([512, 28, 28], False, 2), ([512, 28, 28], True, 0),
+    # resnet50's first conv: channels would put the vector over its rows (read with the
+    # same stride), so it keeps the width's
+    ([64, 112, 112], True, 2)])
+def test_a_strided_reduction_is_planned_over_channels(extents, strided, vector):
+    assert plan_reduction_tiles(extents, 16, 32, strided=strided).vector == vector
