@@ -38,6 +38,10 @@ reads its weights, for each block of channels its parallel loop runs, from a cop
 there in which the vector's channels are innermost (:func:`_pack_channel_input`; MLAS's
 packed weights, made per call and per block): one load per vector, not one per channel; a
 weight the kernel marks layout free is packed once instead (:mod:`autoplace.deploy.prepack`).
+A conv of stride 2 goes over channels too (:func:`_strided`): a vector over its output's
+width would read every other input (resnet50's four: 0.64-0.85x the time on AVX-512; on
+AVX2 its six, with the 14 -> 7 ones, 0.61-0.83x; its whole build 0.95x / 0.97x on one thread
+/ two).
 Each conv alone on two cores of an AMD EPYC, against the rules before (interleaved; each
 kernel times its count): squeezenet's on AVX2 (x86-64-v3) 7.44 -> 5.14 ms in all (0.69),
 the first 905 -> 498 us, the last 1,423 -> 1,003; on AVX-512 (x86-64-v4) 5.36 -> 4.47 ms
