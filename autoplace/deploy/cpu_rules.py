@@ -244,14 +244,21 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
 def _strided(sch, block) -> bool:
     """Whether ``block`` reads an input with a stride over its innermost data-parallel
     iterator (a conv of stride 2: a vector over the output's width would read every other
-    element)."""
+    element) that its first one (output channels) does not index (a depthwise conv's input
+    is: a vector over its channels would read as many planes)."""
     stmt = sch.get(block)
-    var = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar][-1]
+    spatial = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
     written = [w.source for w in stmt.writes]
-    return any(abs(int(detect_linear_equation(rng.min, [var])[0])) > 1
-               for r in stmt.reads if not any(r.source.same_as(w) for w in written)
-               for rng in r.region if _uses_var(rng.min, var)
-               and detect_linear_equation(rng.min, [var]))
+    inputs = [r for r in stmt.reads if not any(r.source.same_as(w) for w in written)]
+    return any(_stride(rng.min, spatial[-1]) > 1 and
+               not any(_uses_var(other.min, spatial[0]) for other in r.region)
+               for r in inputs for rng in r.region)
+
+
+def _stride(expr, var) -> int:
+    """The coefficient of ``var`` in ``expr`` (0 when ``expr`` is not linear in it)."""
+    found = detect_linear_equation(expr, [var]) if _uses_var(expr, var) else []
+    return abs(int(found[0])) if found else 0
 
 
 def _param_of(sch, buffer) -> int | None:

@@ -367,3 +367,15 @@ def test_a_strided_conv_runs_its_vectors_over_channels(strides, lanes, over):
     ([64, 112, 112], True, 2)])
 def test_a_strided_reduction_is_planned_over_channels(extents, strided, vector):
     assert plan_reduction_tiles(extents, 16, 32, strided=strided).vector == vector
+
+
+def test_a_strided_depthwise_conv_keeps_its_vectors_over_the_width():
+    """A depthwise conv of stride 2 reads its input by output channel: over channels a
+    vector would read 16 planes, so it stays over the width (as at stride 1)."""
+    func = default_schedule(_legalized(
+        lambda x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1, groups=64),
+        (1, 64, 56, 56), (64, 1, 3, 3)), AVX512)
+    block, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+        iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
+    assert around[-1].kind == tirx.ForKind.VECTORIZED
+    assert _uses(values[2], around[-1]) and not _uses(values[0], around[-1])
