@@ -300,10 +300,10 @@ def test_two_workers_search_one_front(tmp_path):
     """Two ``--worker`` processes on one journal: no placement measured twice, every
     baseline's placement once, ``--trials`` the study's total, each trial told both
     figures. They start together (:func:`factories.started_together`, held at their first
-    line), and the study is long enough (300 trials, ~3 s of one worker's search) that the
-    set-up after that line (the simulator's kernels loaded, the study opened: ~0.3 s, more
-    under load) cannot let one worker measure them all: with 48 it did, once in five CI
-    runs."""
+    line), and the study is long (300 trials, ~3 s of one worker's search) beside the set-up
+    after that line (the simulator's kernels loaded, the study opened: ~0.3 s, more under
+    load), in which the other worker may run ahead: with 48 trials one worker measured them
+    all, once in five CI runs."""
     storage, trials = f"journal:{tmp_path / 'study.journal'}", 300
     logs = [tmp_path / f"w{k}.jsonl" for k in range(2)]
     procs = started_together([["tune", "squeezenet", "--hw", "biglittle", "--objective",
