@@ -221,11 +221,9 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     :func:`~autoplace.deploy.prepack.layout_free`) is packed whole at the root instead, in
     a block :func:`~autoplace.deploy.prepack.split_packs` splits off, once."""
     stmt = sch.get(block)
-    var = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar][tiles.vector]
-    written = [w.source for w in stmt.writes]
-    found = [(i, r) for i, r in enumerate(stmt.reads)
-             if not any(r.source.same_as(w) for w in written)
-             and any(_uses_var(rng.min, var) for rng in r.region)]
+    var = _data_parallel(stmt)[tiles.vector]
+    found = [(i, r) for i, r in _input_reads(stmt)
+             if any(_uses_var(rng.min, var) for rng in r.region)]
     if len(found) != 1:
         return
     index, region = found[0]
@@ -247,12 +245,22 @@ def _strided(sch, block) -> bool:
     element) that its first one (output channels) does not index (a depthwise conv's input
     is: a vector over its channels would read as many planes)."""
     stmt = sch.get(block)
-    spatial = [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
-    written = [w.source for w in stmt.writes]
-    inputs = [r for r in stmt.reads if not any(r.source.same_as(w) for w in written)]
+    spatial = _data_parallel(stmt)
     return any(_stride(rng.min, spatial[-1]) > 1 and
                not any(_uses_var(other.min, spatial[0]) for other in r.region)
-               for r in inputs for rng in r.region)
+               for _, r in _input_reads(stmt) for rng in r.region)
+
+
+def _data_parallel(stmt) -> list:
+    """The data-parallel iterators of block ``stmt``, in order."""
+    return [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
+
+
+def _input_reads(stmt) -> list:
+    """(position, region) of each read of block ``stmt`` of a buffer it does not write."""
+    written = [w.source for w in stmt.writes]
+    return [(i, r) for i, r in enumerate(stmt.reads)
+            if not any(r.source.same_as(w) for w in written)]
 
 
 def _stride(expr, var) -> int:

@@ -241,15 +241,16 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
     """``func`` scheduled for ``target`` as every build schedules it: by the best record of
     ``kernels`` when it has one, else by :func:`~autoplace.deploy.schedule.default_schedule`
     (which packs the weights ``func`` marks layout free at its root:
-    :mod:`autoplace.deploy.prepack`). A kernel is looked up without that mark."""
-    tuned = kernels.schedule(without_layout_free(func), target) if kernels is not None else None
+    :mod:`autoplace.deploy.prepack`). A kernel is looked up without that mark
+    (:func:`workload`)."""
+    tuned = kernels.schedule(func, target) if kernels is not None else None
     return tuned if tuned is not None else default_schedule(func, target)
 
 
 def schedule_tag(func: tirx.PrimFunc, target: tvm.target.Target,
                  kernels: KernelDatabase | None = None) -> str:
     """What :func:`scheduled` uses for ``func`` on ``target``, named (for cache keys)."""
-    return kernels.tag(without_layout_free(func), target) if kernels is not None else UNTUNED
+    return kernels.tag(func, target) if kernels is not None else UNTUNED
 
 
 def _open(ms, where: Path):

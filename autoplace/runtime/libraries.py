@@ -34,7 +34,6 @@ from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, 
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.packed_weights import (
-    PackedWeights,
     PackSpec,
     pack_symbol,
     read_table,
@@ -100,7 +99,7 @@ class KernelLibraries:
         self._paths: dict[str, Path] = {}
         self._calls: dict[tuple[str, str], object] = {}
         self._packs: dict[Path, dict[str, tuple[PackSpec, ...]]] = {}
-        self._packed = PackedWeights()
+        self._packed: dict[tuple, tvm.runtime.Tensor] = {}
         self._outputs = {k.func: len(k.outputs) for k in program.kernels}
 
     def _add_unit(self, name: str) -> None:
@@ -189,9 +188,15 @@ class KernelLibraries:
         return self._packs[path]
 
     def packed(self, unit: str, func: str, spec: PackSpec, weight: int):
-        """The program's weight ``weight`` packed as kernel ``func`` reads it on ``unit``."""
-        return self._packed.get(self.library(unit), self.path(unit), func, spec, weight,
-                                self.program.weight_values[weight])
+        """The program's weight ``weight`` packed as kernel ``func`` reads it on ``unit``:
+        made once per library, kernel, parameter and weight, and kept."""
+        key = (self.path(unit), func, spec.param, weight)
+        if key not in self._packed:
+            value = self.program.weight_values[weight]
+            packed = tvm.runtime.empty(spec.shape, spec.dtype, value.device)
+            self.function(unit, pack_symbol(func, spec.param))(value, packed)
+            self._packed[key] = packed
+        return self._packed[key]
 
     def _compile(self, key: str, path: Path) -> None:
         target, funcs, table = self._targets[key], {}, {}

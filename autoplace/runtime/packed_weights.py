@@ -1,4 +1,4 @@
-"""Weights a kernel library reads packed: which ones, in what shape, and the packed copies.
+"""Weights a kernel library reads packed: which ones, and in what shape.
 
 A kernel whose default schedule packs a constant weight (:mod:`autoplace.deploy.prepack`)
 is compiled as its compute, named as the kernel, which takes that weight packed, and a
@@ -7,8 +7,8 @@ a library's packs is a JSON file beside it (``X.so``: ``X.packs.json``, :func:`t
 that goes where the library goes (:func:`copy_library`: an artefact, an RPC job); a library
 without one packs nothing (a library in the runtime's cache without its table is compiled
 again). The runtime packs each weight once per library and kernel, when the first placement
-that calls the kernel there is assembled (:class:`PackedWeights`), from the program's weight:
-an op that keeps a packed weight resident in its own scope reads the packed copy, which is
+that calls the kernel there is assembled (``KernelLibraries.packed``), from the program's
+weight: an op that keeps a packed weight resident in its own scope reads the packed copy, which is
 in the host's memory, not that scope's (its pool still holds the resident copy).
 """
 
@@ -82,22 +82,3 @@ def copy_library(src: Path, dst: Path) -> None:
     if table_path(src).is_file():
         shutil.copyfile(table_path(src), table_path(dst))
 
-
-class PackedWeights:
-    """The packed copies of a program's weights, made once per (library, kernel,
-    parameter, weight) and kept while the runtime lives."""
-
-    def __init__(self):
-        self._made: dict[tuple, object] = {}
-
-    def get(self, library, path: Path, func: str, spec: PackSpec, weight: int, value):
-        """Weight ``weight`` (its tensor ``value``, on the CPU) packed as kernel ``func`` of
-        the library at ``path`` (loaded: ``library``) reads parameter ``spec.param``."""
-        import tvm
-
-        key = (str(path), func, spec.param, weight)
-        if key not in self._made:
-            packed = tvm.runtime.empty(spec.shape, spec.dtype, value.device)
-            library.get_function(pack_symbol(func, spec.param))(value, packed)
-            self._made[key] = packed
-        return self._made[key]

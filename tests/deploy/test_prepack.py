@@ -62,12 +62,7 @@ def test_the_packed_weight_and_the_compute_give_what_the_kernel_gives(shapes):
     """Pack once, then compute: the unscheduled kernel's output (SSE2, one core)."""
     func = conv_bias_relu(*shapes)
     compute, (pack,) = split_packs(default_schedule(layout_free(func, [1]), SSE2), 1)
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32")
-            for p in func.params]
-    want, got = (tvm.runtime.tensor(np.zeros_like(args[-1])) for _ in range(2))
-    _built(func, tvm.target.Target({"kind": "llvm"}))(*map(tvm.runtime.tensor, args[:-1]),
-                                                       want)
+    args, want, got = _reference(func)
     packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
     _built(pack.func, SSE2)(tvm.runtime.tensor(args[1]), packed)
     _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, tvm.runtime.tensor(args[2]),
@@ -85,6 +80,18 @@ def test_a_kernel_database_looks_a_kernel_up_without_the_mark():
     assert not tvm_ffi.structural_equal(marked, func)
     assert tvm_ffi.structural_hash(workload(marked)) == tvm_ffi.structural_hash(workload(func))
     assert layout_free(func, []).same_as(func)
+
+
+def _reference(func):
+    """Random arguments of ``func`` (numpy), its output computed unscheduled, and a zeroed
+    output tensor to compute it again into."""
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32")
+            for p in func.params]
+    want, got = (tvm.runtime.tensor(np.zeros_like(args[-1])) for _ in range(2))
+    _built(func, tvm.target.Target({"kind": "llvm"}))(*map(tvm.runtime.tensor, args[:-1]),
+                                                       want)
+    return args, want, got
 
 
 def _built(func, target):
@@ -112,11 +119,6 @@ def test_a_kernel_packing_two_arguments_in_one_block_stays_whole():
     sch.annotate(sch.cache_read(reader, index, "global"), PREPROC, True)
     compute, packs = split_packs(sch.mod["main"], 1)
     assert packs == () and compute.same_as(sch.mod["main"])
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32")
-            for p in func.params]
-    want, got = (tvm.runtime.tensor(np.zeros_like(args[-1])) for _ in range(2))
-    _built(func, tvm.target.Target({"kind": "llvm"}))(*map(tvm.runtime.tensor, args[:-1]),
-                                                       want)
+    args, want, got = _reference(func)
     _built(compute, SSE2)(*map(tvm.runtime.tensor, args[:-1]), got)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,19 +38,23 @@ def test_candidates_are_assembled_from_one_library_per_target(seed_te, tmp_path)
         assert again.libraries.compiled == []  # the second job: all from the cache
 
 
-def test_a_changed_kernel_is_not_taken_from_the_cache(seed_te, tmp_path):
+def _on_core0(seed_te, profile, cache) -> tuple[list[str], Path]:
+    """A job assembling seed_te all on ``core0``: the libraries it compiled, core0's."""
     mod, graph = seed_te
-    host = load_profile("host")
-    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
+    with Runtime(mod, graph, profile, cache_dir=cache) as rt:
         rt.assemble(rt.space.uniform("core0"))
-        first = rt.libraries.path("core0")
+        return rt.libraries.compiled, rt.libraries.path("core0")
+
+
+def test_a_changed_kernel_is_not_taken_from_the_cache(seed_te, tmp_path):
+    host = load_profile("host")
+    _, first = _on_core0(seed_te, host, tmp_path)
     changed = dataclasses.replace(host, units=tuple(
         dataclasses.replace(u, target={**u.target, "opt-level": 2}) if u.name == "core0" else u
         for u in host.units))
-    with Runtime(mod, graph, changed, cache_dir=tmp_path) as rt:
-        rt.assemble(rt.space.uniform("core0"))
-        assert len(rt.libraries.compiled) == 1  # another target: compiled, not reused
-        assert rt.libraries.compiled[0] != str(first)
+    compiled, _ = _on_core0(seed_te, changed, tmp_path)
+    assert len(compiled) == 1  # another target: compiled, not reused
+    assert compiled[0] != str(first)
 
 
 def test_a_unit_whose_device_is_missing_is_refused_by_name(seed_te, tmp_path):
@@ -102,15 +107,9 @@ def test_a_pack_table_that_is_not_one_is_refused_by_its_file(tmp_path, text, sai
 
 
 def test_a_cached_library_without_its_pack_table_is_compiled_again(seed_te, tmp_path):
-    mod, graph = seed_te
     host = load_profile("host")
-    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
-        rt.assemble(rt.space.uniform("core0"))
-        path = rt.libraries.path("core0")
+    _, path = _on_core0(seed_te, host, tmp_path)
     table_path(path).unlink()
-    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
-        rt.assemble(rt.space.uniform("core0"))
-        assert rt.libraries.compiled == [str(path)] and table_path(path).is_file()
-    with Runtime(mod, graph, host, cache_dir=tmp_path) as rt:
-        rt.assemble(rt.space.uniform("core0"))
-        assert rt.libraries.compiled == []
+    compiled, _ = _on_core0(seed_te, host, tmp_path)
+    assert compiled == [str(path)] and table_path(path).is_file()
+    assert _on_core0(seed_te, host, tmp_path)[0] == []
