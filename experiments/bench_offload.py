@@ -144,13 +144,13 @@ def unchecked(mod, unit) -> int:
     from tvm import relax
     from tvm.relax.backend.pattern_registry import FusionPattern
 
+    from autoplace.frontend.fold import fold
     from autoplace.frontend.patterns import table
-    from autoplace.frontend.relax import fold_weights
     from autoplace.patterns import PATTERNS
 
     patterns = [FusionPattern(f"{CODEGEN}.{n}", table()[n], {}) for n in reversed(PATTERNS)
                 if n in unit.patterns]
-    fused = relax.transform.FuseOpsByPattern(patterns, bind_constants=True)(fold_weights(mod))
+    fused = relax.transform.FuseOpsByPattern(patterns, bind_constants=True)(fold(mod))
     composite = {gv for gv, f in fused.functions_items() if isinstance(f, relax.Function)
                  and f.attrs is not None and "Composite" in f.attrs}
     calls = []

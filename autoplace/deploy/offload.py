@@ -22,8 +22,9 @@ from tvm.relax.backend.pattern_registry import FusionPattern
 from autoplace.deploy import reference_accelerator  # noqa: F401  (registers its generator)
 from autoplace.deploy.region_calls import RegionCall, region_calls
 from autoplace.deploy.targets import BuildError
+from autoplace.frontend.fold import fold
 from autoplace.frontend.patterns import pattern
-from autoplace.frontend.relax import fold_weights, kernel_of_calls
+from autoplace.frontend.relax import kernel_of_calls
 from autoplace.graph import Match, OpGraph
 from autoplace.hardware.profile import Profile, Unit
 from autoplace.patterns import PATTERNS
@@ -127,7 +128,7 @@ def partition(mod: tvm.IRModule, graph: OpGraph, placement: Placement,
     """``mod`` (as imported, the graph's model) with the matches placed on code-generator
     units offloaded to their generators, and what was offloaded."""
     units = check_codegens(profile)
-    before = fold_weights(mod)
+    before = fold(mod)
     kernel_of, taken = kernel_of_calls(before), {u.name: [] for u in units}
     patterns = [p for u in units
                 for p in _patterns(u, graph, placement, kernel_of, taken[u.name])]

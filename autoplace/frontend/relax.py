@@ -16,58 +16,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-import numpy as np
 import tvm
 from tvm import relax
 from tvm.s_tir.analysis import estimate_tir_flops
 
+from autoplace.frontend.fold import fold
 from autoplace.frontend.patterns import find_matches, kernel_calls
 from autoplace.graph import Edge, GraphError, Op, OpGraph
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
-_BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
-_RESHAPE = tvm.ir.Op.get("relax.reshape")
 
 # op_pattern values set by AnnotateTIROpPattern (relay/relax OpPatternKind).
 _PATTERN_KINDS = {0: "elementwise", 1: "elementwise", 2: "injective", 3: "reduce"}
 _REDUCE_TOKENS = frozenset(
     {"sum", "mean", "max", "min", "prod", "variance", "std", "argmax", "argmin", "logsumexp"}
 )
-
-
-@relax.expr_functor.mutator
-class _WeightFolder(relax.PyExprMutator):
-    """Folds ``broadcast_to``/``reshape`` of a constant to a numpy-computed constant."""
-
-    def visit_call_(self, call: relax.Call) -> relax.Expr:
-        call = self.visit_expr_post_order(call)
-        is_bcast = call.op.same_as(_BROADCAST_TO)
-        if not (is_bcast or call.op.same_as(_RESHAPE)):
-            return call
-        data, shape = call.args
-        if not isinstance(data, tvm.ir.expr.Constant) or not isinstance(shape, relax.ShapeExpr):
-            return call
-        if not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
-            return call
-        dims = [int(d) for d in shape.values]
-        arr = data.value.numpy()
-        arr = np.broadcast_to(arr, dims) if is_bcast else arr.reshape(dims)
-        return relax.const(np.ascontiguousarray(arr), str(data.ty.dtype))
-
-
-def fold_weights(mod: tvm.IRModule) -> tvm.IRModule:
-    """Pre-fold constant weight construction (``broadcast_to``/``reshape`` of constants).
-
-    FoldConstant gets the same result but compiles one LLVM kernel per folded call
-    (~0.12 s each, 115 calls in inception_v1); numpy does it in milliseconds.
-    """
-    folder = _WeightFolder(mod)
-    funcs = {gv: folder.visit_expr(f) for gv, f in mod.functions_items()
-             if isinstance(f, relax.Function)}
-    out = folder.builder_.get()
-    for gv, func in funcs.items():
-        out.update_func(out.get_global_var(gv.name_hint), func)
-    return out
 
 
 def _legalize(mod: tvm.IRModule) -> tvm.IRModule:
@@ -79,16 +42,17 @@ def _legalize(mod: tvm.IRModule) -> tvm.IRModule:
 def fuse(mod: tvm.IRModule) -> tvm.IRModule:
     """Legalize and fuse ``mod`` into TIR kernels (one ``call_tir`` per fused kernel).
 
-    Runs :func:`fold_weights`, then TVM's LegalizeOps, AnnotateTIROpPattern, FoldConstant,
-    FuseOps and FuseTIR. FoldConstant comes after LegalizeOps so that weights built at run
-    time (the light ONNX models' ``broadcast_to(const)``) become constants, not kernels.
+    Runs :func:`~autoplace.frontend.fold.fold` (constant weights, batch norms into convs,
+    sums as adds), then TVM's LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps and
+    FuseTIR.
     """
-    return relax.transform.FuseTIR()(relax.transform.FuseOps()(_legalize(fold_weights(mod))))
+    return relax.transform.FuseTIR()(relax.transform.FuseOps()(_legalize(fold(mod))))
 
 
 def kernel_of_calls(before: tvm.IRModule) -> dict[str, int]:
-    """The name of each Relax call of ``before["main"]`` (weights folded: :func:`fold_weights`)
-    -> the index of the kernel (op) that runs it once fused as :func:`fuse` fuses."""
+    """The name of each Relax call of ``before["main"]`` (folded:
+    :func:`~autoplace.frontend.fold.fold`) -> the index of the kernel (op) that runs it
+    once fused as :func:`fuse` fuses."""
     legal = _legalize(before)
     kernels = kernel_calls(legal["main"], relax.transform.FuseOps()(legal))
     return {name: k for k, names in enumerate(kernels) for name in names}
@@ -99,7 +63,7 @@ def from_relax(mod: tvm.IRModule, name: str, patterns: tuple[str, ...] = ()
     """Fuse ``mod`` as :func:`fuse` does and return the fused module with its op graph,
     whose ``matches`` say where the composite patterns (the table's, and the entry points
     ``patterns``) cover its kernels (:func:`autoplace.frontend.patterns.find_matches`)."""
-    before = fold_weights(mod)
+    before = fold(mod)
     legal = _legalize(before)
     grouped = relax.transform.FuseOps()(legal)
     fused = relax.transform.FuseTIR()(grouped)

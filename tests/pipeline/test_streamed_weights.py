@@ -113,7 +113,7 @@ def resnet50_16():
 
 def test_a_network_bigger_than_the_mesh_streams_its_weights(resnet50_16):
     costs = resnet50_16
-    assert fewest_pes(costs, math.inf).pes == 62  # held, its weights need 62 PEs
+    assert fewest_pes(costs, math.inf).pes == 67  # held, its weights need 67 PEs
     plans = best_pipelines(costs, 16)
     assert len(plans) == 1 and plans[0] == best_pipeline(costs)
     f = evaluate(plans[0], costs)
@@ -124,12 +124,13 @@ def test_a_network_bigger_than_the_mesh_streams_its_weights(resnet50_16):
 
 def test_the_search_holds_back_the_weights_that_fit(resnet50_16):
     """From the DP's plan, which streams every weight, the search holds some back in the
-    PEs' memory (and splits ops fewer ways to make room): fewer bytes stream, faster."""
+    PEs' memory (and splits ops fewer ways to make room): fewer bytes stream, faster
+    (by 1.7% on the folded graph, 60 ops; 2% and more on the 145 it had before)."""
     costs = resnet50_16
     start = best_pipeline(costs)
     best, trials = search(costs, 200, pes=16)
     dp = next(t for t in trials if t.plan == start)
-    assert best.throughput > 1.02 * dp.throughput
+    assert best.throughput > 1.01 * dp.throughput
     count = [sum(len(s.streamed or ()) for s in p.stages) for p in (start, best.plan)]
     assert 0 < count[1] < count[0]
     assert {t.move for t in trials} >= {"weights"}
