@@ -65,25 +65,38 @@ def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
 
 
 def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
-                         strided: bool = False) -> Tiles | None:
+                         strided: bool = False, group: int | None = None) -> Tiles | None:
     """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector, ``registers``
     vector registers): over channels with narrow vectors; over the width (:func:`plan_tiles`),
     unless the width has no vector tile or one that fills less than :data:`MIN_WIDTH_FILL` of
     its registers' lanes, or its input is read with a stride (``strided``: a conv of stride
     2): then over channels (:func:`_over_channels`), with a register tile of the width of up
     to :data:`CHANNEL_TILE` accumulators (the module docstring of
-    :mod:`autoplace.deploy.cpu_rules` gives what it gained)."""
-    if lanes <= NARROW_LANES:
-        tiles = plan_channel_tiles(extents, lanes, registers)
+    :mod:`autoplace.deploy.cpu_rules` gives what it gained). ``group``: the output channels
+    of a group of a grouped conv; a vector over channels stays within one (its lanes divide
+    it: across two, each lane would read the input of its own group), and is not made when
+    that leaves fewer than :data:`MIN_CHANNEL_LANES`."""
+    width = plan_tiles(extents, lanes, registers)
+    within = lanes if group is None else _lanes_within(group, lanes)
+    if within < lanes and within < MIN_CHANNEL_LANES:  # (too narrow to go over channels)
+        return width
+    if within <= NARROW_LANES:
+        tiles = plan_channel_tiles(extents, within, registers)
         if tiles is not None:
             return tiles
-    width = plan_tiles(extents, lanes, registers)
     if strided:  # (over the output channels: not over rows, read with the same stride)
-        channels = _over_channels(extents, lanes, registers)
+        channels = _over_channels(extents, within, registers)
         return channels if channels is not None and channels.vector == 0 else width
     if width is not None and _fill(width, lanes) >= MIN_WIDTH_FILL:
         return width
-    return _over_channels(extents, lanes, registers) or width
+    return _over_channels(extents, within, registers) or width
+
+
+def _lanes_within(group: int, lanes: int) -> int:
+    """The most lanes, halving from ``lanes``, that divide ``group``."""
+    while lanes > 1 and group % lanes:
+        lanes //= 2
+    return lanes
 
 
 def _over_channels(extents: list[int], lanes: int, registers: int) -> Tiles | None:

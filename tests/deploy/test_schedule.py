@@ -95,6 +95,8 @@ KERNELS = {  # name -> a legalized operator, as in a model
         (1, 16, 30, 30), (32, 16, 3, 3), (1, 32, 1, 1)),
     "conv2d_stride2": lambda: _legalized(lambda x, w: relax.op.nn.conv2d(x, w, strides=2),
                                          (1, 32, 56, 56), (64, 32, 1, 1)),
+    "grouped_conv2d": lambda: _legalized(  # (shufflenet's last: 4 groups of 136)
+        lambda x, w: relax.op.nn.conv2d(x, w, groups=4), (1, 544, 7, 7), (544, 136, 1, 1)),
     "depthwise_conv2d": lambda: _legalized(
         lambda x, w: relax.op.nn.conv2d(x, w, padding=1, groups=32),
         (1, 32, 28, 28), (32, 1, 3, 3)),
@@ -379,3 +381,25 @@ def test_a_strided_depthwise_conv_keeps_its_vectors_over_the_width():
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert around[-1].kind == tirx.ForKind.VECTORIZED
     assert _uses(values[2], around[-1]) and not _uses(values[0], around[-1])
+
+
+@pytest.mark.parametrize("group, vector, tile", [
+    (None, 0, 16), (136, 0, 8),  # 8 lanes divide a group of 136; 16 would straddle two
+    (34, 2, 7)])  # 2 would: too narrow, so over the width (7 of its 16 lanes)
+def test_a_grouped_convs_channel_vectors_stay_within_a_group(group, vector, tile):
+    tiles = plan_reduction_tiles([544, 7, 7], 16, 32, group=group)
+    assert (tiles.vector, tiles.vector_tile) == (vector, tile)
+
+
+def test_a_grouped_conv_reads_its_packed_weights_in_vectors_within_a_group():
+    """shufflenet's 1x1 conv of 4 groups of 136 channels onto 7 x 7 (AVX-512): a vector of
+    16 channels would cross a group (each lane reading its own group's input: 1.7 ms, 4
+    GFLOP/s); it takes 8, and its weight, which the vector's channels index (the input it
+    indexes by group), is packed for them."""
+    func = default_schedule(KERNELS["grouped_conv2d"](), AVX512)
+    block, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+        iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
+    assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 8
+    assert _uses(values[0], around[-1])
+    packed = [r.source for r in block.reads if len(r.source.shape) == 5]
+    assert [[int(d) for d in b.shape] for b in packed] == [[68, 136, 1, 1, 8]]
