@@ -107,15 +107,17 @@ class LocalSearch:
         """``(key, choice, mode)`` of the descent starts, in order: the job's best measured
         genome, HEFT's placement once measured (a basin of its own: steepest descent from
         it alone beat the tuner in 7 of 36 runs of bench_hill), then the next best measured
-        genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`)."""
-        done = heapq.nsmallest(DESCENT_STARTS, ((lat, k) for k, lat in seen.items()
-                                                 if lat is not None))
+        genomes within :data:`RESTART_SLACK` of the best (up to :data:`DESCENT_STARTS`).
+        Of equal figures the first measured comes first, as in the log's best
+        (:func:`autoplace.records.tuning_log.best`)."""
+        done = heapq.nsmallest(DESCENT_STARTS, ((lat, i, k) for i, (k, lat)
+                                                 in enumerate(seen.items()) if lat is not None))
         if not done:
             return
         if self._heft is None:
             self._heft = self.space.keys(*heft_start(self.space))[0]
-        starts = [done[0][1]] + ([self._heft] if seen.get(self._heft) is not None else [])
-        starts += [k for lat, k in done[1:DESCENT_STARTS]
+        starts = [done[0][2]] + ([self._heft] if seen.get(self._heft) is not None else [])
+        starts += [k for lat, _, k in done[1:DESCENT_STARTS]
                    if lat <= done[0][0] * (1 + RESTART_SLACK)]
         for key in dict.fromkeys(starts):
             yield (key, *self.space.from_key(key))

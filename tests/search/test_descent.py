@@ -293,3 +293,16 @@ def test_wandering_proposes_new_genomes_that_fit_better_or_not():
     again = local.wander(6, dict(seen))
     assert sp.keys(*sp.canonical(again.choice, again.mode)) == keys  # seeded
     assert local.wander(6, {start: None}) is None  # (a failure is no start)
+
+
+def test_of_equal_bests_descent_starts_from_the_first_measured(space):
+    """Two genomes of the same figure: the descent starts from the one measured first, the
+    log's best (``best``: the lowest trial of equals), whatever their keys' order."""
+    from autoplace.search.local_search import LocalSearch
+
+    local = LocalSearch(space, predict=lambda c, m: predicted(space, c, m))
+    C, M = space.canonical(*space.encode([space.uniform(u) for u in space.units[:2]]))
+    keys = space.keys(C, M)
+    for first, second in (keys, keys[::-1]):
+        seen = {first: 1e-3, second: 1e-3}
+        assert next(iter(local.starts(seen)))[0] == first
