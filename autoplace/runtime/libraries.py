@@ -4,8 +4,9 @@ A candidate placement only changes which unit runs each kernel, so the runtime c
 every kernel a unit may run (the kinds it accepts) for that unit's target once, into one
 library, and assembles candidates from those libraries without compiling anything. Units
 that share a target share its library. Libraries are cached on disk under ``cache_dir`` by
-the graph's fingerprint, the target and the PrimFuncs' structural hashes: a second job on
-the same model and profile compiles nothing. Each kernel is scheduled by the best record
+the graph's fingerprint, the target, the PrimFuncs' structural hashes and the source of the
+default schedule's rules: a second job on the same model and profile compiles nothing, a
+job after the rules changed compiles again. Each kernel is scheduled by the best record
 of a MetaSchedule database (``kernels``, from ``autoplace tune-kernels``) when it has one,
 else by the default schedule (:func:`autoplace.deploy.kernel_db.scheduled`); which record
 was used is part of the cache key, so a kernel tuned since is compiled again.
@@ -20,6 +21,7 @@ another architecture is linked by its cross compiler
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import tvm
 
+from autoplace.deploy import cpu_rules, prepack, schedule, tile_plan
 from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
 from autoplace.deploy.prepack import layout_free, split_packs
 from autoplace.deploy.targets import BuildError, target_key, unit_target
@@ -43,12 +46,21 @@ from autoplace.runtime.packed_weights import (
 from autoplace.runtime.program import Program
 from autoplace.space.capability import capable
 
-#: bumped when what goes into a library changes (its schedules), so old caches are not used
+#: bumped when what goes into a library changes (its pack table), so old caches are not used
 LIBRARY_VERSION = 6
+#: the modules whose rules make the default schedules: their source is part of the cache
+#: key, so a library made by earlier rules is compiled again
+SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack)
 
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def rules_digest() -> str:
+    """The digest of the source of :data:`SCHEDULE_RULES`."""
+    return _digest(*(Path(m.__file__).read_text() for m in SCHEDULE_RULES))
 
 
 def _symbol(func, name: str, target: tvm.target.Target):
@@ -137,7 +149,8 @@ class KernelLibraries:
         if self.program.funcs:  # (a program read from an artefact has none: untuned)
             hashes += [schedule_tag(self.program.funcs[f], target, self.kernels) for f in funcs]
         compiler = [f"cc:{self.compilers[key]}"] if self.compilers.get(key) else []
-        digest = _digest(str(LIBRARY_VERSION), tvm.__version__, key, *compiler, *hashes)
+        digest = _digest(str(LIBRARY_VERSION), rules_digest(), tvm.__version__, key, *compiler,
+                         *hashes)
         return self.cache_dir / f"{self.graph.name}-{self.graph.fingerprint[:12]}-{digest}.so"
 
     def arch(self, unit: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from runtime_factories import inputs_of
 from autoplace.deploy.targets import BuildError
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
-from autoplace.runtime import Runtime
+from autoplace.runtime import Runtime, libraries
 from autoplace.runtime.packed_weights import read_table, table_path
 from autoplace.space import SearchSpace
 
@@ -55,6 +56,25 @@ def test_a_changed_kernel_is_not_taken_from_the_cache(seed_te, tmp_path):
     compiled, _ = _on_core0(seed_te, changed, tmp_path)
     assert len(compiled) == 1  # another target: compiled, not reused
     assert compiled[0] != str(first)
+
+
+def test_a_library_made_by_other_schedule_rules_is_compiled_again(seed_te, tmp_path,
+                                                                   monkeypatch):
+    """The rules' source is part of the cache key: a change to it (a copy of cpu_rules
+    with a line added stands for one) compiles the library again; the same rules reuse it."""
+    host = load_profile("host")
+    _, first = _on_core0(seed_te, host, tmp_path)
+    assert _on_core0(seed_te, host, tmp_path)[0] == []
+    edited = tmp_path / "cpu_rules.py"
+    edited.write_text(Path(libraries.cpu_rules.__file__).read_text() + "# edited\n")
+    monkeypatch.setattr(libraries, "SCHEDULE_RULES", (
+        types.SimpleNamespace(__file__=str(edited)), *libraries.SCHEDULE_RULES[1:]))
+    libraries.rules_digest.cache_clear()
+    try:
+        compiled, path = _on_core0(seed_te, host, tmp_path)
+    finally:
+        libraries.rules_digest.cache_clear()
+    assert compiled == [str(path)] and path != first
 
 
 def test_a_unit_whose_device_is_missing_is_refused_by_name(seed_te, tmp_path):
