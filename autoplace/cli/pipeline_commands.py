@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -193,7 +194,8 @@ def _search(space, args, *, trials: int, asked: int, log: str | None, limits=Non
                          worker=args.worker, grace_s=args.grace,
                          **({"limits": limits} if limits else {}))
     check_objective(space, config)  # (before the log is opened)
-    with tempfile.TemporaryDirectory(prefix="autoplace-pipeline-") as scratch:
+    with (contextlib.nullcontext() if log else  # (a log of this run alone, then gone)
+          tempfile.TemporaryDirectory(prefix="autoplace-pipeline-")) as scratch:
         path = log or str(Path(scratch) / "trials.jsonl")
         with TuningLog(path) as tuning_log, warnings.catch_warnings():
             warnings.filterwarnings("ignore", "search stopped after")  # (said below)

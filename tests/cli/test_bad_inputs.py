@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomlkit
 
 from autoplace.cli.main import main
 from autoplace.hardware.load import bundled_profiles
@@ -234,6 +235,13 @@ def log_cases(record: str) -> list[Case]:
 
 
 # -- options -----------------------------------------------------------------------------------
+
+def _with_target_key(text: str, unit: str, key: str, value) -> str:
+    """A profile's TOML ``text`` with ``key = value`` added to ``unit``'s target."""
+    doc = tomlkit.parse(text)
+    doc["units"][unit]["target"][key] = value
+    return tomlkit.dumps(doc)
+
 def option_cases() -> list[Case]:
     bad = [
         ("--trials", "0"), ("--trials", "-1"), ("--trials", "abc"), ("--trials", "1.5"),
@@ -292,8 +300,7 @@ def option_cases() -> list[Case]:
     cases.append(Case("option --measurer local with a target key TVM lacks",
                       tune("--hw", "{dir}/hw.toml", "--measurer", "local"),
                       ("hw.toml", "unit 'cpu'", "invalid TVM target", "'bogus'"),
-                      (("hw.toml", host.replace('"num-cores" = 2 }', '"num-cores" = 2, '
-                                                '"bogus" = 1 }', 1)),)))
+                      (("hw.toml", _with_target_key(host, "cpu", "bogus", 1)),)))
     if Path("/dev/full").exists():  # a device every write to fails with ENOSPC (issue 31)
         cases.append(Case("option --log on a full disk", ("tune", "seed_te", "--trials", "2",
                                                           "--log", "/dev/full",
