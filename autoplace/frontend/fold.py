@@ -208,14 +208,16 @@ def _folded_norm(folder: _Folder, item: relax.TupleGetItem) -> relax.Expr | None
 
 def _conv_of(folder: _Folder, expr: relax.Expr) -> tuple[relax.Call | None, np.ndarray | None]:
     """The conv2d that ``expr`` (read once) is, or adds a constant bias of one value per
-    output channel to, and that bias; (None, None) otherwise."""
+    output channel to (of shape ``(1, C, 1, 1)`` or ``(C, 1, 1)``), and that bias; (None,
+    None) otherwise."""
     if not folder.read_once(expr):
         return None, None
     value, bias = folder.value(expr), None
     if _is(value, _ADD):
         inner, bias = value.args[0], folder.constant(value.args[1])
         channels = (_shape(inner) or [0, -1])[1]
-        if bias is None or bias.size != channels or not folder.read_once(inner):
+        if bias is None or bias.shape not in ((1, channels, 1, 1), (channels, 1, 1)) \
+                or not folder.read_once(inner):
             return None, None
         value = folder.value(inner)
     return (value, bias) if _is(value, _CONV2D) else (None, None)
@@ -245,8 +247,8 @@ def _sum_as_add(folder: _Folder, call: relax.Call) -> relax.Expr | None:
     fields = folder.value(stack.args[0])
     if not isinstance(fields, relax.Tuple) or len(fields.fields) < 2:
         return None
-    terms = [folder.value(f) for f in fields.fields]
-    tensors = [t.args[0] if _is(t, _BROADCAST_TO) else t for t in terms]
+    tensors = [folder.value(f).args[0] if _is(folder.value(f), _BROADCAST_TO) else f
+               for f in fields.fields]  # (a term's var, never its value: computed again)
     if any(_shape(t) != _shape(call) for t in tensors):
         return None
     total = folder.visit_expr(tensors[0])

@@ -109,6 +109,42 @@ def test_a_sum_of_two_tensors_of_its_shape_is_an_add() -> None:
     np.testing.assert_allclose(_run(added, a, b), np.maximum(a + b, 0), rtol=1e-6)
 
 
+def test_a_sum_of_computed_terms_reads_them_and_computes_nothing_again() -> None:
+    """sum(stack(exp(a), relu(b))) * exp(a): an add of the two results, each computed
+    once (exp(a) read by the product too)."""
+    bb = relax.BlockBuilder()
+    a, b = (relax.Var(n, relax.TensorType((2, 3, 4), "float32")) for n in "ab")
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            terms = [bb.emit(relax.op.exp(a)), bb.emit(relax.op.nn.relu(b))]
+            stacked = bb.emit(relax.op.stack(relax.Tuple(terms), axis=0))
+            total = bb.emit(relax.op.sum(stacked, axis=[0]))
+            out = bb.emit_output(bb.emit(relax.op.multiply(total, terms[0])))
+        bb.emit_func_output(out)
+    added = sums_as_adds(bb.finalize())
+    assert [_calls(added, n) for n in ("relax.exp", "relax.nn.relu", "relax.add",
+                                       "relax.sum")] == [1, 1, 1, 0]
+    x, y = (RNG.uniform(-1, 1, (2, 3, 4)).astype("float32") for _ in range(2))
+    np.testing.assert_allclose(_run(added, x, y), (np.exp(x) + np.maximum(y, 0)) * np.exp(x),
+                               rtol=1e-6)
+
+
+def test_a_norm_after_a_bias_over_another_axis_is_left() -> None:
+    """conv (1, 6, 6, 6) + a constant of shape (6,) (it broadcasts over the width, not the
+    channels, though there are 6 of each) then a norm: not folded."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 6, 6), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, _const(6, 4, 1, 1)))
+            y = bb.emit(relax.op.add(y, _const(6)))
+            norm = bb.emit(relax.op.nn.batch_norm(y, *(_const(6, low=0.1) for _ in range(4)),
+                                                  axis=1, training=False))
+            out = bb.emit_output(bb.emit(relax.TupleGetItem(norm, 0)))
+        bb.emit_func_output(out)
+    assert _calls(fold_batch_norms(bb.finalize()), "relax.nn.batch_norm") == 1
+
+
 def test_a_sum_that_broadcasts_is_left() -> None:
     assert _calls(sums_as_adds(_onnx_sum((3, 4))), "relax.sum") == 1
 
