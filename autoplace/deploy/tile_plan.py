@@ -75,7 +75,7 @@ def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
     :mod:`autoplace.deploy.cpu_rules` gives what it gained). ``group``: the output channels
     of a group of a grouped conv; a vector over channels stays within one (its lanes divide
     it: across two, each lane would read the input of its own group), and is not made when
-    that leaves fewer than :data:`MIN_CHANNEL_LANES`."""
+    the group halves the lanes below :data:`MIN_CHANNEL_LANES` (then over the width)."""
     width = plan_tiles(extents, lanes, registers)
     within = lanes if group is None else _lanes_within(group, lanes)
     if within < lanes and within < MIN_CHANNEL_LANES:  # (too narrow to go over channels)

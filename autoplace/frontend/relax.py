@@ -44,7 +44,8 @@ def fuse(mod: tvm.IRModule) -> tvm.IRModule:
 
     Runs :func:`~autoplace.frontend.fold.fold` (constant weights, batch norms into convs,
     sums as adds), then TVM's LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps and
-    FuseTIR.
+    FuseTIR. FoldConstant comes after LegalizeOps so that weights built at run time from
+    constants that numpy did not fold become constants, not kernels.
     """
     return relax.transform.FuseTIR()(relax.transform.FuseOps()(_legalize(fold(mod))))
 
