@@ -205,8 +205,9 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     reduce = [loop for loop, k in zip(loops, kinds) if k == "R"]
     lanes = bits // _dtype_bits(sch, name)
     extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
-    tiles = plan_reduction_tiles(extents, lanes, registers, strided=_strided(sch, block),
-                                 group=_channel_group(sch.get(block)))
+    stmt = sch.get(block)
+    tiles = plan_reduction_tiles(extents, lanes, registers, strided=_strided(stmt),
+                                 group=_channel_group(stmt))
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
     outer, inner = _split_tiles(sch, spatial, tiles)
@@ -246,12 +247,11 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
         sch.compute_at(copy, slab_loop)
 
 
-def _strided(sch, block) -> bool:
-    """Whether ``block`` reads an input with a stride over its innermost data-parallel
+def _strided(stmt) -> bool:
+    """Whether block ``stmt`` reads an input with a stride over its innermost data-parallel
     iterator (a conv of stride 2: a vector over the output's width would read every other
     element) that its first one (output channels) does not index (a depthwise conv's input
     is: a vector over its channels would read as many planes)."""
-    stmt = sch.get(block)
     spatial = _data_parallel(stmt)
     return any(_stride(rng.min, spatial[-1]) > 1 and
                not any(_uses_var(other.min, spatial[0]) for other in r.region)

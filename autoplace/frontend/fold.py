@@ -247,8 +247,9 @@ def _sum_as_add(folder: _Folder, call: relax.Call) -> relax.Expr | None:
     fields = folder.value(stack.args[0])
     if not isinstance(fields, relax.Tuple) or len(fields.fields) < 2:
         return None
-    tensors = [folder.value(f).args[0] if _is(folder.value(f), _BROADCAST_TO) else f
-               for f in fields.fields]  # (a term's var, never its value: computed again)
+    terms = [(f, folder.value(f)) for f in fields.fields]
+    tensors = [v.args[0] if _is(v, _BROADCAST_TO) else f  # (a term's var, never its value:
+               for f, v in terms]                         # that would compute it again)
     if any(_shape(t) != _shape(call) for t in tensors):
         return None
     total = folder.visit_expr(tensors[0])
