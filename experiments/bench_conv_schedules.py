@@ -61,13 +61,14 @@ def runs(mcpu: str) -> bool:
 
 
 def _plans():
-    """Plan name -> a forced ``plan_reduction_tiles`` (None from one means: not possible)."""
+    """Plan name -> a forced ``plan_reduction_tiles`` (None from one means: not possible;
+    what the rules say of the kernel, its stride and group, is not asked)."""
     from autoplace.deploy import tile_plan
 
-    return {"width": lambda e, lanes, r: tile_plan.plan_tiles(e, lanes, r),
-            "channels x8": lambda e, lanes, r: tile_plan.plan_channel_tiles(
+    return {"width": lambda e, lanes, r, **_: tile_plan.plan_tiles(e, lanes, r),
+            "channels x8": lambda e, lanes, r, **_: tile_plan.plan_channel_tiles(
                 e, 8, r, most=tile_plan.CHANNEL_TILE),
-            "channels x16": lambda e, lanes, r: tile_plan.plan_channel_tiles(
+            "channels x16": lambda e, lanes, r, **_: tile_plan.plan_channel_tiles(
                 e, 16, r, most=tile_plan.CHANNEL_TILE)}
 
 
