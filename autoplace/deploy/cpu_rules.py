@@ -33,19 +33,22 @@ AVX-512: 7, 27, 55), in vectors of the target's width while they leave 4 vectors
 channels, else of 8 (AVX-512: 16 or 8), with a register tile over the width as large as the
 registers allow (its largest divisor up to 13). A register tile of a few
 columns (111: 3) takes the rows above it as a second register axis (3 x 3).
-(:mod:`autoplace.deploy.tile_plan` plans the tiles.) A reduction vectorised over channels
-reads its weights, for each block of channels its parallel loop runs, from a copy made
-there in which the vector's channels are innermost (:func:`_pack_channel_input`; MLAS's
-packed weights, made per call and per block): one load per vector, not one per channel; a
-weight the kernel marks layout free is packed once instead (:mod:`autoplace.deploy.prepack`).
-A conv of stride 2 goes over channels too (:func:`_strided`): a vector over its output's
-width would read every other input (resnet50's four: 0.64-0.85x the time on AVX-512; on
-AVX2 its six, with the 14 -> 7 ones, 0.61-0.83x; its whole build 0.95x / 0.97x on one thread
-/ two). A grouped conv's vectors over channels stay within a group (:func:`_channel_group`:
-its lanes divide the group's channels, else it goes over the width): each lane of a vector
-across two groups reads its own group's input, and shufflenet's 1x1 conv of 4 groups of
-136 channels onto 7 x 7 took 1,675 us on one core in 16-lane vectors, 99 in 8 (its
-build 15.6 -> 5.3 ms).
+(:mod:`autoplace.deploy.tile_plan` plans the tiles.) A reduction over the width runs its
+output channels' block loop outermost when its input is small enough to be read again by
+every block from a core's L2 (:func:`~autoplace.deploy.tile_plan.channels_outermost`), so
+that it writes a block's output planes in order rather than every plane from each tile. A
+reduction vectorised over channels reads its weights, for each block of channels its
+parallel loop runs, from a copy made there in which the vector's channels are innermost
+(:func:`_pack_channel_input`; MLAS's packed weights, made per call and per block): one load
+per vector, not one per channel; a weight the kernel marks layout free is packed once
+instead (:mod:`autoplace.deploy.prepack`). A conv of stride 2 goes over channels too
+(:func:`_strided`): a vector over its output's width would read every other input
+(resnet50's four: 0.64-0.85x the time on AVX-512; on AVX2 its six, with the 14 -> 7 ones,
+0.61-0.83x; its whole build 0.95x / 0.97x on one thread / two). A grouped conv's vectors
+over channels stay within a group (:func:`_channel_group`: its lanes divide the group's
+channels, else it goes over the width): each lane of a vector across two groups reads its
+own group's input, and shufflenet's 1x1 conv of 4 groups of 136 channels onto 7 x 7 took
+1,675 us on one core in 16-lane vectors, 99 in 8 (its build 15.6 -> 5.3 ms).
 Each conv alone on two cores of an AMD EPYC, against the rules before (interleaved; each
 kernel times its count): squeezenet's on AVX2 (x86-64-v3) 7.44 -> 5.14 ms in all (0.69),
 the first 905 -> 498 us, the last 1,423 -> 1,003; on AVX-512 (x86-64-v4) 5.36 -> 4.47 ms
@@ -71,7 +74,12 @@ from tvm.sym.pattern import detect_linear_equation
 from tvm.tirx import IndexMap
 
 from autoplace.deploy.prepack import PREPROC, free_params
-from autoplace.deploy.tile_plan import Tiles, largest_divisor, plan_reduction_tiles
+from autoplace.deploy.tile_plan import (
+    Tiles,
+    channels_outermost,
+    largest_divisor,
+    plan_reduction_tiles,
+)
 
 #: iterations of the fused parallel loop enough to keep every core busy (the loops inside
 #: it are left alone)
@@ -210,7 +218,8 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
                                  group=_channel_group(stmt))
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
-    outer, inner = _split_tiles(sch, spatial, tiles)
+    first = channels_outermost(tiles, len(spatial), _activation_bytes(stmt, tiles))
+    outer, inner = _split_tiles(sch, spatial, tiles, channels_first=first)
     sch.reorder(*outer, *reduce, *inner)
     if tiles.vector == 0 and len(spatial) > 1:  # a vector over output channels
         _pack_channel_input(sch, block, tiles, outer[0])
@@ -317,11 +326,34 @@ def _dtype_bits(sch: s_tir.Schedule, name: str) -> int:
     return bits
 
 
-def _split_tiles(sch, spatial, tiles: Tiles):
+def _activation_bytes(stmt, tiles: Tiles) -> int:
+    """Bytes of the buffers block ``stmt`` reads that its register axis does not index (a
+    conv's input, where that axis is its output channels); 0 without a register axis."""
+    if tiles.register is None:
+        return 0
+    var, seen, total = _data_parallel(stmt)[tiles.register], [], 0
+    for _, r in _input_reads(stmt):
+        if any(r.source.same_as(b) for b in seen) or any(_uses_var(x.min, var)
+                                                          for x in r.region):
+            continue
+        seen.append(r.source)
+        total += math.prod(_extents_of(r.source.shape)) * r.source.dtype.bits // 8
+    return total
+
+
+def _extents_of(shape) -> list[int]:
+    """A buffer's constant dimensions (refused when one is symbolic)."""
+    if not all(isinstance(d, tirx.IntImm) for d in shape):
+        raise ValueError("symbolic buffer shape")
+    return [int(d.value) for d in shape]
+
+
+def _split_tiles(sch, spatial, tiles: Tiles, channels_first: bool = False):
     """Split the vector (and register, and row) axes off ``spatial``: (outer loops, the
     register tiles' loops first if any (rows, then columns), then the vector loop). The
     register axes' outer loops come last among the outer loops, so the data of one tile of
-    the other axes is reused across them (an input tile across output channels)."""
+    the other axes is reused across them (an input tile across output channels); first
+    with ``channels_first`` (:func:`~autoplace.deploy.tile_plan.channels_outermost`)."""
     v_outer, v_inner = sch.split(spatial[tiles.vector], [None, tiles.vector_tile])
     outer = [v_outer if i == tiles.vector else loop for i, loop in enumerate(spatial)]
     if tiles.register is None:
@@ -332,7 +364,9 @@ def _split_tiles(sch, spatial, tiles: Tiles):
     for _, r_inner in splits:
         sch.unroll(r_inner)
     taken = {tiles.register, tiles.row}
-    outer = [loop for i, loop in enumerate(outer) if i not in taken] + [o for o, _ in splits]
+    others = [loop for i, loop in enumerate(outer) if i not in taken]
+    tile_outer = [o for o, _ in splits]
+    outer = tile_outer + others if channels_first else others + tile_outer
     return outer, [*(i for _, i in splits), v_inner]
 
 

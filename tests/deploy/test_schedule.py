@@ -10,7 +10,14 @@ from tvm import relax, s_tir, te, tirx
 
 from autoplace.deploy.cpu_rules import MIN_PARALLEL, parallel_outer, vector_bits
 from autoplace.deploy.schedule import default_schedule, threads_for
-from autoplace.deploy.tile_plan import Tiles, plan_channel_tiles, plan_reduction_tiles, plan_tiles
+from autoplace.deploy.tile_plan import (
+    REREAD_BYTES,
+    Tiles,
+    channels_outermost,
+    plan_channel_tiles,
+    plan_reduction_tiles,
+    plan_tiles,
+)
 from autoplace.frontend.relax import fuse
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
@@ -360,6 +367,37 @@ def test_a_strided_conv_runs_its_vectors_over_channels(strides, lanes, over):
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == lanes
     channel, width = values[0], values[2]  # (channels, rows, width, reductions: batch 1)
     assert _uses(channel if over == "channels" else width, around[-1])
+
+
+@pytest.mark.parametrize("shapes, first", [
+    (((1, 32, 28, 28), (512, 32, 1, 1)), True),  # 100 KB of input: resnet50's expansions
+    (((1, 256, 56, 56), (64, 256, 1, 1)), False)])  # 3.2 MB: its reductions
+def test_a_conv_over_the_width_runs_its_output_channels_outermost_on_a_small_input(shapes,
+                                                                                   first):
+    """A 1x1 conv vectorised over the width: its output channels' block loop is the
+    outermost (parallel) loop when its input fits :data:`REREAD_BYTES`, each block reading
+    it all; the rows' and the width's loops are, when it does not; the outputs the same."""
+    conv = lambda: _legalized(relax.op.nn.conv2d, *shapes)  # noqa: E731
+    func = default_schedule(conv(), AVX512)
+    _, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+        iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
+    assert around[0].kind == tirx.ForKind.PARALLEL
+    assert _uses(values[2], around[-1])  # (a vector over the width: the plan asked for)
+    assert (_uses(values[0], around[0]), _uses(values[1], around[0])) == (first, not first)
+    here = default_schedule(conv(), TWO_CORES)
+    np.testing.assert_allclose(_run(here, TWO_CORES), _run(conv()), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tiles, n_spatial, nbytes, first", [
+    (Tiles(vector=2, vector_tile=14, register=0, register_tile=8), 3, REREAD_BYTES, True),
+    (Tiles(vector=2, vector_tile=14, register=0, register_tile=8), 3, REREAD_BYTES + 1, False),
+    (Tiles(vector=2, vector_tile=14), 3, 0, False),  # no register axis to put first
+    (Tiles(vector=0, vector_tile=16, register=2, register_tile=13), 3, 0, False),  # channels
+    (Tiles(vector=2, vector_tile=8, register=0, register_tile=3, row=1, row_tile=3), 3, 0,
+     False)])
+def test_channels_go_outermost_only_over_the_width_of_a_small_input(tiles, n_spatial, nbytes,
+                                                                    first):
+    assert channels_outermost(tiles, n_spatial, nbytes) is first
 
 
 @pytest.mark.parametrize("extents, strided, vector", [
