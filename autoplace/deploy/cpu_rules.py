@@ -326,26 +326,22 @@ def _dtype_bits(sch: s_tir.Schedule, name: str) -> int:
     return bits
 
 
-def _activation_bytes(stmt, tiles: Tiles) -> int:
+def _activation_bytes(stmt, tiles: Tiles) -> float:
     """Bytes of the buffers block ``stmt`` reads that its register axis does not index (a
-    conv's input, where that axis is its output channels); 0 without a register axis."""
+    conv's input, where that axis is its output channels); 0 without a register axis,
+    infinite when one of those buffers has a symbolic shape."""
     if tiles.register is None:
         return 0
-    var, seen, total = _data_parallel(stmt)[tiles.register], [], 0
+    var, seen, total = _data_parallel(stmt)[tiles.register], [], 0.0
     for _, r in _input_reads(stmt):
         if any(r.source.same_as(b) for b in seen) or any(_uses_var(x.min, var)
                                                           for x in r.region):
             continue
         seen.append(r.source)
-        total += math.prod(_extents_of(r.source.shape)) * r.source.dtype.bits // 8
+        if not all(isinstance(d, tirx.IntImm) for d in r.source.shape):
+            return math.inf
+        total += math.prod(int(d.value) for d in r.source.shape) * r.source.dtype.bits / 8
     return total
-
-
-def _extents_of(shape) -> list[int]:
-    """A buffer's constant dimensions (refused when one is symbolic)."""
-    if not all(isinstance(d, tirx.IntImm) for d in shape):
-        raise ValueError("symbolic buffer shape")
-    return [int(d.value) for d in shape]
 
 
 def _split_tiles(sch, spatial, tiles: Tiles, channels_first: bool = False):

@@ -98,15 +98,17 @@ def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
     return _over_channels(extents, within, registers) or width
 
 
-def channels_outermost(tiles: Tiles, n_spatial: int, activation_bytes: int) -> bool:
+def channels_outermost(tiles: Tiles, n_spatial: int, activation_bytes: float) -> bool:
     """Whether a reduction's register axis (output channels) goes outermost, before the
     rows and the width: for a vector over the width (not a second register axis of rows)
     whose activations take at most :data:`REREAD_BYTES`. Then a register tile's output
     planes are written in order, a few streams at a time, where with the channels inside
     every tile of the width writes all of them (a 1x1 conv to 512 channels: 512 write
-    streams, which a cold output buffer in a run misses on): resnet50's 512 x 128 1x1 conv
-    onto 28 x 28 after a 64 MB flush 859 -> 570 us, its 1024 x 256 one 755 -> 638; the
-    same convs whose input is 3 MB (256 x 56 x 56) 612 -> 794, so not past the L2."""
+    streams, which a cold output buffer in a run misses on). Alone after a 64 MB flush, on
+    two cores: resnet50's 512 x 128 1x1 conv onto 28 x 28 931 -> 631 us, its 1024 x 256
+    one 839 -> 664; its 64 x 256 one, whose input takes 3 MB (256 x 56 x 56), 612 -> 794,
+    so not past the L2; warm, and whole models in a run, unchanged within this machine's
+    noise (experiments/results/bench_conv_cold.md)."""
     return (tiles.register is not None and tiles.row is None
             and tiles.vector == n_spatial - 1 and activation_bytes <= REREAD_BYTES)
 
