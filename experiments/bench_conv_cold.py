@@ -42,30 +42,24 @@ def computes(model: str, rules=None):
     """``(name, count in the model, MFLOP, compute PrimFunc)`` per distinct conv kernel,
     scheduled as the runtime schedules it for this host's CPU (by ``rules``' ``cpu_schedule``
     where given: another tree's), and the target."""
-    from autoplace.deploy.kernel_db import scheduled
-    from autoplace.deploy.prepack import layout_free, split_packs
     from autoplace.deploy.targets import unit_target
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
+    from autoplace.runtime.libraries import split_kernel
     from autoplace.runtime.program import read_program
 
     mod, graph = load_module(model)
     profile = load_profile("host")
     target = unit_target(profile.unit("cpu"), profile)
     program = read_program(mod)
-    outputs = {k.func: len(k.outputs) for k in program.kernels}
+    schedule = None if rules is None else lambda f, t: rules.cpu_schedule(f, t, True)
     count, flops = {}, {}
     for op in graph.ops:
         count[op.func] = count.get(op.func, 0) + 1
         flops[op.func] = op.flops
-    out = []
-    for name in sorted(f for f in count if "conv" in f):
-        func = layout_free(mod[name], program.weight_params(name))
-        func = scheduled(func, target, None) if rules is None else \
-            rules.cpu_schedule(func, target, True)
-        compute, _ = split_packs(func, outputs[name])
-        out.append((name, count[name], flops[name] / 1e6, compute))
-    return out, target
+    return [(name, count[name], flops[name] / 1e6,
+             split_kernel(program, name, target, schedule=schedule)[0])
+            for name in sorted(f for f in count if "conv" in f)], target
 
 
 def arguments(compute, rng):

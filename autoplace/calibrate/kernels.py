@@ -34,8 +34,7 @@ import numpy as np
 
 from autoplace.calibrate.energy import EnergySample, PowerFit, Rapl, idle_sample, sample
 from autoplace.deploy import build
-from autoplace.deploy.kernel_db import KernelDatabase, scheduled
-from autoplace.deploy.prepack import layout_free, split_packs
+from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.run import DEFAULT_TIMING, Loaded, TimeSettings, random_inputs
 from autoplace.deploy.targets import unit_target
 from autoplace.graph import OpGraph, kernel_key
@@ -124,13 +123,12 @@ def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
     record; a weight packed once is read packed, its packing not timed)."""
     import tvm
 
+    from autoplace.runtime.libraries import split_kernel
     from autoplace.runtime.program import read_program
 
     program = read_program(mod)
-    outputs = {k.func: len(k.outputs) for k in program.kernels}
     funcs = sorted({op.func or op.name for op in graph.ops})
-    computes = {f: split_packs(scheduled(layout_free(mod[f], program.weight_params(f)),
-                                         target, kernels), outputs[f])[0] for f in funcs}
+    computes = {f: split_kernel(program, f, target, kernels)[0] for f in funcs}
     kmod = tvm.IRModule({f: pf.with_attr("global_symbol", f) for f, pf in computes.items()})
     lib = session.load(tvm.compile(kmod, target=target), workdir, f"kernels-{graph.name}")
     dev = session.device(int(target.get_target_device_type()), 0)

@@ -63,6 +63,18 @@ def rules_digest() -> str:
     return _digest(*(Path(m.__file__).read_text() for m in SCHEDULE_RULES))
 
 
+def split_kernel(program: Program, name: str, target: tvm.target.Target,
+                 kernels: KernelDatabase | None = None, schedule=None) -> tuple:
+    """Kernel ``name`` of ``program`` as a library holds it for ``target``: its weights
+    marked layout free, scheduled (by ``kernels``' record, else the default schedule; by
+    ``schedule(func, target)`` where given), its packs split off: ``(compute, packs)``
+    (:func:`~autoplace.deploy.prepack.split_packs`)."""
+    func = layout_free(program.funcs[name], program.weight_params(name))
+    func = scheduled(func, target, kernels) if schedule is None else schedule(func, target)
+    outputs = next(len(k.outputs) for k in program.kernels if k.func == name)
+    return split_packs(func, outputs)
+
+
 def _symbol(func, name: str, target: tvm.target.Target):
     return func.with_attr("global_symbol", name).with_attr("target", target)
 
@@ -112,7 +124,6 @@ class KernelLibraries:
         self._calls: dict[tuple[str, str], object] = {}
         self._packs: dict[Path, dict[str, tuple[PackSpec, ...]]] = {}
         self._packed: dict[tuple, tvm.runtime.Tensor] = {}
-        self._outputs = {k.func: len(k.outputs) for k in program.kernels}
 
     def _add_unit(self, name: str) -> None:
         unit = self.profile.unit(name)
@@ -214,9 +225,7 @@ class KernelLibraries:
     def _compile(self, key: str, path: Path) -> None:
         target, funcs, table = self._targets[key], {}, {}
         for name in sorted(self._funcs[key]):
-            pf = scheduled(layout_free(self.program.funcs[name], self.program.weight_params(name)),
-                           target, self.kernels)
-            compute, packs = split_packs(pf, self._outputs[name])
+            compute, packs = split_kernel(self.program, name, target, self.kernels)
             funcs[name] = _symbol(compute, name, target)
             funcs.update({pack_symbol(name, p.param): _symbol(p.func, pack_symbol(name, p.param),
                                                               target) for p in packs})
