@@ -45,13 +45,13 @@ def computes(model: str, rules=None):
     from autoplace.deploy.targets import unit_target
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
+    from autoplace.runtime.layout import runtime_program
     from autoplace.runtime.libraries import split_kernel
-    from autoplace.runtime.program import read_program
 
     mod, graph = load_module(model)
     profile = load_profile("host")
     target = unit_target(profile.unit("cpu"), profile)
-    program = read_program(mod)
+    program = runtime_program(mod, graph, profile)
     schedule = None if rules is None else lambda f, t: rules.cpu_schedule(f, t, True)
     count, flops = {}, {}
     for op in graph.ops:

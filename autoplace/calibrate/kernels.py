@@ -115,7 +115,7 @@ def _random_args(pf, device, rng) -> list:
     return args
 
 
-def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
+def time_kernels(mod, graph: OpGraph, profile: Profile, target, session: Session, workdir: Path,
                  settings: TimeSettings, seed: int = 0,
                  kernels: KernelDatabase | None = None) -> dict[str, float]:
     """Seconds per call of each distinct kernel of ``graph``, compiled alone for ``target``
@@ -123,10 +123,10 @@ def time_kernels(mod, graph: OpGraph, target, session: Session, workdir: Path,
     record; a weight packed once is read packed, its packing not timed)."""
     import tvm
 
+    from autoplace.runtime.layout import runtime_program
     from autoplace.runtime.libraries import split_kernel
-    from autoplace.runtime.program import read_program
 
-    program = read_program(mod)
+    program = runtime_program(mod, graph, profile)
     funcs = sorted({op.func or op.name for op in graph.ops})
     computes = {f: split_kernel(program, f, target, kernels)[0] for f in funcs}
     kmod = tvm.IRModule({f: pf.with_attr("global_symbol", f) for f, pf in computes.items()})
@@ -176,7 +176,7 @@ def measure(models: Sequence[str], profile: Profile, unit: str, *, session: Sess
                 energy += [runs] if runs is not None else []
             else:
                 target = unit_target(profile.unit(unit), profile)
-                funcs = time_kernels(mod, graph, target, session, Path(tmp), settings,
+                funcs = time_kernels(mod, graph, profile, target, session, Path(tmp), settings,
                                      kernels=kernels)
                 times = [funcs[op.func or op.name] for op in graph.ops]
                 whole[name] = time_model(mod, graph, profile, unit, session, Path(tmp),

@@ -53,6 +53,7 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     from autoplace.deploy.kernel_tuning import KernelTuner, KernelTuning, kernel_tasks
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
+    from autoplace.runtime.layout import runtime_program
 
     if bool(args.rpc_tracker) != bool(args.rpc_key):
         raise ValueError("--rpc-tracker and --rpc-key go together")
@@ -68,7 +69,7 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     if args.rpc_tracker:
         _board_is_there(args.rpc_tracker, args.rpc_key)
     mod, graph = load_module(args.model, args.input_shapes)
-    tasks = kernel_tasks(_prim_funcs(mod), graph, profile, args.unit,
+    tasks = kernel_tasks(runtime_program(mod, graph, profile).funcs, graph, profile, args.unit,
                          on_board=args.rpc_tracker is not None,
                          cross_compiler=args.cross_compiler)
     db = KernelDatabase(args.kernel_db, create=True)
@@ -92,13 +93,6 @@ def _board_is_there(tracker: str, key: str) -> None:
         raise NoServerError(f"--rpc-tracker {tracker}: no server is registered under key "
                             f"{key!r} (start one on the board: python -m tvm.exec.rpc_server "
                             f"--tracker {tracker} --key {key})")
-
-
-def _prim_funcs(mod) -> dict:
-    import tvm
-
-    return {gv.name_hint: f for gv, f in mod.functions.items()
-            if isinstance(f, tvm.tirx.PrimFunc)}
 
 
 def _targets(tasks) -> str:

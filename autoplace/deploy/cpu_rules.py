@@ -37,6 +37,10 @@ columns (111: 3) takes the rows above it as a second register axis (3 x 3).
 output channels' block loop outermost when its input is small enough to be read again by
 every block from a core's L2 (:func:`~autoplace.deploy.tile_plan.channels_outermost`), so
 that it writes a block's output planes in order rather than every plane from each tile. A
+reduction whose output holds its channels in blocks, innermost (NCHWc, as the runtime holds
+activations: :mod:`autoplace.runtime.layout`; :func:`_blocked_output`) is vectorised over
+the block's channels with the width in registers
+(:func:`~autoplace.deploy.tile_plan.plan_block_tiles`), its weights packed. A
 reduction vectorised over channels reads its weights, for each block of channels its
 parallel loop runs, from a copy made there in which the vector's channels are innermost
 (:func:`_pack_channel_input`; MLAS's packed weights, made per call and per block): one load
@@ -49,12 +53,7 @@ over channels stay within a group (:func:`_channel_group`: its lanes divide the 
 channels, else it goes over the width): each lane of a vector across two groups reads its
 own group's input, and shufflenet's 1x1 conv of 4 groups of 136 channels onto 7 x 7 took
 1,675 us on one core in 16-lane vectors, 99 in 8 (its build 15.6 -> 5.3 ms).
-Each conv alone on two cores of an AMD EPYC, against the rules before (interleaved; each
-kernel times its count): squeezenet's on AVX2 (x86-64-v3) 7.44 -> 5.14 ms in all (0.69),
-the first 905 -> 498 us, the last 1,423 -> 1,003; on AVX-512 (x86-64-v4) 5.36 -> 4.47 ms
-(0.83), the first 795 -> 377 (its loops were only parallel); on SSE2 (the packing alone)
-31.6 -> 24.9 ms (0.79); resnet50's on AVX-512 55.1 -> 54.7 ms (0.99: its 1x1 7-wide convs
-0.65-0.86, its 3x3 7-wide ones 1.12-1.40) (experiments/results/bench_conv_schedules.md).
+(The rules' figures, each against the rules before it: docs/build.md, **Schedules**.)
 
 A step TVM refuses on a block leaves that block as it was (a reduction then only gets its
 outer loops parallel: :func:`parallel_outer`); a refused kernel is a slower kernel, never a
@@ -78,6 +77,7 @@ from autoplace.deploy.tile_plan import (
     Tiles,
     channels_outermost,
     largest_divisor,
+    plan_block_tiles,
     plan_reduction_tiles,
 )
 
@@ -214,14 +214,16 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     lanes = bits // _dtype_bits(sch, name)
     extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
     stmt = sch.get(block)
-    tiles = plan_reduction_tiles(extents, lanes, registers, strided=_strided(stmt),
-                                 group=_channel_group(stmt))
+    blocked = _blocked_output(stmt)
+    tiles = plan_block_tiles(extents, lanes, registers) if blocked else plan_reduction_tiles(
+        extents, lanes, registers, strided=_strided(stmt), group=_channel_group(stmt))
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
-    first = channels_outermost(tiles, len(spatial), _activation_bytes(stmt, tiles))
+    first = not blocked and channels_outermost(tiles, len(spatial),
+                                               _activation_bytes(stmt, tiles))
     outer, inner = _split_tiles(sch, spatial, tiles, channels_first=first)
     sch.reorder(*outer, *reduce, *inner)
-    if tiles.vector == 0 and len(spatial) > 1:  # a vector over output channels
+    if (tiles.vector == 0 and len(spatial) > 1) or blocked:  # a vector over output channels
         _pack_channel_input(sch, block, tiles, outer[0])
     _write_back(sch, block, outer[-1], _innermost(sch, block, tiles, len(spatial)))
     if parallel:  # before the reduction is split in two blocks (TVM's rule)
@@ -254,6 +256,14 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
         sch.annotate(copy, PREPROC, True)  # a constant: packed once (prepack.split_packs)
     else:
         sch.compute_at(copy, slab_loop)
+
+
+def _blocked_output(stmt) -> bool:
+    """Whether block ``stmt`` writes an output whose channels are in blocks, innermost (an
+    NCHWc tensor: :mod:`autoplace.runtime.layout`): 5-D, its last index the block's
+    innermost data-parallel iterator, with another before it (the width)."""
+    region, spatial = stmt.writes[0].region, _data_parallel(stmt)
+    return len(region) == 5 and len(spatial) >= 2 and region[-1].min.same_as(spatial[-1])
 
 
 def _strided(stmt) -> bool:

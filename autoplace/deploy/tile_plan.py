@@ -98,6 +98,18 @@ def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
     return _over_channels(extents, within, registers) or width
 
 
+def plan_block_tiles(extents: list[int], lanes: int, registers: int) -> Tiles:
+    """The tiles of a reduction whose output holds its channels in blocks, innermost (NCHWc:
+    :mod:`autoplace.runtime.layout`; ``extents[-1]`` the block, ``extents[-2]`` the width):
+    the vector over the block's channels (its largest divisor up to ``lanes``), the register
+    tile over the width (its largest divisor up to half the registers less two: 14 of
+    AVX-512's 32), as MLAS's NCHWc kernels tile; the weights are then read a vector of the
+    block's channels at a time, each input element broadcast once per register tile."""
+    return Tiles(vector=len(extents) - 1, vector_tile=largest_divisor(extents[-1], lanes),
+                 register=len(extents) - 2,
+                 register_tile=largest_divisor(extents[-2], registers // 2 - 2))
+
+
 def channels_outermost(tiles: Tiles, n_spatial: int, activation_bytes: float) -> bool:
     """Whether a reduction's register axis (output channels) goes outermost, before the
     rows and the width: for a vector over the width (not a second register axis of rows)

@@ -30,7 +30,8 @@ from autoplace.hardware.profile import Profile
 from autoplace.measure.base import Measurer, MeasureResult
 from autoplace.measure.simulator import Simulator
 from autoplace.runtime import DEFAULT_CACHE, KernelLibraries, Runtime, check_program
-from autoplace.runtime.program import load_program, read_program, save_program
+from autoplace.runtime.layout import runtime_program
+from autoplace.runtime.program import load_program, save_program
 from autoplace.space import Placement, SearchSpace
 from autoplace.space.problem import ErrorKind
 
@@ -191,7 +192,7 @@ class LocalMeasurer(Measurer):
         self.space = space or SearchSpace(graph, profile)
         self.precheck = Prechecker(graph, profile, self.space, check_capacity=check_capacity)
         self.settings, self.timeout, self.seed = settings, timeout, seed
-        program = read_program(mod)
+        program = runtime_program(mod, graph, profile)
         check_program(program, graph)
         check_targets(profile)  # the profile's error, before any unit's warning
         self.libraries = KernelLibraries(program, graph, profile, Path(cache_dir),

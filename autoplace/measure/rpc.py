@@ -167,9 +167,9 @@ class RPCMeasurer(BuildingMeasurer):
     def _job(self, mod, cache_dir, cross_compiler: str | None, kernels) -> Sessions:
         """The runtime job's files (every unit's library compiled or found here first)."""
         from autoplace.runtime import DEFAULT_CACHE, check_program
-        from autoplace.runtime.program import read_program
+        from autoplace.runtime.layout import runtime_program
 
-        program = read_program(mod)
+        program = runtime_program(mod, self.graph, self.profile)
         check_program(program, self.graph)
         libraries = KernelLibraries(program, self.graph, self.profile,
                                     Path(cache_dir or DEFAULT_CACHE),

@@ -45,6 +45,7 @@ from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.assemble import Assembled, assemble, copy_tensor, plan_buffers, timing_of
 from autoplace.runtime.executor import Executor, RunError, RunTimeout, RunTrace
+from autoplace.runtime.layout import runtime_program
 from autoplace.runtime.libraries import KernelLibraries
 from autoplace.runtime.memory import PoolError
 from autoplace.runtime.native import native_library
@@ -89,7 +90,7 @@ class Runtime:
                  copy=copy_tensor, files: dict[str, Path] | None = None,
                  cross_compiler: str | None = None, kernels: KernelDatabase | None = None,
                  native: bool = True, source: tvm.IRModule | None = None):
-        self.program = mod if isinstance(mod, Program) else read_program(mod)
+        self.program = mod if isinstance(mod, Program) else runtime_program(mod, graph, profile)
         check_program(self.program, graph)
         self.graph, self.profile = graph, profile
         self.space = space or SearchSpace(graph, profile)

@@ -9,11 +9,13 @@ import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 
 from autoplace.deploy.cpu_rules import MIN_PARALLEL, parallel_outer, vector_bits
+from autoplace.deploy.prepack import layout_free
 from autoplace.deploy.schedule import default_schedule, threads_for
 from autoplace.deploy.tile_plan import (
     REREAD_BYTES,
     Tiles,
     channels_outermost,
+    plan_block_tiles,
     plan_channel_tiles,
     plan_reduction_tiles,
     plan_tiles,
@@ -21,6 +23,7 @@ from autoplace.deploy.tile_plan import (
 from autoplace.frontend.relax import fuse
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
+from autoplace.runtime.layout import runtime_program
 
 #: a unit of this machine's CPU on two cores (the host profile's ``cpu``: AVX-512 here), and
 #: one of the baseline x86-64 CPU (SSE2) on one core
@@ -441,3 +444,35 @@ def test_a_grouped_conv_reads_its_packed_weights_in_vectors_within_a_group():
     assert _uses(values[0], around[-1])
     packed = [r.source for r in block.reads if len(r.source.shape) == 5]
     assert [[int(d) for d in b.shape] for b in packed] == [[68, 136, 1, 1, 8]]
+
+
+@pytest.mark.parametrize("extents, lanes, registers, tiles", [
+    # AVX-512: the block's 16 channels a vector, the width in up to 14 accumulators
+    ([12, 13, 13, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=13)),
+    ([4, 55, 55, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=11)),
+    ([125, 13, 13, 8], 16, 32, Tiles(vector=3, vector_tile=8, register=2, register_tile=13)),
+    # AVX2: half a block a vector, up to 6 accumulators of the width
+    ([4, 56, 56, 16], 8, 16, Tiles(vector=3, vector_tile=8, register=2, register_tile=4)),
+])
+def test_a_reduction_onto_channel_blocks_vectorises_the_block(extents, lanes, registers,
+                                                               tiles):
+    assert plan_block_tiles(extents, lanes, registers) == tiles
+
+
+def test_a_conv_onto_channel_blocks_holds_the_width_in_registers_and_reads_packed_weights():
+    """squeezenet's 48 -> 192 1x1 conv onto 13 x 13 as the runtime holds it (NCHW16c in and
+    out): a vector of the block's 16 channels, 13 of them in registers along the width,
+    the weight packed with the block's channels innermost; it computes what it did."""
+    mod, graph = load_module("squeezenet")
+    program = runtime_program(mod, graph, load_profile("host"))
+    name = "fused_conv2d10_add6_relu6"
+    func = layout_free(program.funcs[name], program.weight_params(name))
+    scheduled = default_schedule(func, AVX512)
+    block, values, around = [(b, v, a) for b, v, a in _nests(scheduled.body) if any(
+        iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
+    assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 16
+    assert around[-2].kind == tirx.ForKind.UNROLLED and int(around[-2].extent) == 13
+    packed = [r.source for r in block.reads if r.source.name.endswith("_global")]
+    assert [[int(d) for d in b.shape] for b in packed] == [[12, 48, 1, 1, 16]]
+    np.testing.assert_allclose(_run(default_schedule(func, TWO_CORES), TWO_CORES), _run(func),
+                               rtol=1e-5, atol=1e-5)
