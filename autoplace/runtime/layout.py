@@ -22,11 +22,11 @@ tensor there (and the ops that make those tensors then keep them plain); so does
 blocks would index a blocked buffer's channel within the block by anything but an iterator
 (:func:`_check_within_block`: a grouped conv whose groups are no multiple of the block, a
 reshape), and every op a unit with a code generator may run (its BYOC region computes on
-plain tensors: :func:`runtime_program`). A blocked tensor
-has the bytes of the plain one (no padding), so copies between units and the simulator's
-sizes are the same. Every op on one core of the host, against the plain layout in the same
-minute: squeezenet 9.72 -> 7.32 ms (its first conv 0.33x, its 1x1 squeezes 0.51-0.54x),
-resnet50 0.82x, densenet121 0.79x (experiments/results/bench_blocked_layout.md).
+plain tensors: :func:`runtime_program`) or that reads rows (matmul, softmax, norm). A
+blocked tensor has the bytes of the plain one (no padding), so copies between units and the
+simulator's sizes are the same. Every op on one core of the host, against the plain layout
+in the same minute: squeezenet 9.72 -> 7.32 ms (its first conv 0.33x, its 1x1 squeezes
+0.51-0.54x), resnet50 0.82x, densenet121 0.79x (experiments/results/bench_blocked_layout.md).
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ from autoplace.space.capability import capable
 BLOCKS = (16, 8)
 #: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
 _REFUSED = (RuntimeError, ValueError)
+#: (PrimFunc's structural hash, its blocked parameters) -> the blocked PrimFunc, None when
+#: refused: a process that reads a model again (a measurer after a runtime, calibrate's
+#: units) re-lays nothing (densenet121's 188 PrimFuncs take 4.5 s)
+_MEMO: dict[tuple, object] = {}
 
 
 def block_of(shape, dtype: str) -> int | None:
@@ -69,11 +73,18 @@ def _calls(program: Program) -> dict[str, list[list[Ref]]]:
     return out
 
 
+#: kinds of op that read their last axes as rows (attention's): their tensors stay plain
+ROW_KINDS = frozenset({"matmul", "softmax", "norm", "other"})
+
+
 def runtime_program(mod: tvm.IRModule, graph: OpGraph, profile: Profile) -> Program:
     """The :class:`Program` the runtime runs ``mod`` as on ``profile``'s units: its
     activations blocked, except those an op that a unit with a code generator may run
-    makes or reads (a BYOC region computes on plain tensors)."""
-    return blocked_program(read_program(mod), region_ops(graph, profile))
+    makes or reads (a BYOC region computes on plain tensors), or an op of
+    :data:`ROW_KINDS` (a 4-D tensor of attention is ``[batch, heads, rows, columns]``:
+    blocks of heads would gain nothing)."""
+    rows = frozenset(k for k, op in enumerate(graph.ops) if op.kind in ROW_KINDS)
+    return blocked_program(read_program(mod), region_ops(graph, profile) | rows)
 
 
 def region_ops(graph: OpGraph, profile: Profile) -> frozenset[int]:
@@ -128,10 +139,18 @@ def _blocked_funcs(program: Program, chosen: dict[Ref, int]) -> tuple[dict, set[
         blocks = {p: chosen[ref] for p, ref in enumerate(cs[0]) if ref in chosen}
         if not blocks:
             continue
-        try:
-            funcs[name] = blocked_func(program.funcs[name], blocks)
-        except _REFUSED:
+        func = program.funcs[name]
+        key = (program.func_hashes.get(name) or str(tvm_ffi.structural_hash(func)),
+               tuple(sorted(blocks.items())))
+        if key not in _MEMO:
+            try:
+                _MEMO[key] = blocked_func(func, blocks)
+            except _REFUSED:
+                _MEMO[key] = None
+        if _MEMO[key] is None:
             failed |= {c[p] for c in cs for p in blocks}
+        else:
+            funcs[name] = _MEMO[key]
     return funcs, failed
 
 

@@ -8,7 +8,7 @@ import pytest
 from tvm import relax
 
 from autoplace.deploy import reference_accelerator
-from autoplace.frontend.relax import fuse
+from autoplace.frontend.relax import from_relax, fuse
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
 from autoplace.runtime import Runtime
@@ -98,3 +98,26 @@ def test_tensors_an_op_of_a_code_generators_unit_may_touch_stay_plain():
         assert all(len(o.shape) == 4 for o in kern.outputs)
         assert all(len(program.kernels[a[1]].outputs[a[2]].shape) == 4
                    for a in kern.args if a[0] == "op")
+
+
+def _pools_then(last) -> tuple:
+    """x (16 channels) -> max pool -> ``last`` -> the result, fused and as a graph."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 16, 8, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.max_pool2d(x, 3, padding=1))
+            out = bb.emit_output(last(y))
+        bb.emit_func_output(out)
+    return from_relax(bb.finalize(), "pools")
+
+
+@pytest.mark.parametrize("last, blocked", [
+    (lambda y: relax.op.nn.max_pool2d(y, 2, strides=2), True),  # (another PrimFunc)
+    (lambda y: relax.op.nn.softmax(y, axis=-1), False),  # (reads rows: plain)
+])
+def test_a_tensor_between_two_pools_is_blocked_and_one_a_softmax_reads_is_not(last, blocked):
+    mod, graph = _pools_then(last)
+    program = runtime_program(mod, graph, load_profile("host"))
+    between = program.kernels[0].outputs[0].shape
+    assert between == ((1, 1, 8, 8, 16) if blocked else (1, 16, 8, 8))
