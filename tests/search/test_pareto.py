@@ -168,7 +168,7 @@ def test_the_tuned_front_is_the_enumerated_exact_front(tmp_path, spec):
     assert len(read(tmp_path / "t.jsonl")) <= 64 + 3  # (and the baselines)
 
 
-@pytest.mark.parametrize("hw, points", [("soc", 2), ("biglittle", 6), ("host", 7)])
+@pytest.mark.parametrize("hw, points", [("soc", 2), ("biglittle", 6), ("host", 2)])
 def test_the_tuned_front_of_the_seed_te_example_is_its_exact_front(tmp_path, hw, points):
     """The seed thread's TE example (four elementwise ops; 29,216 placements on soc, copy
     modes counted): 64 trials find every point of the front of every placement."""
@@ -345,12 +345,13 @@ def test_the_two_figure_dominance_test_is_the_general_one():
     assert 0 < weakly_dominated(F, front.astype(float)).sum() < 400
 
 
-@pytest.mark.parametrize("hw, seeded", [("soc", True), ("npu", False), ("host", True),
+@pytest.mark.parametrize("hw, seeded", [("soc", True), ("npu", False), ("host", False),
                                         ("biglittle", False)])
 def test_the_least_latency_branch_and_bound_proves_is_a_seed(hw, seeded):
     """seed_te: after the baselines, a round proposes the placement of least latency over
     all placements (``seed:exact``) where neither a baseline nor HEFT's start (proposed
-    first) reaches it (on soc, and on host as calibrated on 2026-11-28)."""
+    first) reaches it (on soc; on host, recalibrated for the NCHWc kernels with a hand-over
+    of 23.6 us, a baseline does)."""
     from autoplace.baselines.optimum import optimum
     from autoplace.search.heft_start import heft_start
     from autoplace.search.pareto_search import ParetoSearch
