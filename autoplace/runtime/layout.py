@@ -51,7 +51,7 @@ BLOCKS = (16, 8)
 _REFUSED = (RuntimeError, ValueError)
 #: (PrimFunc's structural hash, its blocked parameters) -> the blocked PrimFunc, None when
 #: refused: a process that reads a model again (a measurer after a runtime, calibrate's
-#: units) re-lays nothing (densenet121's 188 PrimFuncs take 4.5 s)
+#: units) re-lays nothing (densenet121's 188 PrimFuncs take 1.5 s)
 _MEMO: dict[tuple, object] = {}
 
 
@@ -73,7 +73,8 @@ def _calls(program: Program) -> dict[str, list[list[Ref]]]:
     return out
 
 
-#: kinds of op that read their last axes as rows (attention's): their tensors stay plain
+#: kinds of op that read their last axes as rows (attention's), and ops of no known kind:
+#: their tensors stay plain
 ROW_KINDS = frozenset({"matmul", "softmax", "norm", "other"})
 
 
@@ -95,10 +96,12 @@ def region_ops(graph: OpGraph, profile: Profile) -> frozenset[int]:
     return frozenset(np.flatnonzero(capable(graph, profile)[:, coded].any(axis=1)).tolist())
 
 
-def blocked_tensors(program: Program, plain_ops: frozenset[int] = frozenset()) -> dict[Ref, int]:
-    """The ops' outputs :func:`blocked_program` blocks, with their blocks (none an op of
-    ``plain_ops`` makes or reads)."""
-    results = {tuple(r) for r in program.results}
+def blocked_tensors(program: Program, plain_ops: frozenset[int] = frozenset(),
+                    plain: frozenset[Ref] = frozenset()) -> dict[Ref, int]:
+    """The ops' outputs :func:`blocked_program` blocks, with their blocks (none of
+    ``plain``, none an op of ``plain_ops`` makes or reads, and at every call of a PrimFunc
+    each parameter blocked alike)."""
+    results = {tuple(r) for r in program.results} | set(plain)
     results |= {tuple(a) for k in plain_ops for a in program.kernels[k].args}
     results |= {("op", k, f) for k in plain_ops for f in range(len(program.kernels[k].outputs))}
     chosen = {("op", k, f): block_of(s.shape, s.dtype) for k, kern in enumerate(program.kernels)
@@ -115,14 +118,13 @@ def blocked_program(program: Program, plain_ops: frozenset[int] = frozenset()) -
     """``program`` with its activations blocked (module docstring) but those of
     ``plain_ops``; ``program`` itself when none is. A PrimFunc TVM will not re-lay keeps its
     tensors plain."""
-    refused: set[Ref] = set()
-    while True:
-        chosen = {r: b for r, b in blocked_tensors(program, plain_ops).items()
-                  if r not in refused}
+    refused: frozenset[Ref] = frozenset()
+    while True:  # (the calls' agreement holds again after each refusal)
+        chosen = blocked_tensors(program, plain_ops, refused)
         funcs, failed = _blocked_funcs(program, chosen)
         if not failed:
             break
-        refused |= failed
+        refused = refused | failed
     if not chosen:
         return program
     kernels = tuple(dataclasses.replace(kern, outputs=tuple(
