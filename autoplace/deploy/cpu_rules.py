@@ -85,7 +85,7 @@ from autoplace.deploy.tile_plan import (
 #: it are left alone)
 MIN_PARALLEL = 64
 #: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
-_REFUSED = (RuntimeError, ValueError)
+REFUSED = (RuntimeError, ValueError)
 
 
 def vector_bits(target: tvm.target.Target) -> int:
@@ -95,7 +95,7 @@ def vector_bits(target: tvm.target.Target) -> int:
         try:
             if tvm.target.codegen.target_has_features(feature, target):
                 return bits
-        except _REFUSED:  # not an LLVM target
+        except REFUSED:  # not an LLVM target
             return 128
     return 128
 
@@ -141,7 +141,7 @@ def _attempt(sch: s_tir.Schedule, step, *args) -> s_tir.Schedule:
     trial = sch.copy()
     try:
         step(trial, *args)
-    except _REFUSED:
+    except REFUSED:
         return sch
     return trial
 
@@ -149,7 +149,7 @@ def _attempt(sch: s_tir.Schedule, step, *args) -> s_tir.Schedule:
 def _exists(sch: s_tir.Schedule, name: str) -> bool:
     try:
         sch.get_sblock(name)
-    except _REFUSED:
+    except REFUSED:
         return False
     return True
 
@@ -421,7 +421,7 @@ def _inline_consumers(sch, write) -> None:
         trial = sch.copy()
         try:
             trial.reverse_compute_inline(consumers[0])
-        except _REFUSED:
+        except REFUSED:
             return
         sch.reverse_compute_inline(consumers[0])
 
@@ -460,7 +460,7 @@ def _parallel_loops(sch: s_tir.Schedule, loops) -> None:
         trial = sch.copy()
         try:
             trial.parallel(trial.fuse(*loops[:k]) if k > 1 else loops[0])
-        except _REFUSED:
+        except REFUSED:
             break
         chosen, extent = k, extent * _trip_count(sch, loop)
         if extent >= MIN_PARALLEL:
@@ -485,7 +485,7 @@ def parallel_outer(func: tirx.PrimFunc) -> tirx.PrimFunc:
 def _parallel_outer(sch: s_tir.Schedule) -> s_tir.Schedule:
     try:
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    except _REFUSED:  # no root block
+    except REFUSED:  # no root block
         return sch
     for block in blocks:
         sch = _attempt(sch, _parallel_nest, sch.get(block).name_hint)

@@ -22,7 +22,7 @@ tensor there (and the ops that make those tensors then keep them plain); so does
 blocks would index a blocked buffer's channel within the block by anything but an iterator
 (:func:`_check_within_block`: a grouped conv whose groups are no multiple of the block, a
 reshape), and every op a unit with a code generator may run (its BYOC region computes on
-plain tensors: :func:`runtime_program`) or that reads rows (matmul, softmax, norm). A
+plain tensors: :func:`runtime_program`) or that reads rows (matmul, softmax). A
 blocked tensor has the bytes of the plain one (no padding), so copies between units and the
 simulator's sizes are the same. Every op on one core of the host, against the plain layout
 in the same minute: squeezenet 9.72 -> 7.32 ms (its first conv 0.33x, its 1x1 squeezes
@@ -39,6 +39,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
+from autoplace.deploy.cpu_rules import REFUSED
 from autoplace.deploy.offload import offload_units
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
@@ -47,8 +48,11 @@ from autoplace.space.capability import capable
 
 #: channel blocks, the first that divides a tensor's channels is its block
 BLOCKS = (16, 8)
-#: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
-_REFUSED = (RuntimeError, ValueError)
+#: kinds of op that read their last axes as rows (attention's matmuls and softmax), and ops
+#: of no known kind: their tensors stay plain (not "norm": densenet121's batch norms, which
+#: no conv before them absorbs, are per channel; with them plain, 63 of its 242 tensors
+#: were blocked instead of 241)
+ROW_KINDS = frozenset({"matmul", "softmax", "other"})
 #: (PrimFunc's structural hash, its blocked parameters) -> the blocked PrimFunc, None when
 #: refused: a process that reads a model again (a measurer after a runtime, calibrate's
 #: units) re-lays nothing (densenet121's 188 PrimFuncs take 1.5 s)
@@ -71,11 +75,6 @@ def _calls(program: Program) -> dict[str, list[list[Ref]]]:
         out[kern.func].append([tuple(a) for a in kern.args]
                               + [("op", k, f) for f in range(len(kern.outputs))])
     return out
-
-
-#: kinds of op that read their last axes as rows (attention's), and ops of no known kind:
-#: their tensors stay plain
-ROW_KINDS = frozenset({"matmul", "softmax", "norm", "other"})
 
 
 def runtime_program(mod: tvm.IRModule, graph: OpGraph, profile: Profile) -> Program:
@@ -101,12 +100,12 @@ def blocked_tensors(program: Program, plain_ops: frozenset[int] = frozenset(),
     """The ops' outputs :func:`blocked_program` blocks, with their blocks (none of
     ``plain``, none an op of ``plain_ops`` makes or reads, and at every call of a PrimFunc
     each parameter blocked alike)."""
-    results = {tuple(r) for r in program.results} | set(plain)
-    results |= {tuple(a) for k in plain_ops for a in program.kernels[k].args}
-    results |= {("op", k, f) for k in plain_ops for f in range(len(program.kernels[k].outputs))}
+    kept = {tuple(r) for r in program.results} | set(plain)
+    kept |= {tuple(a) for k in plain_ops for a in program.kernels[k].args}
+    kept |= {("op", k, f) for k in plain_ops for f in range(len(program.kernels[k].outputs))}
     chosen = {("op", k, f): block_of(s.shape, s.dtype) for k, kern in enumerate(program.kernels)
               for f, s in enumerate(kern.outputs)}
-    chosen = {ref: b for ref, b in chosen.items() if b is not None and ref not in results}
+    chosen = {ref: b for ref, b in chosen.items() if b is not None and ref not in kept}
     calls = _calls(program)
     while mixed := {c[p] for cs in calls.values() for p in range(len(cs[0]))
                     if len({chosen.get(c[p]) for c in cs}) > 1 for c in cs if c[p] in chosen}:
@@ -130,7 +129,8 @@ def blocked_program(program: Program, plain_ops: frozenset[int] = frozenset()) -
     kernels = tuple(dataclasses.replace(kern, outputs=tuple(
         _blocked_spec(s, chosen.get(("op", k, f))) for f, s in enumerate(kern.outputs)))
         for k, kern in enumerate(program.kernels))
-    hashes = {f: str(tvm_ffi.structural_hash(pf)) for f, pf in funcs.items()}
+    hashes = {f: program.func_hashes[f] if pf is program.funcs[f]
+              else str(tvm_ffi.structural_hash(pf)) for f, pf in funcs.items()}
     return dataclasses.replace(program, kernels=kernels, funcs=funcs, func_hashes=hashes)
 
 
@@ -147,7 +147,7 @@ def _blocked_funcs(program: Program, chosen: dict[Ref, int]) -> tuple[dict, set[
         if key not in _MEMO:
             try:
                 _MEMO[key] = blocked_func(func, blocks)
-            except _REFUSED:
+            except REFUSED:
                 _MEMO[key] = None
         if _MEMO[key] is None:
             failed |= {c[p] for c in cs for p in blocks}
@@ -176,7 +176,7 @@ def blocked_func(func: tvm.tirx.PrimFunc, params: dict[int, int]) -> tvm.tirx.Pr
     for block in _blocks(sch):
         try:  # (a block TVM will not re-iterate computes as before, over re-laid buffers)
             _iterate_blocked(sch, block, blocks)
-        except _REFUSED:
+        except REFUSED:
             pass
     for name, b in blocks.items():
         touching = [blk for blk in _blocks(sch) if name in _buffers(sch, blk)]

@@ -121,3 +121,12 @@ def test_a_tensor_between_two_pools_is_blocked_and_one_a_softmax_reads_is_not(la
     program = runtime_program(mod, graph, load_profile("host"))
     between = program.kernels[0].outputs[0].shape
     assert between == ((1, 1, 8, 8, 16) if blocked else (1, 16, 8, 8))
+
+
+def test_a_batch_norm_no_conv_absorbs_keeps_its_tensors_blocked():
+    """densenet121 normalises each block's input before its conv (per channel, as a conv's
+    bias is): its norms' tensors are blocked like the convs'."""
+    mod, graph = load_module("densenet121")
+    program = runtime_program(mod, graph, load_profile("host"))
+    norms = [k for k, op in enumerate(graph.ops) if op.kind == "norm"]
+    assert norms and all(len(program.kernels[k].outputs[0].shape) == 5 for k in norms)
