@@ -43,9 +43,12 @@ from autoplace.hardware.profile import Profile
 from autoplace.runtime.workers import pool_setup
 from autoplace.space.capability import capable
 
-#: MetaSchedule measures this many candidates per round (fewer when the budget is smaller)
-TRIALS_PER_ROUND = 16
-#: the evolutionary search's population per candidate a round measures (512 at 16)
+#: MetaSchedule measures this many candidates per round (fewer when the budget is smaller):
+#: its own default. A round's evolutionary search costs about the same whatever it measures
+#: (~10 s for a conv on 2 cores, 5/6 of a 16-candidate round), so 64 trials of a squeezenet
+#: conv took 49 s in one round against 116 s in four of 16 (docs/kernels.md)
+TRIALS_PER_ROUND = 64
+#: the evolutionary search's population per candidate a round measures (512 from 16 up)
 POPULATION_PER_TRIAL = 32
 #: rounds of the finalists' re-timing (each runs every finalist once, in turn)
 ROUNDS = 3
@@ -299,8 +302,8 @@ class KernelTuner:
 def evolutionary(per_round: int):
     """MetaSchedule's evolutionary search, its population scaled to the candidates a round
     measures: :data:`POPULATION_PER_TRIAL` per candidate, from 64 to its default of 512 (a
-    round of :data:`TRIALS_PER_ROUND` keeps the default; a budget of 2 samples and evolves
-    64, not 512: ~1.5 s per kernel on 2 cores instead of ~10 s)."""
+    round of 16 or more keeps the default; a budget of 2 samples and evolves 64, not 512:
+    ~1.5 s per kernel on 2 cores instead of ~10 s)."""
     from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch
 
     population = min(512, max(POPULATION_PER_TRIAL * per_round, 64))

@@ -38,6 +38,6 @@ def test_a_candidate_builds_and_computes_without_tvms_tensor_intrinsics():
 def test_the_search_population_follows_the_round_from_64_to_metaschedules_512():
     from autoplace.deploy.kernel_tuning import TRIALS_PER_ROUND, evolutionary
 
-    sizes = [evolutionary(n).population_size for n in (1, 2, 4, 8, TRIALS_PER_ROUND)]
-    assert sizes == [64, 64, 128, 256, 512]
+    sizes = [evolutionary(n).population_size for n in (1, 2, 4, 8, 16, TRIALS_PER_ROUND)]
+    assert sizes == [64, 64, 128, 256, 512, 512]
     assert evolutionary(2).init_min_unmeasured == 32  # (MetaSchedule's 50: half the 64)
