@@ -107,7 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     from autoplace.measure.objective import OBJECTIVES
-    from autoplace.search.config import COST_MODELS, SAMPLERS, STUDY_PARAMS, TuneConfig
+    from autoplace.search.config import (
+        COST_MODELS,
+        COSTLY_BATCH,
+        FREE_BATCH,
+        SAMPLERS,
+        STUDY_PARAMS,
+        TuneConfig,
+    )
 
     defaults = TuneConfig()  # of tune's options
     t = sub.add_parser("tune", help="search the best placement of a model on a profile")
@@ -130,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=seed_arg, default=defaults.seed,
                    help="seed of every random choice: same seed, same records (simulator)")
     t.add_argument("--batch-size", type=positive_int, default=defaults.batch_size,
-                   help="candidates measured per round")
+                   help=f"candidates measured per round (default: {FREE_BATCH} with the "
+                        f"simulator, {COSTLY_BATCH} with a measurer that runs the model or "
+                        "with several objectives)")
     t.add_argument("--sampler", choices=SAMPLERS, default=defaults.sampler,
                    help="evolve: model-guided evolution; tpe/random: Optuna's samplers; hill, "
                         "steepest: random-mutation hill climbing and steepest descent from "

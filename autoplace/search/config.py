@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autoplace.measure.limits import Limits
@@ -41,6 +41,15 @@ _MODEL_SETTINGS = ("sampler", "cost_model", "candidates", "explore", "mutation_r
 STUDY_PARAMS = ("counts", "ops", "none")
 
 
+#: candidates a round measures unless told (``batch_size=None``). With a free measurer (the
+#: simulator) the tuner's own time is the job's, and a round's evolution costs about the
+#: same whatever the round then measures: rounds of 16 halve the overhead per trial against
+#: 8, with bests as good or better over five seeds (docs/search.md, "Candidates a round").
+#: With a costly one (this host, boards) the measurements are the job's time, and rounds of
+#: 8 feed what each measured back into the ranking sooner.
+FREE_BATCH, COSTLY_BATCH = 16, 8
+
+
 @dataclass(frozen=True, kw_only=True)
 class TuneConfig:
     """Settings of one tuning job."""
@@ -56,7 +65,8 @@ class TuneConfig:
     #: bounds the best must keep (``--max-latency``, ``--max-energy``, ``--max-memory``):
     #: a candidate beyond them is no better than a failure (docs/pareto.md)
     limits: Limits = field(default_factory=Limits)
-    batch_size: int = 8
+    #: candidates measured per round; None: :func:`default_batch`'s for the job's measurer
+    batch_size: int | None = None
     sampler: str = "evolve"
     storage: str | None = None
     study_name: str | None = None
@@ -98,7 +108,8 @@ class TuneConfig:
             (0.0 <= self.mutation_ratio <= 1.0,
              f"0 <= mutation_ratio <= 1 must hold, got {self.mutation_ratio}"),
             (self.trials >= 0, f"trials >= 0 must hold, got trials={self.trials}"),
-            (self.batch_size > 0, f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
+            (self.batch_size is None or self.batch_size > 0,
+             f"batch_size > 0 must hold, got batch_size={self.batch_size}"),
             (self.sampler in SAMPLERS,
              f"sampler must be one of {SAMPLERS}, got sampler={self.sampler!r}"),
             (self.study_params in (None, *STUDY_PARAMS),
@@ -139,6 +150,16 @@ class TuneConfig:
             raise ValueError(f"objective {self.objective!r}: several objectives are searched "
                              f"by the simulator's figures and residuals the search learns "
                              f"itself, without {', '.join(given)}")
+
+    def with_batch(self, free: bool) -> TuneConfig:
+        """This config with its batch size set: its own, else :data:`FREE_BATCH` for a
+        measurer that is ``free`` (the simulator), :data:`COSTLY_BATCH` for one that is not
+        (a round of a front's search, several objectives, is always :data:`COSTLY_BATCH`:
+        its rounds learn residuals per objective)."""
+        if self.batch_size is not None:
+            return self
+        free = free and not self.multi
+        return replace(self, batch_size=FREE_BATCH if free else COSTLY_BATCH)
 
     @property
     def goal(self) -> Objective:

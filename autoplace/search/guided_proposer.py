@@ -64,7 +64,7 @@ NOT_FITTING = 1e3
 #: evolution rounds per proposed batch at most (more only when too few candidates fit)
 ROUNDS = 4
 #: the model is retrained once its training rows have grown by this share (MetaSchedule
-#: retrains per batch of 64; here a batch is 8, and a fit costs tens of milliseconds)
+#: retrains per batch of 64; here a batch is 8 or 16, and a fit costs tens of milliseconds)
 REFIT_GROWTH = 0.1
 
 

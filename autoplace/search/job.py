@@ -131,6 +131,7 @@ def make_tuner(space: SearchSpace | PlanSpace, measurer: Measurer, log: TuningLo
     """The job's tuner, set up and not run (:func:`tune` runs it), with what it measured
     before taken in (``resume``, a worker); its strategy the ``given`` one, else the one
     ``config.sampler`` names (with ``warm``: cost-model rows of old logs)."""
+    config = config.with_batch(measurer.free)
     params = trial_params(space, config, given)  # (a bad setting fails before the study exists)
     storage = open_storage(config.storage)
     study = open_study(space, config, study_sampler(config), storage) \

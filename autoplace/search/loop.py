@@ -418,9 +418,11 @@ class Tuner:
 
     def _descent_budget(self, share: float | None = None) -> int:
         """Trials at the end of the search in which descent goes first (at least two
-        batches, unless descent is off): the loop's, or of a descent ``share``."""
+        batches but at most half the trials, unless descent is off: a short job's strategy
+        keeps a round): the loop's, or of a descent ``share``."""
         c, share = self.config, self.descent if share is None else share
-        return 0 if share == 0 else max(2 * c.batch_size, int(c.trials * c.descent))
+        return 0 if share == 0 else min(max(2 * c.batch_size, int(c.trials * c.descent)),
+                                        max(c.trials // 2, 1))
 
     def _remaining(self) -> int:
         """Search candidates still to measure: of the job, or, for a worker, of the whole

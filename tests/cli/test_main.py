@@ -353,10 +353,11 @@ def test_version_help_defaults_broken_pipe_and_next_steps(tmp_path):
     v = cli("--version")
     assert v.returncode == 0 and v.stdout.startswith("autoplace 0.") and "(TVM 0.27" in v.stdout
     h = cli("tune", "--help").stdout
-    for option, default in [("--trials", "200"), ("--batch-size", "8"), ("--timeout", "60.0"),
-                            ("--sampler", "evolve"), ("--seed", "0")]:
+    for option, default in [("--trials", "200"), ("--timeout", "60.0"), ("--sampler", "evolve"),
+                            ("--seed", "0"), ("--batch-size", "16 with the simulator, 8 with a "
+                                              "measurer that runs the model")]:
         block = h[h.index(f"\n  {option}") + 3:].split("\n  -")[0]
-        assert f"(default: {default})" in " ".join(block.split()), block
+        assert f"(default: {default}" in " ".join(block.split()), block
     log = tmp_path / "t.jsonl"
     t = cli("tune", "seed_te", "--hw", "soc", "--trials", 8, "--log", log, "--no-progress")
     assert t.returncode == 0, t.stderr

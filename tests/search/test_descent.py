@@ -15,6 +15,7 @@ from autoplace.measure.simulator import Simulator
 from autoplace.models import load_graph
 from autoplace.records.tuning_log import TuningLog, best, read
 from autoplace.search import TuneConfig, tune
+from autoplace.search.config import FREE_BATCH
 from autoplace.search.descent import Descent, moves, predicted
 from autoplace.space import SearchSpace
 
@@ -182,7 +183,8 @@ def test_descent_takes_over_when_the_strategy_runs_dry(tmp_path, monkeypatch, sh
         assert all(r.trial < first for r in records if r.strategy == "evolve")
         assert faster == 0, "the best is a one-op local optimum"
     else:  # without descent the job just stops after the one round
-        assert stopped and by["descent"] == by[WANDER] == 0 and len(records) == 3 + 8
+        one_round = 3 + FREE_BATCH  # the baselines and the strategy's round
+        assert stopped and by["descent"] == by[WANDER] == 0 and len(records) == one_round
         assert faster > 0
 
 
@@ -225,7 +227,8 @@ def test_a_second_interrupt_stops_at_once(tmp_path):
     records = read(log)
     assert result.interrupted and not result.polished
     assert not any(r.strategy == "descent" for r in records)
-    assert len(records) == 3 + 4 * 8  # baselines, then four rounds before the interrupt
+    # baselines, then four rounds before the interrupt
+    assert len(records) == 3 + 4 * FREE_BATCH
 
 
 class _Costly(Simulator):

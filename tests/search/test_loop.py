@@ -24,6 +24,7 @@ from autoplace.search import (
     to_placement,
     tune,
 )
+from autoplace.search.config import COSTLY_BATCH, FREE_BATCH
 from autoplace.space import SearchSpace
 
 SAMPLERS = [dict(), dict(sampler="tpe", cost_model="none"), dict(sampler="tpe")]
@@ -157,13 +158,14 @@ def test_every_measured_candidate_is_an_optuna_trial(tmp_path):
 
 
 def test_ranking_quality_goes_to_a_side_file(tmp_path):
-    result, records = run(tmp_path, load_graph("squeezenet"), load_profile("soc"), trials=32,
-                          descent=0)  # every round the strategy's
+    per_round = FREE_BATCH
+    result, records = run(tmp_path, load_graph("squeezenet"), load_profile("soc"),
+                          trials=4 * per_round, descent=0)  # every round the strategy's
     lines = [json.loads(x) for x in (tmp_path / "log.model.jsonl").read_text().splitlines()]
-    assert len(lines) == len(result.stats) == 32 // 8
-    # after 3 baselines (single:cpu1, single:cpu2, greedy), 8 per round (HEFT among the first)
-    assert [x["measured"] for x in lines] == [3 + 8 * (k + 1) for k in range(4)]
-    assert all(x["batch"] == 8 and x["failed"] <= 8 for x in lines)
+    assert len(lines) == len(result.stats) == 4
+    # after 3 baselines (single:cpu1, single:cpu2, greedy), a batch a round (HEFT in the first)
+    assert [x["measured"] for x in lines] == [3 + per_round * (k + 1) for k in range(4)]
+    assert all(x["batch"] == per_round and x["failed"] <= per_round for x in lines)
     assert all(x["spearman"] is None or -1 <= x["spearman"] <= 1 for x in lines)
     _, none = run(tmp_path, fork_graph(), tiny_profile(), "none.jsonl", trials=8,
                   cost_model="none")
@@ -190,6 +192,23 @@ def test_an_evolve_job_resumes_a_tpe_study(tmp_path):
     assert len(second) == 30 - 12 and second[0].trial == 5 + 12
     tpe = {r.placement.to_json() for r in first[4:]}
     assert not tpe & {r.placement.to_json() for r in second}  # replayed: not measured again
+
+
+def test_a_round_measures_16_with_the_simulator_8_with_a_costly_measurer_or_a_front(
+        tmp_path):
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+
+    def rounds(measurer, name, **cfg):
+        with TuningLog(tmp_path / f"{name}.jsonl") as log:
+            tune(space, measurer, log, TuneConfig(trials=32, seed=0, descent=0, **cfg))
+        side = (tmp_path / f"{name}.model.jsonl").read_text().splitlines()
+        return [json.loads(x)["batch"] for x in side]
+
+    assert rounds(Simulator(space), "free") == [FREE_BATCH] * 2 == [16, 16]
+    assert rounds(_StopsAfter(space, 10**6), "costly") == [COSTLY_BATCH] * 4 == [8] * 4
+    assert rounds(Simulator(space), "told", batch_size=4) == [4] * 8
+    assert TuneConfig(objective="latency,energy").with_batch(True).batch_size == COSTLY_BATCH
+    assert TuneConfig(batch_size=4).with_batch(False).batch_size == 4
 
 
 class _StopsAfter(Measurer):
