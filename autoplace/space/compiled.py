@@ -194,12 +194,12 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         resident = (self.c_resident[ops, choice] > 0) & (self.weight_bytes > 0)
         cross = scope[:, self.src] != scope[:, self.dst]
         names, edges, modes = self._op_names, self._edge_names, self._mode_names
+        pairs = self._pair_names[unit * len(self.scopes) + scope]  # (one tuple per pair)
         out = []
         for b in range(len(choice)):
             k = np.flatnonzero(cross[b])
             out.append(Placement(
-                ops=dict(zip(names, zip(self._unit_names[unit[b]].tolist(),
-                                        self._scope_names[scope[b]].tolist()))),
+                ops=dict(zip(names, pairs[b].tolist())),
                 copies=dict(zip(edges[k].tolist(), modes[used[b, k]].tolist())),
                 weights=dict.fromkeys([names[i] for i in np.flatnonzero(resident[b]).tolist()],
                                       "resident")))
@@ -379,12 +379,12 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         return [op.name for op in self.graph.ops]
 
     @functools.cached_property
-    def _unit_names(self) -> np.ndarray:
-        return np.array(self.units, dtype=object)
-
-    @functools.cached_property
-    def _scope_names(self) -> np.ndarray:
-        return np.array(self.scopes, dtype=object)
+    def _pair_names(self) -> np.ndarray:
+        """``(unit, scope)`` name tuples at ``unit * len(scopes) + scope``: a placement's
+        ops share them rather than each making its own."""
+        out = np.empty(len(self.units) * len(self.scopes), dtype=object)
+        out[:] = [(u, s) for u in self.units for s in self.scopes]
+        return out
 
     @functools.cached_property
     def _edge_names(self) -> np.ndarray:
