@@ -194,7 +194,7 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
         resident = (self.c_resident[ops, choice] > 0) & (self.weight_bytes > 0)
         cross = scope[:, self.src] != scope[:, self.dst]
         names, edges, modes = self._op_names, self._edge_names, self._mode_names
-        pairs = self._pair_names[unit * len(self.scopes) + scope]  # (one tuple per pair)
+        pairs = self._pair_names(unit, scope)
         out = []
         for b in range(len(choice)):
             k = np.flatnonzero(cross[b])
@@ -378,13 +378,15 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
     def _op_names(self) -> list[str]:
         return [op.name for op in self.graph.ops]
 
-    @functools.cached_property
-    def _pair_names(self) -> np.ndarray:
-        """``(unit, scope)`` name tuples at ``unit * len(scopes) + scope``: a placement's
-        ops share them rather than each making its own."""
-        out = np.empty(len(self.units) * len(self.scopes), dtype=object)
-        out[:] = [(u, s) for u in self.units for s in self.scopes]
-        return out
+    def _pair_names(self, unit: np.ndarray, scope: np.ndarray) -> np.ndarray:
+        """The ``(unit, scope)`` name tuple of each element, one tuple per distinct pair
+        (shared by the ops that have it, not made per op; made per call, for the pairs the
+        rows use: a table of every pair would hold 10^8 on a mesh of thousands of PEs)."""
+        ids, at = np.unique(unit * len(self.scopes) + scope, return_inverse=True)
+        names = np.empty(len(ids), dtype=object)
+        names[:] = [(self.units[i // len(self.scopes)], self.scopes[i % len(self.scopes)])
+                    for i in ids.tolist()]
+        return names[at.reshape(unit.shape)]
 
     @functools.cached_property
     def _edge_names(self) -> np.ndarray:

@@ -153,6 +153,8 @@ def test_decode_rows_round_trips_through_encode(model, hw):
     back_c, back_m = space.encode(placements)
     assert (back_c == choice).all()
     assert (space.normalize(back_c, back_m) == space.normalize(choice, mode)).all()
+    pairs = [pair for p in placements for pair in p.ops.values()]
+    assert len({id(pair) for pair in pairs}) == len(set(pairs))  # one tuple per pair, shared
 
 
 def test_a_key_gives_back_its_genome(space):
