@@ -65,7 +65,7 @@ class TuneConfig:
     #: bounds the best must keep (``--max-latency``, ``--max-energy``, ``--max-memory``):
     #: a candidate beyond them is no better than a failure (docs/pareto.md)
     limits: Limits = field(default_factory=Limits)
-    #: candidates measured per round; None: :func:`default_batch`'s for the job's measurer
+    #: candidates measured per round; None: the job's measurer's (:meth:`with_batch`)
     batch_size: int | None = None
     sampler: str = "evolve"
     storage: str | None = None
