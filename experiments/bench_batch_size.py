@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,14 +21,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from analysis import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("squeezenet/soc", "resnet50/soc", "inception_v1/soc", "densenet121/soc",
          "squeezenet/mesh")
 
 
-def runs(case: str, sizes: list[int], budget: int, seeds: int) -> dict[int, list[tuple]]:
-    """(best ms, overhead ms) per seed, per batch size."""
+def runs(case: str, sizes: list[int], budget: int, seeds: int) -> list[dict]:
+    """One row per seed and batch size: its best ms and tuner overhead ms per trial."""
     from autoplace.hardware.load import load_profile
     from autoplace.measure.simulator import Simulator
     from autoplace.models import load_graph
@@ -39,7 +40,7 @@ def runs(case: str, sizes: list[int], budget: int, seeds: int) -> dict[int, list
 
     model, hw = case.split("/")
     space = SearchSpace(load_graph(model), load_profile(hw))
-    sim, out = Simulator(space), {size: [] for size in sizes}
+    sim, out = Simulator(space), []
     with tempfile.TemporaryDirectory() as tmp:
         with TuningLog(os.path.join(tmp, "warm.jsonl")) as log:  # imports, numba, XGBoost
             tune(space, sim, log, TuneConfig(trials=30, seed=99))
@@ -48,19 +49,25 @@ def runs(case: str, sizes: list[int], budget: int, seeds: int) -> dict[int, list
                 with TuningLog(os.path.join(tmp, f"{seed}-{size}.jsonl")) as log:
                     res = tune(space, sim, log, TuneConfig(trials=budget, seed=seed,
                                                             batch_size=size))
-                out[size].append((res.best.result.latency_s * 1e3,
-                                  (res.wall_s - res.measure_s) / res.measured * 1e3))
+                out.append({"case": case, "trials": budget, "batch": size,
+                            "best": res.best.result.latency_s * 1e3,
+                            "overhead": (res.wall_s - res.measure_s) / res.measured * 1e3,
+                            "load": os.getloadavg()[0]})
     return out
 
 
-def rows(case: str, budget: int, got: dict[int, list[tuple]]) -> list[str]:
-    first = next(iter(got))
-    geo = {s: float(np.exp(np.mean(np.log([b for b, _ in r])))) for s, r in got.items()}
-    ovh = {s: statistics.median(o for _, o in r) for s, r in got.items()}
-    return [f"| {case} | {budget} | {size} | {geo[size]:.4f} | "
-            f"{min(b for b, _ in r):.4f} | {geo[size] / geo[first]:.4f} | {ovh[size]:.2f} | "
-            f"{ovh[size] / ovh[first]:.2f} | {os.getloadavg()[0]:.1f} |"
-            for size, r in got.items()]
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per case, budget and batch size: geomean and min of the best, median overhead, and
+    the ratios of both to the first batch size's."""
+    g = df.groupby(["case", "trials", "batch"], sort=False)
+    out = pd.DataFrame({"best ms (geomean)": g["best"].agg(lambda x: np.exp(np.log(x).mean())),
+                        "best ms (min)": g["best"].min(),
+                        "overhead ms/trial": g["overhead"].median(),
+                        "load": g["load"].max()})
+    first = out.groupby(level=["case", "trials"], sort=False).transform("first")
+    out.insert(2, "geomean / first", out["best ms (geomean)"] / first["best ms (geomean)"])
+    out.insert(4, "/ first", out["overhead ms/trial"] / first["overhead ms/trial"])
+    return out.reset_index()
 
 
 def main() -> None:
@@ -71,15 +78,14 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    lines = ["| case | trials | batch | best ms (geomean) | best ms (min) | geomean / first | "
-             "overhead ms/trial | / first | load |", "|" + "---|" * 9]
+    rows = []
     for case in args.cases:
         for budget in args.budgets:
-            lines += rows(case, budget, runs(case, args.sizes, budget, args.seeds))
-            print(lines[-1], file=sys.stderr, flush=True)
+            rows += runs(case, args.sizes, budget, args.seeds)
+            print(rows[-1], file=sys.stderr, flush=True)
     text = (f"`python experiments/bench_batch_size.py {' '.join(sys.argv[1:])}` at {_rev()}, "
             f"{time.strftime('%Y-%m-%d %H:%M')}, {args.seeds} seeds, simulator measurer\n\n"
-            + "\n".join(lines))
+            + markdown(summary(pd.DataFrame(rows)), digits=5))
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
