@@ -182,7 +182,7 @@ class TuningLog:
             fh.truncate(keep)
 
     def append(self, record: Record) -> None:
-        data = (encode_line(record.to_dict()) + "\n").encode()
+        data = _line_encoder().encode(record.to_dict()) + b"\n"  # (encode_line's bytes)
         fd = self.open()
         with self._named():
             while data:  # a regular file takes it in one call; a short write is continued
@@ -293,9 +293,14 @@ _METRICS = (("busy_s", "unit_busy_s"), ("copy_bytes", "copy_bytes"),
 def encode_line(d: dict) -> str:
     """One log line: compact JSON with sorted keys (msgspec; the values are finite:
     :class:`~autoplace.measure.base.MeasureResult` refuses others)."""
+    return _line_encoder().encode(d).decode()
+
+
+@functools.cache
+def _line_encoder():
     import msgspec
 
-    return msgspec.json.encode(d, order="sorted").decode()
+    return msgspec.json.Encoder(order="sorted")
 
 
 def _decode_std(line: bytes) -> dict:

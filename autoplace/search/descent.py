@@ -23,6 +23,7 @@ every copy flip and a deterministic sample of op moves.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,8 @@ CHUNK = 512
 LABEL = "descent"
 #: kicked descents tried per call of :meth:`Descent.kick` at most
 KICKS = 16
+#: rankings of every move from a start that :class:`Descent` keeps (with a stable model)
+KEPT_RANKINGS = 2
 
 
 def move_list(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
@@ -97,16 +100,25 @@ def moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
 
 
 def _moves(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
-           limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-    """:func:`moves`, and the key of each."""
+           limit: int = MAX_MOVES) -> tuple[np.ndarray, np.ndarray, list[bytes], tuple]:
+    """:func:`moves`, the key of each, and the moves themselves (:func:`move_list`)."""
     mode = space.normalize(choice[None, :], mode[None, :])[0]
-    C, M = apply_moves(space, choice, mode, *move_list(space, choice, mode, limit))
+    ops, values = move_list(space, choice, mode, limit)
+    C, M = apply_moves(space, choice, mode, ops, values)
+    C, M, keys, keep = _distinct(space, choice, mode, C, M)
+    return C, M, keys, (ops[keep], values[keep])
+
+
+def _distinct(space: SearchSpace, choice: np.ndarray, mode: np.ndarray, C: np.ndarray,
+              M: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes], np.ndarray]:
+    """The rows of moves ``C, M`` from the normalised ``(choice, mode)`` without repeats
+    or the start, their keys, and which rows they are."""
     keys = space.keys(C, M)
     first = dict.fromkeys(space.keys(choice[None, :], mode[None, :]), -1)  # the start: out
     for i, k in enumerate(keys):
         first.setdefault(k, i)
     keep = np.fromiter((i for i in first.values() if i >= 0), dtype=np.int64)
-    return C[keep], M[keep], [keys[i] for i in keep.tolist()]
+    return C[keep], M[keep], [keys[i] for i in keep.tolist()], keep
 
 
 def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
@@ -122,6 +134,18 @@ def predicted(space: SearchSpace, choice: np.ndarray, mode: np.ndarray,
         for i in range(0, len(choice), CHUNK)])
 
 
+class Ranking(NamedTuple):
+    """Every move from a start, ranked: the start's prediction, and per move (without
+    repeats) its genome, key, prediction and the move itself (:func:`move_list`)."""
+
+    here: float
+    choice: np.ndarray
+    mode: np.ndarray
+    keys: list[bytes]
+    pred: np.ndarray
+    moves: tuple[np.ndarray, np.ndarray]
+
+
 class Descent:
     """Descends from the best genome in the free model and proposes where it ends
     (module docstring)."""
@@ -133,38 +157,50 @@ class Descent:
         #: genomes -> predicted latency (inf where one does not fit); default the simulator
         self.predict = predict or (lambda choice, mode: predicted(space, choice, mode))
         #: whether ``predict`` gives a genome the same figure every time (the simulator; a
-        #: cost model refitted between rounds does not): then the moves of the last start
-        #: and their predictions are kept for the next round that starts there
+        #: cost model refitted between rounds does not): then the moves of the last starts
+        #: and their predictions are kept for the next round that starts there, and so are
+        #: those of where a descent ended (the usual next start: it is then the best)
         self.stable = predict is None if stable is None else stable
-        self._last: tuple | None = None
+        self._rankings: dict[bytes, tuple] = {}
 
     def propose(self, choice: np.ndarray, mode: np.ndarray, n: int,
                 measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``n`` unmeasured genomes predicted faster than ``(choice, mode)``: where
         steepest descent in the simulator from it ends, then its best first moves; none
         when it is a one-op local optimum under the simulator."""
-        here, C, M, keys, pred = self._ranked(choice, mode)
+        here, C, M, keys, pred, (ops, values) = self._ranked(choice, mode)
         fresh = np.array([k not in measured for k in keys], dtype=bool)
         better = np.flatnonzero((pred < here) & fresh)
         first = better[np.argsort(pred[better], kind="stable")]
         if not len(first):
             return C[:0], M[:0]
-        end = self.descend(C[first[0]], M[first[0]], pred[first[0]])
+        faster = np.flatnonzero(pred < here)  # (the first step's: descent goes on from it)
+        rest = faster[faster != first[0]]
+        end = self.descend(C[first[0]], M[first[0]], pred[first[0]], (ops[rest], values[rest]))
         end_key = self.space.keys(end[0][None, :], end[1][None, :])[0]
         rows = [end] if end_key not in measured else []
         rows += [(C[i], M[i]) for i in first.tolist() if keys[i] != end_key][: n - len(rows)]
         return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
 
-    def _ranked(self, choice: np.ndarray, mode: np.ndarray) -> tuple:
-        """``(prediction, moves' choices, modes, keys, predictions)`` of a start (kept for
-        the next call from the same start when :attr:`stable`)."""
+    def _ranked(self, choice: np.ndarray, mode: np.ndarray) -> Ranking:
+        """Every move of a start, ranked (kept for the next call from the same start when
+        :attr:`stable`)."""
         start = self.space.keys(choice[None, :], mode[None, :])[0]
-        if self._last is not None and self._last[0] == start:
-            return self._last[1]
-        C, M, keys = _moves(self.space, choice, mode)
-        out = self.predict(choice[None, :], mode[None, :])[0], C, M, keys, self.predict(C, M)
-        self._last = (start, out) if self.stable else None
+        if start in self._rankings:
+            return self._rankings[start]
+        C, M, keys, moved = _moves(self.space, choice, mode)
+        out = Ranking(self.predict(choice[None, :], mode[None, :])[0], C, M, keys,
+                      self.predict(C, M), moved)
+        self._keep(start, out)
         return out
+
+    def _keep(self, start: bytes, ranking: Ranking) -> None:
+        """Keep a start's ranking (:meth:`_ranked`), the last :data:`KEPT_RANKINGS` only."""
+        if self.stable:
+            self._rankings.pop(start, None)
+            self._rankings[start] = ranking
+            while len(self._rankings) > KEPT_RANKINGS:
+                del self._rankings[next(iter(self._rankings))]
 
     def polish(self, choice: np.ndarray, mode: np.ndarray, bound: float,
                fixed: np.ndarray, measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray,
@@ -199,14 +235,27 @@ class Descent:
                 return c, m
         return choice[None, :][:0], mode[None, :][:0]
 
-    def descend(self, choice: np.ndarray, mode: np.ndarray,
-                latency: float) -> tuple[np.ndarray, np.ndarray]:
+    def _keep_end(self, choice: np.ndarray, mode: np.ndarray, latency: float,
+                  C: np.ndarray, M: np.ndarray, pred: np.ndarray, moved: tuple) -> None:
+        """Keep the full ranking that ended a descent at ``(choice, mode)`` as
+        :meth:`_ranked` would make it (the same moves, in the same order)."""
+        if self.stable:
+            start = self.space.keys(choice[None, :], mode[None, :])[0]
+            C, M, keys, keep = _distinct(self.space, choice, mode, C, M)
+            self._keep(start, Ranking(latency, C, M, keys, pred[keep],
+                                      (moved[0][keep], moved[1][keep])))
+
+    def descend(self, choice: np.ndarray, mode: np.ndarray, latency: float,
+                promising: tuple[np.ndarray, np.ndarray] | None = None,
+                ) -> tuple[np.ndarray, np.ndarray]:
         """Steepest descent in the model from ``(choice, mode)`` (predicted ``latency``)
         until no move is faster, or :attr:`max_steps` moves. After ranking every move, the
         next steps rank only the moves that were faster then (applied to the new genome);
         every move is ranked again when none of those is, and the descent ends only when
-        that full ranking finds none faster."""
-        space, promising = self.space, None
+        that full ranking finds none faster. ``promising``: the moves (:func:`move_list`)
+        to rank first, if known (``(choice, mode)`` is a step of a descent that found them
+        faster)."""
+        space = self.space
         mode = space.normalize(choice[None, :], mode[None, :])[0]
         for _ in range(self.max_steps):
             full = promising is None or not len(promising[0])
@@ -215,7 +264,8 @@ class Descent:
             pred = self.predict(C, M)
             faster = np.flatnonzero(pred < latency)
             if not len(faster):
-                if full:
+                if full:  # a local optimum: its ranking is the next round's, if it starts here
+                    self._keep_end(choice, mode, latency, C, M, pred, (ops, vals))
                     break
                 promising = None
                 continue

@@ -72,14 +72,11 @@ def _evictions(space: SearchSpace, choice: np.ndarray, scope: int) -> np.ndarray
                            | (space.c_wscope[ops, now] == scope))
     prof = space.profile
     host_home = prof.scope_index[prof.home_scope(prof.host)]
-    real = space.real_choices()
-    rows = []
-    for i in using.tolist():
-        free = real[i] & (space.c_scope[i] != scope) & (space.c_wscope[i] != scope)
-        same_unit = free & (space.c_unit[i] == space.c_unit[i, now[i]])
-        host = free & (space.c_unit[i] == space.host) & (space.c_scope[i] == host_home)
-        for j in np.flatnonzero(same_unit | host).tolist():
-            row = choice.copy()
-            row[i] = j
-            rows.append(row)
-    return np.array(rows, dtype=np.int64).reshape(-1, space.n_ops)
+    unit, scopes = space.c_unit[using], space.c_scope[using]
+    free = space.real_choices()[using] & (scopes != scope) & (space.c_wscope[using] != scope)
+    same_unit = free & (unit == unit[np.arange(len(using)), now[using]][:, None])
+    host = free & (unit == space.host) & (scopes == host_home)
+    op, to = np.nonzero(same_unit | host)  # (by op, then choice)
+    rows = np.repeat(np.asarray(choice, dtype=np.int64)[None, :], len(op), axis=0)
+    rows[np.arange(len(op)), using[op]] = to
+    return rows

@@ -127,7 +127,7 @@ class SearchSpace(ChoiceTables, EdgeTables, CanonicalForms):
     @staticmethod
     def keys(choice: np.ndarray, mode: np.ndarray) -> list[bytes]:
         """A hashable key per row (of normalised genomes)."""
-        rows = np.ascontiguousarray(np.concatenate([choice, mode], axis=1), dtype=np.int32)
+        rows = np.concatenate([choice, mode], axis=1, dtype=np.int32)
         if not rows.shape[1]:
             return [b""] * len(rows)
         return rows.view(np.dtype((np.void, rows.shape[1] * 4))).ravel().tolist()  # bytes

@@ -27,8 +27,11 @@ class Placement:
     weights: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The form a log line holds (:meth:`from_dict`); ops on one (unit, scope) share
+        one ``{"unit", "scope"}`` dict (a placement has few distinct ones)."""
+        forms = {p: {"unit": p[0], "scope": p[1]} for p in set(self.ops.values())}
         out = {
-            "ops": {k: {"unit": u, "scope": s} for k, (u, s) in self.ops.items()},
+            "ops": {k: forms[p] for k, p in self.ops.items()},
             "copies": dict(self.copies),
         }
         if self.weights:  # absent when every op streams: logs without weights read the same

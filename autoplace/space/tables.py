@@ -15,6 +15,11 @@ from autoplace.graph import GraphError, OpGraph
 from autoplace.hardware.profile import COPY_MODES, WEIGHT_MODES, Profile, ProfileError
 from autoplace.space.capability import capable, flops_per_s
 
+#: choice keys (op groups x units x scopes x weight placements) up to which
+#: :meth:`ChoiceTables.choice_index` looks choices up in a table of every key, not by
+#: binary search in the sorted ones (on a mesh of thousands of PEs there are billions)
+DENSE_CHOICE_KEYS = 1 << 16
+
 
 def roofline_seconds(flops, internal, inputs, weights, throughput, bw_scope, bw_default,
                      bw_weights, launch):
@@ -185,6 +190,10 @@ class ChoiceTables:
         keys, vals = np.concatenate(keys), np.concatenate(vals)
         order = np.argsort(keys)
         self._choice_keys, self._choice_vals = keys[order], vals[order]
+        size = len(table) * self._span  # every key: a table of them when it is small
+        self._choice_table = np.full(size if size <= DENSE_CHOICE_KEYS else 0, -1, np.int64)
+        if len(self._choice_table):
+            self._choice_table[keys] = vals
 
     def choice_index(self, ops, units, scopes, resident=None) -> np.ndarray:
         """The choice index of each (op, unit index, scope index, weights resident), -1
@@ -197,6 +206,10 @@ class ChoiceTables:
         return np.where(first >= 0, first, self._lookup(base + 1 - want))
 
     def _lookup(self, key: np.ndarray) -> np.ndarray:
+        table = self._choice_table
+        if len(table):  # (a key out of range is no choice, as in the sorted keys)
+            return np.where((key >= 0) & (key < len(table)),
+                            table[np.clip(key, 0, len(table) - 1)], -1)
         pos = np.minimum(np.searchsorted(self._choice_keys, key), len(self._choice_keys) - 1)
         return np.where(self._choice_keys[pos] == key, self._choice_vals[pos], -1)
 

@@ -73,6 +73,32 @@ def test_a_stable_model_ranks_a_starts_moves_once_and_proposes_the_same(space):
     assert all(np.array_equal(x, y) for x, y in zip(out[True][0], out[False][0]))
 
 
+def test_a_stable_model_keeps_the_ranking_that_ended_a_descent(space):
+    """The round after a descent usually starts where it ended (then the best): with the
+    simulator, the full ranking that ended the descent is that round's, not made again;
+    the proposals are a learning model's (none: the end is a local optimum)."""
+    c, m = heft_genome(space)
+    m = space.normalize(c[None, :], m[None, :])[0]
+    rows = []
+
+    def counted(C, M):
+        rows.append(len(C))
+        return predicted(space, C, M)
+
+    out = {}
+    for stable in (True, False):
+        d = Descent(space, predict=counted, stable=stable)
+        first = d.propose(c, m, 8, set())
+        end = first[0][0], first[1][0]
+        rows.clear()
+        again = d.propose(*end, 8, set(space.keys(*first)))
+        out[stable] = again, sum(rows)
+    n_moves = len(moves(space, *end)[0])
+    assert out[True][1] == 0 and out[False][1] >= n_moves + 1
+    assert len(out[False][0][0]) == 0
+    assert all(np.array_equal(x, y) for x, y in zip(out[True][0], out[False][0]))
+
+
 def test_descent_in_the_simulator_ends_at_a_local_optimum(space):
     c, m = heft_genome(space)
     start = predicted(space, c[None, :], m[None, :])[0]

@@ -163,3 +163,25 @@ def test_a_key_gives_back_its_genome(space):
     for key, c, m in zip(space.keys(choice, mode), choice, mode):
         back_c, back_m = space.from_key(key)
         assert np.array_equal(back_c, c) and np.array_equal(back_m, m)
+
+
+@pytest.mark.parametrize("dense", [0, 1 << 16])
+def test_choice_index_finds_each_choice_and_no_other(monkeypatch, dense):
+    """Choices are looked up in a table of every key (a small space) or by binary search
+    (a mesh): both find each op's choice of a (unit, scope, weights), its choice with the
+    other weight placement where it has none, and -1 where it has neither."""
+    from autoplace.hardware.load import load_profile
+    from autoplace.models import load_graph
+    from autoplace.space import tables
+
+    monkeypatch.setattr(tables, "DENSE_CHOICE_KEYS", dense)
+    space = SearchSpace(load_graph("squeezenet"), load_profile("soc"))
+    grid = np.array(np.meshgrid(np.arange(space.n_ops), np.arange(len(space.units)),
+                                np.arange(len(space.scopes)), [0, 1])).reshape(4, -1)
+    want = []
+    for i, u, s, w in grid.T.tolist():
+        own = {(int(a), int(b), int(c)): j for j, (a, b, c) in enumerate(zip(
+            space.c_unit[i], space.c_scope[i], space.c_resident[i])) if j < space.n_choices[i]}
+        want.append(own.get((u, s, w), own.get((u, s, 1 - w), -1)))
+    assert space.choice_index(*grid).tolist() == want
+    assert 0 < want.count(-1) < len(want)
