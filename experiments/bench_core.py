@@ -14,10 +14,13 @@ set-up s (load_profile + SearchSpace + Simulator; each also alone) and peak RSS 
 first batch apart (numba JIT compile or cache load), then placements/s of the batched simulator
 (batches of 256 random placements made untimed, >= 2 s of simulator time per run, median of
 --runs); tuner overhead per measured trial ((wall - measure) / measured), wall s of --trials
-trials. A set-up over 300 s or 8 GiB skips the rest. The meshes NxM are the measured tree's
-hwprofiles/mesh.toml (the bundled 4x4 ``mesh``) with rows and cols changed. ``@10k`` tunes
-10,000 trials only (the goals divide its wall by the 1,000-trial one's); ``cli`` runs
-``autoplace tune`` as a user would: wall s and the child's peak RSS (``wait4``).
+trials, the tune's CPU ms per trial (measuring too) and how many times another process took
+the core meanwhile (``preempted``, in the load column: the wall figures' noise on a shared
+machine, whose other tenants run on the same cores). A set-up over 300 s or 8 GiB skips the
+rest. The meshes NxM are the measured tree's hwprofiles/mesh.toml (the bundled 4x4
+``mesh``) with rows and cols changed. ``@10k`` tunes 10,000 trials only (the goals divide
+its wall by the 1,000-trial one's); ``cli`` runs ``autoplace tune`` as a user would: wall s
+and the child's peak RSS (``wait4``).
 """
 
 from __future__ import annotations
@@ -63,8 +66,8 @@ GOALS = (  # text, case, field, limit, higher is better
      "resnet50/mesh96x76 cli", "cli_rss_mib", 1024, False),
 )
 FIGURES = ("import_s", "profile_s", "space_s", "sim_s", "setup_s", "setup_rss_mib",
-           "first_batch_s", "sim_per_s", "overhead_ms", "wall_s", "measured", "peak_rss_mib",
-           "cli_wall_s", "cli_rss_mib")
+           "first_batch_s", "sim_per_s", "overhead_ms", "cpu_ms", "preempted", "wall_s",
+           "measured", "peak_rss_mib", "cli_wall_s", "cli_rss_mib")
 
 
 def mesh_toml(rows: int, cols: int, tree: Path, out_dir: str) -> Path:
@@ -182,9 +185,14 @@ def sim_figures(api, rng, runs: int, min_s: float = 2.0) -> None:
 
 
 def tune_figures(api, trials: int, seed: int, tmp: str) -> None:
+    """The tuner's overhead (wall), and its CPU time and how often another process took
+    its core meanwhile (the wall figure's noise on a shared machine)."""
+    before, cpu = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
     res = api.tune(trials, seed, os.path.join(tmp, "log.jsonl"))
+    cpu, after = time.process_time() - cpu, resource.getrusage(resource.RUSAGE_SELF)
     emit(overhead_ms=(res.wall_s - res.measure_s) / res.measured * 1e3, wall_s=res.wall_s,
-         measured=res.measured, peak_rss_mib=rss_mib())
+         measured=res.measured, peak_rss_mib=rss_mib(), cpu_ms=cpu / res.measured * 1e3,
+         preempted=after.ru_nivcsw - before.ru_nivcsw)
 
 
 def cli_figures(model: str, spec, trials: int, tree: Path, tmp: str) -> None:
@@ -306,6 +314,7 @@ COLUMNS = (  # header, field, format, header of the ratio new/old
     ("peak RSS after set-up MiB", "setup_rss_mib", "{:,.0f}", LOWER),
     ("batched sim placements/s", "sim_per_s", "{:,.0f}", "speed-up × = new/old (> 1 better)"),
     ("overhead ms/trial", "overhead_ms", "{:.2f}", LOWER),
+    ("CPU ms/trial (tune, measuring too)", "cpu_ms", "{:.2f}", LOWER),
     ("wall s of trials", "wall_s", "{:.1f}", LOWER),
 )
 
@@ -322,6 +331,8 @@ def loads(row: dict | None) -> str:
     row, keys = row or {}, ("load_setup_s", "load_sim_per_s", "load_wall_s")
     text = "/".join("–" if row.get(k) is None else f"{row[k]:.1f}" for k in keys)
     killed = row.get("load_killed")
+    if row.get("preempted") is not None:  # involuntary context switches while tuning
+        text += f", tune preempted {row['preempted']:,}x"
     return text if killed is None else f"{text} (at kill {killed:.1f})"
 
 

@@ -2,9 +2,11 @@
 
     python experiments/bench_fidelity.py [--models squeezenet resnet50 ...] [--repeat 5]
                                          [--cache fidelity.json] [--candidates 8]
+                                         [--kernel-db DIR]
 
 1. Times every kernel of each model alone and each whole model (all ops on the host unit),
-   as ``autoplace calibrate`` does (``--cache`` keeps the measurements for a re-run).
+   as ``autoplace calibrate`` does (``--cache`` keeps the measurements for a re-run); with
+   ``--kernel-db``, the kernels scheduled by its records, as the tuned build runs them.
 2. Prints, per model, the measured latency and the simulated one with the bundled ``host``
    profile and with ``host`` calibrated: per op kind only, or with the per-kernel latency
    table too; on all the models (in-sample), or on all the others (held out: the model
@@ -24,17 +26,21 @@ import time
 from pathlib import Path
 
 from autoplace.calibrate.kernels import Measurements, Session, calibrated, fit, measure, simulated
+from autoplace.deploy.kernel_db import KernelDatabase
 from autoplace.deploy.run import TimeSettings
 from autoplace.hardware.load import load_profile
 from autoplace.models import BUNDLED, load_graph
 
 
-def _measurements(models: list[str], profile, settings: TimeSettings, cache: Path | None):
+def _measurements(models: list[str], profile, settings: TimeSettings, cache: Path | None,
+                  kernel_db: Path | None = None):
     if cache and cache.is_file():
         m = Measurements.from_dict(json.loads(cache.read_text()))
         if set(models) <= set(m.models):
             return m
-    m = measure(models, profile, profile.host, session=Session(), settings=settings)
+    kernels = KernelDatabase(kernel_db) if kernel_db else None
+    m = measure(models, profile, profile.host, session=Session(), settings=settings,
+                kernels=kernels)
     if cache:
         cache.write_text(json.dumps(m.to_dict()) + "\n")
     return m
@@ -118,10 +124,15 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--candidates", type=int, default=8)
     ap.add_argument("--cost-model", default="squeezenet", help="model of the cost table")
+    ap.add_argument("--kernel-db", type=Path, default=None,
+                    help="MetaSchedule database (`autoplace tune-kernels`) the host unit's "
+                         "kernels are built and timed with: the tuned build's fidelity")
     args = ap.parse_args()
     profile = load_profile(args.hw)
-    print(f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
-    m = _measurements(args.models, profile, TimeSettings(repeat=args.repeat), args.cache)
+    print(f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
+          + (f", kernels from {args.kernel_db}" if args.kernel_db else ""))
+    m = _measurements(args.models, profile, TimeSettings(repeat=args.repeat), args.cache,
+                      args.kernel_db)
     fidelity_table(m, profile, args.models)
     if args.candidates:
         measurement_cost(args.cost_model, load_profile("soc"), args.candidates)

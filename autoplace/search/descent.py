@@ -161,7 +161,7 @@ class Descent:
         #: and their predictions are kept for the next round that starts there, and so are
         #: those of where a descent ended (the usual next start: it is then the best)
         self.stable = predict is None if stable is None else stable
-        self._rankings: dict[bytes, tuple] = {}
+        self._rankings: dict[bytes, Ranking] = {}
 
     def propose(self, choice: np.ndarray, mode: np.ndarray, n: int,
                 measured: Collection[bytes]) -> tuple[np.ndarray, np.ndarray]:

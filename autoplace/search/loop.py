@@ -421,7 +421,7 @@ class Tuner:
         batches but at most half the trials, unless descent is off: a short job's strategy
         keeps a round): the loop's, or of a descent ``share``."""
         c, share = self.config, self.descent if share is None else share
-        return 0 if share == 0 else min(max(2 * c.batch_size, int(c.trials * c.descent)),
+        return 0 if share == 0 else min(max(2 * c.batch_size, int(c.trials * share)),
                                         max(c.trials // 2, 1))
 
     def _remaining(self) -> int:
