@@ -49,17 +49,27 @@ def test_moves_of_a_big_space_are_capped(space):
     assert 0 < len(C) <= 50
 
 
-def test_a_stable_model_ranks_a_starts_moves_once_and_proposes_the_same(space):
-    """Rounds that descend from the same best reuse its ranked moves when the model gives a
-    genome the same figure every time (the simulator); a learning model ranks them anew."""
+def normalized_heft(space):
+    """HEFT's genome, its modes normalised: a descent start."""
     c, m = heft_genome(space)
-    m = space.normalize(c[None, :], m[None, :])[0]
-    rows = []
+    return c, space.normalize(c[None, :], m[None, :])[0]
+
+
+def counting(space):
+    """A simulator prediction that notes how many rows each call ranks (the list)."""
+    rows: list[int] = []
 
     def counted(C, M):
         rows.append(len(C))
         return predicted(space, C, M)
 
+    return rows, counted
+
+
+def test_a_stable_model_ranks_a_starts_moves_once_and_proposes_the_same(space):
+    """Rounds that descend from the same best reuse its ranked moves when the model gives a
+    genome the same figure every time (the simulator); a learning model ranks them anew."""
+    (c, m), (rows, counted) = normalized_heft(space), counting(space)
     out = {}
     for stable in (True, False):
         rows.clear()
@@ -77,14 +87,7 @@ def test_a_stable_model_keeps_the_ranking_that_ended_a_descent(space):
     """The round after a descent usually starts where it ended (then the best): with the
     simulator, the full ranking that ended the descent is that round's, not made again;
     the proposals are a learning model's (none: the end is a local optimum)."""
-    c, m = heft_genome(space)
-    m = space.normalize(c[None, :], m[None, :])[0]
-    rows = []
-
-    def counted(C, M):
-        rows.append(len(C))
-        return predicted(space, C, M)
-
+    (c, m), (rows, counted) = normalized_heft(space), counting(space)
     out = {}
     for stable in (True, False):
         d = Descent(space, predict=counted, stable=stable)
