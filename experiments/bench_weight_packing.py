@@ -43,7 +43,7 @@ def compare_kernels(model: str, mcpu: str, rounds: int) -> None:
     import tvm
     from bench_conv_schedules import timer
 
-    from autoplace.deploy.prepack import layout_free, split_packs
+    from autoplace.deploy.prepack import mark_weights, split_packs
     from autoplace.deploy.schedule import default_schedule
     from autoplace.models import load_module
     from autoplace.runtime.program import read_program
@@ -61,7 +61,7 @@ def compare_kernels(model: str, mcpu: str, rounds: int) -> None:
     for name in sorted(f for f in count if "conv" in f):
         func = mod[name]
         once, packs = split_packs(default_schedule(
-            layout_free(func, program.weight_params(name)), target), 1)
+            mark_weights(func, program.weight_params(name)), target), 1)
         timers = {"per call": timer(default_schedule(func, target), target, _args(func)),
                   "once": timer(once, target, _args(once))}
         best = {k: min(t() for _ in range(rounds)) * 1e6 for k, t in timers.items()}
@@ -88,7 +88,7 @@ def compare_ms(model: str, names: list[str], trials: int, mcpu: str) -> None:
     from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    from autoplace.deploy.prepack import layout_free, split_packs
+    from autoplace.deploy.prepack import mark_weights, split_packs
     from autoplace.deploy.schedule import default_schedule
     from autoplace.models import load_module
     from autoplace.runtime.program import read_program
@@ -100,7 +100,7 @@ def compare_ms(model: str, names: list[str], trials: int, mcpu: str) -> None:
           "(as is / layout free) | load |\n|---|---|---|---|---|---|")
     for name in names:
         func = mod[name].with_attr("global_symbol", "main")
-        free = layout_free(func, program.weight_params(name))
+        free = mark_weights(func, program.weight_params(name))
         best = {"default": split_packs(default_schedule(free, target), 1)[0]}
         secs = {}
         for label, kernel in (("as is", func), ("free", free)):

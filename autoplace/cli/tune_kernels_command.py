@@ -54,6 +54,7 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
     from autoplace.runtime.layout import runtime_program
+    from autoplace.runtime.libraries import kernel_func
 
     if bool(args.rpc_tracker) != bool(args.rpc_key):
         raise ValueError("--rpc-tracker and --rpc-key go together")
@@ -69,7 +70,9 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     if args.rpc_tracker:
         _board_is_there(args.rpc_tracker, args.rpc_key)
     mod, graph = load_module(args.model, args.input_shapes)
-    tasks = kernel_tasks(runtime_program(mod, graph, profile).funcs, graph, profile, args.unit,
+    program = runtime_program(mod, graph, profile)
+    funcs = {name: kernel_func(program, name) for name in program.funcs}
+    tasks = kernel_tasks(funcs, graph, profile, args.unit,
                          on_board=args.rpc_tracker is not None,
                          cross_compiler=args.cross_compiler)
     db = KernelDatabase(args.kernel_db, create=True)

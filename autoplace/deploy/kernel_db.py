@@ -7,11 +7,19 @@ structure alone, whatever target a record was tuned for, so two units' records m
 share a database. Each sub-directory also holds ``target.json``, the target it is for.
 
 A kernel is looked up as MetaSchedule tunes it: the PrimFunc alone, named ``main``
-(:func:`workload`). Besides MetaSchedule's candidates, ``tune-kernels`` records the default
-schedule of each kernel (:func:`~autoplace.deploy.schedule.default_schedule`), measured by
-the same runner: a record like the others, known by its trace. So a build takes whichever
-ran faster: :meth:`KernelDatabase.schedule` gives the fastest record's schedule, or None
-when the kernel was never tuned for the target or its default schedule is the fastest (the
+(:func:`workload`), its weights marked layout free as a library compiles it
+(:func:`autoplace.runtime.libraries.kernel_func`). MetaSchedule's ``RewriteLayout`` then
+packs each weight in a block of its own, as the default schedule does, which its builder
+leaves out when it times a candidate and a library splits off to run once
+(:mod:`autoplace.deploy.prepack`): both are timed, and run, reading packed weights
+(tuned without the mark, the default schedule was timed packing its weights on every call,
+3x its time in a library on a squeezenet conv, and MetaSchedule's read them unpacked).
+
+Besides MetaSchedule's candidates, ``tune-kernels`` records the default schedule of each
+kernel (:func:`~autoplace.deploy.schedule.default_schedule`), measured by the same
+runner: a record like the others, known by its trace. So a build takes whichever ran
+faster: :meth:`KernelDatabase.schedule` gives the fastest record's schedule, or None when
+the kernel was never tuned for the target or its default schedule is the fastest (the
 build then uses the default schedule); :meth:`KernelDatabase.tag` names what a build used,
 so a library built from other records is not taken from the cache.
 
@@ -33,7 +41,6 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from autoplace.deploy.prepack import without_layout_free
 from autoplace.deploy.schedule import default_schedule, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key
 
@@ -49,9 +56,8 @@ FINALISTS = "finalists.json"
 
 
 def workload(func: tirx.PrimFunc) -> tvm.IRModule:
-    """The module MetaSchedule tunes and looks ``func`` up by: ``func`` alone, as ``main``
-    (without a target, and without the layout-free mark of :mod:`autoplace.deploy.prepack`)."""
-    func = without_layout_free(func)
+    """The module MetaSchedule tunes and looks ``func`` up by: ``func`` alone, as ``main``,
+    without a target (with its layout-free mark: :mod:`autoplace.deploy.prepack`)."""
     if func.attrs is not None and "target" in func.attrs:
         func = func.without_attr("target")
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
@@ -241,7 +247,7 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
     """``func`` scheduled for ``target`` as every build schedules it: by the best record of
     ``kernels`` when it has one, else by :func:`~autoplace.deploy.schedule.default_schedule`
     (which packs the weights ``func`` marks layout free at its root:
-    :mod:`autoplace.deploy.prepack`). A kernel is looked up without that mark
+    :mod:`autoplace.deploy.prepack`). A kernel is looked up with that mark
     (:func:`workload`)."""
     tuned = kernels.schedule(func, target) if kernels is not None else None
     return tuned if tuned is not None else default_schedule(func, target)
@@ -280,8 +286,18 @@ def _drop_torn_tail(path: Path) -> None:
 
 def _trace_text(trace) -> str:
     """``trace`` as JSON text, the same for a trace as tuned and as read back from the
-    database (where MetaSchedule made a JSON number of an annotation's ``IntImm``)."""
-    return json.dumps(trace.as_json(), default=lambda x: getattr(x, "value", str(x)))
+    database (where MetaSchedule made a JSON number of an annotation's ``IntImm``, and of
+    a boolean one: ``RewriteLayout``'s mark of its packing block)."""
+    text = json.dumps(trace.as_json(), default=lambda x: getattr(x, "value", str(x)))
+    return json.dumps(_bools_as_ints(json.loads(text)))
+
+
+def _bools_as_ints(value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, list):
+        return [_bools_as_ints(v) for v in value]
+    return value
 
 
 def _kernel_key(func: tirx.PrimFunc, target: tvm.target.Target) -> tuple[str, str]:

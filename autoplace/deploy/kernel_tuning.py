@@ -211,7 +211,7 @@ class KernelTuner:
         (built,) = self.builder(task).build([BuilderInput(sch.mod, task.target)])
         if built.error_msg:
             return
-        args = ArgInfo.from_prim_func(mod["main"])
+        args = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
         (future,) = self.runner(task).run([RunnerInput(built.artifact_path, "cpu", args)])
         ran = future.result()
         _remove_artefacts([built])

@@ -25,6 +25,7 @@ import tvm
 from tvm import relax
 
 from autoplace.deploy.kernel_db import KernelDatabase, scheduled
+from autoplace.deploy.prepack import mark_weights
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
@@ -97,6 +98,21 @@ def _typed(ty, vd):
     return relax.TensorType(ty.shape, ty.dtype, vdevice=vd)
 
 
+def _constant_params(func: relax.Function) -> dict[str, frozenset[int]]:
+    """PrimFunc name -> the positions of its parameters given a constant (a weight) at
+    every ``call_tir`` of it in ``func``."""
+    seen: dict[str, frozenset[int]] = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op.same_as(CALL_TIR):
+                here = frozenset(i for i, a in enumerate(v.args[1].fields)
+                                 if isinstance(a, tvm.ir.expr.Constant))
+                name = v.args[0].name_hint
+                seen[name] = seen[name] & here if name in seen else here
+    return seen
+
+
 def _producers(func: relax.Function) -> dict:
     """Original Var -> index of the op (call_tir, program order) whose output it is."""
     out, k = {}, 0
@@ -122,6 +138,7 @@ class _KernelPlacer(relax.PyExprMutator):
         self.kernels = kernels
         self.mod_, self.graph, self.placement, self.plan = mod, graph, placement, plan
         self.producers = producers
+        self.constants = _constant_params(mod["main"])
         self.k = 0  # index of the next call_tir (op)
         self.funcs: dict[tuple[str, str], object] = {}  # (PrimFunc, target key) -> GlobalVar
         self.copies: list[dict] = []
@@ -153,13 +170,15 @@ class _KernelPlacer(relax.PyExprMutator):
         return k
 
     def _func(self, gv, k: int, vd) -> object:
-        """The PrimFunc ``gv`` with the target of op ``k`` (one clone per target), scheduled
-        for it as every build schedules it (:func:`autoplace.deploy.kernel_db.scheduled`:
-        the kernel database's best record, else the default schedule)."""
+        """The PrimFunc ``gv`` with the target of op ``k`` (one clone per target), its
+        weights marked as the runtime's libraries mark them, scheduled for it as every
+        build schedules it (:func:`autoplace.deploy.kernel_db.scheduled`: the kernel
+        database's best record, else the default schedule). This module does not split
+        the weights' packing off: it runs on every call."""
         key = (gv.name_hint, self.plan.op_target[k])
         if key not in self.funcs:
             n = sum(1 for f, _ in self.funcs if f == gv.name_hint)
-            pf = self.mod_[gv]
+            pf = mark_weights(self.mod_[gv], self.constants.get(gv.name_hint, ()))
             pf = scheduled(pf, vd.target, self.kernels).with_attr("target", vd.target)
             self.funcs[key] = self.builder_.add_func(pf, f"{gv.name_hint}_t{n}")
         return self.funcs[key]

@@ -35,17 +35,33 @@ def layout_free(func: tirx.PrimFunc, params: Iterable[int]) -> tirx.PrimFunc:
     return func.with_attr(LAYOUT_FREE, params) if params else func
 
 
+def mark_weights(func: tirx.PrimFunc, constants: Iterable[int]) -> tirx.PrimFunc:
+    """``func`` with those of its ``constants`` (parameter positions) that a reduction
+    reads (a conv's or a matmul's weight: what a schedule packs) marked layout free
+    (:func:`layout_free`). A constant read elementwise (a bias, a scale) is left unmarked:
+    MetaSchedule's ``RewriteLayout`` would pack it in the weight's packing function, one
+    function for two arguments, which the runtime does not split off."""
+    reduced = _reduction_reads(func)
+    return layout_free(func, [p for p in constants
+                              if any(func.params[int(p)].same_as(r) for r in reduced)])
+
+
+def _reduction_reads(func: tirx.PrimFunc) -> list:
+    """What ``func``'s blocks with a reduction iterator read."""
+    found: list = []
+
+    def visit(block):
+        if any(v.iter_type == tirx.IterVar.CommReduce for v in block.iter_vars):
+            found.extend(r.source for r in block.reads)
+
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit))
+    return found
+
+
 def free_params(func: tirx.PrimFunc) -> frozenset[int]:
     """The positions of ``func``'s parameters marked by :func:`layout_free`."""
     value = func.attrs.get(LAYOUT_FREE) if func.attrs is not None else None
     return frozenset(int(p) for p in value) if value is not None else frozenset()
-
-
-def without_layout_free(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` without the mark (what a kernel database looks it up by)."""
-    if func.attrs is not None and LAYOUT_FREE in func.attrs:
-        return func.without_attr(LAYOUT_FREE)
-    return func
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import tvm
 
 from autoplace.deploy import cpu_rules, prepack, schedule, tile_plan
 from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
-from autoplace.deploy.prepack import layout_free, split_packs
+from autoplace.deploy.prepack import mark_weights, split_packs
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
@@ -63,13 +63,21 @@ def rules_digest() -> str:
     return _digest(*(Path(m.__file__).read_text() for m in SCHEDULE_RULES))
 
 
+def kernel_func(program: Program, name: str):
+    """PrimFunc ``name`` of ``program`` as a library compiles it, before its schedule: its
+    weights marked layout free (:func:`~autoplace.deploy.prepack.mark_weights`): what
+    ``tune-kernels`` tunes and a kernel database looks it up by, so that MetaSchedule packs
+    the weights its schedule reads once, as the default schedule does."""
+    return mark_weights(program.funcs[name], program.weight_params(name))
+
+
 def split_kernel(program: Program, name: str, target: tvm.target.Target,
                  kernels: KernelDatabase | None = None, schedule=None) -> tuple:
-    """Kernel ``name`` of ``program`` as a library holds it for ``target``: its weights
-    marked layout free, scheduled (by ``kernels``' record, else the default schedule; by
+    """Kernel ``name`` of ``program`` as a library holds it for ``target``
+    (:func:`kernel_func`), scheduled (by ``kernels``' record, else the default schedule; by
     ``schedule(func, target)`` where given), its packs split off: ``(compute, packs)``
     (:func:`~autoplace.deploy.prepack.split_packs`)."""
-    func = layout_free(program.funcs[name], program.weight_params(name))
+    func = kernel_func(program, name)
     func = scheduled(func, target, kernels) if schedule is None else schedule(func, target)
     outputs = next(len(k.outputs) for k in program.kernels if k.func == name)
     return split_packs(func, outputs)
@@ -158,7 +166,8 @@ class KernelLibraries:
         funcs, target = sorted(self._funcs[key]), self._targets[key]
         hashes = [f"{f}:{self.program.func_hashes[f]}" for f in funcs]
         if self.program.funcs:  # (a program read from an artefact has none: untuned)
-            hashes += [schedule_tag(self.program.funcs[f], target, self.kernels) for f in funcs]
+            hashes += [schedule_tag(kernel_func(self.program, f), target, self.kernels)
+                       for f in funcs]
         compiler = [f"cc:{self.compilers[key]}"] if self.compilers.get(key) else []
         digest = _digest(str(LIBRARY_VERSION), rules_digest(), tvm.__version__, key, *compiler,
                          *hashes)

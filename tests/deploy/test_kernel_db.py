@@ -44,7 +44,7 @@ from autoplace.hardware.load import load_profile
 from autoplace.measure.server import wait_registered
 from autoplace.models import load_module
 from autoplace.runtime import Runtime
-from autoplace.runtime.libraries import KernelLibraries
+from autoplace.runtime.libraries import KernelLibraries, kernel_func
 from autoplace.runtime.program import read_program
 from autoplace.space import SearchSpace
 
@@ -96,8 +96,9 @@ def metaschedule_only(tuned, tmp_path_factory):
 
 
 def _tasks(mod, graph, units=("core0",)):
-    funcs = {gv.name_hint: f for gv, f in mod.functions.items()
-             if isinstance(f, tvm.tirx.PrimFunc)}
+    """The kernels ``tune-kernels`` tunes: as a library compiles them (weights marked)."""
+    program = read_program(mod)
+    funcs = {name: kernel_func(program, name) for name in program.funcs}
     return kernel_tasks(funcs, graph, load_profile("host"), list(units))
 
 
@@ -417,3 +418,32 @@ def test_what_tune_kernels_cannot_do_here_is_one_line(tmp_path):
     one_line_error(cli(*args, "--rpc-tracker", f"127.0.0.1:{free_port()}", "--rpc-key", "b"),
                    "cannot reach the RPC tracker at 127.0.0.1:")
     assert not (tmp_path / "k").exists()
+
+
+def test_kernels_are_tuned_and_timed_reading_their_weights_packed(tmp_path):
+    """A conv's weight is marked layout free as a library compiles it (its bias is not):
+    MetaSchedule's candidates that pack it (``RewriteLayout``) and the default schedule,
+    which does, are timed without their packing, as a library runs them once it has split
+    the packing off, and a library splits each such record's packing into one function."""
+    from deploy.test_prepack import conv_bias_relu
+
+    from autoplace.deploy.kernel_tuning import KernelTask
+    from autoplace.deploy.prepack import free_params, mark_weights, split_packs
+
+    profile = load_profile("host")
+    func = mark_weights(conv_bias_relu((1, 16, 10, 10), (32, 16, 3, 3)), [1, 2])
+    assert free_params(func) == {1}
+    target = unit_target(profile.unit("core0"), profile)
+    task = KernelTask("conv", func, target, ("core0",), 1, (0,))
+    db = KernelDatabase(tmp_path / "kdb", create=True)
+    KernelTuner(db, KernelTuning(trials=TRIALS)).tune_all([task], progress=lambda _: None)
+    weights = {}
+    for r in db.records(func, target):
+        compute, packs = split_packs(r.as_measure_candidate().sch.mod["main"], 1)
+        assert [list(a.shape) for a in r.args_info] == [
+            [int(d) for d in p.ty.shape] for p in compute.params]  # timed as it runs
+        assert [p.param for p in packs] in ([], [1])
+        weights[db.is_default(r, func, target)] = list(r.args_info[1].shape)
+    (pack,) = split_packs(default_schedule(func, target), 1)[1]  # as a library packs it
+    assert weights[True] == list(pack.shape) != [32, 16, 3, 3]
+    assert len(weights) == 2  # (and MetaSchedule's)

@@ -9,7 +9,7 @@ import tvm_ffi
 from tvm import relax
 
 from autoplace.deploy.kernel_db import workload
-from autoplace.deploy.prepack import free_params, layout_free, split_packs
+from autoplace.deploy.prepack import free_params, layout_free, mark_weights, split_packs
 from autoplace.deploy.schedule import default_schedule
 from autoplace.frontend.relax import fuse
 
@@ -74,12 +74,15 @@ def test_the_packed_weight_and_the_compute_give_what_the_kernel_gives(shapes):
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_a_kernel_database_looks_a_kernel_up_without_the_mark():
+def test_the_weight_a_reduction_reads_is_marked_and_a_database_sees_the_mark():
+    """Of a conv's constants, its weight is marked, its bias (read elementwise) is not; a
+    kernel database tells the marked kernel from the unmarked one (a record of the kernel
+    whose weight it packs is not one of a kernel given its weight per call)."""
     func = conv_bias_relu((1, 8, 9, 9), (12, 8, 1, 1))
-    marked = layout_free(func, [1, 2])
-    assert not tvm_ffi.structural_equal(marked, func)
-    assert tvm_ffi.structural_hash(workload(marked)) == tvm_ffi.structural_hash(workload(func))
-    assert layout_free(func, []).same_as(func)
+    marked = mark_weights(func, [1, 2])
+    assert free_params(marked) == {1} and free_params(mark_weights(func, [2])) == set()
+    assert tvm_ffi.structural_hash(workload(marked)) != tvm_ffi.structural_hash(workload(func))
+    assert layout_free(func, []).same_as(func) and mark_weights(func, [2]).same_as(func)
 
 
 def _reference(func):

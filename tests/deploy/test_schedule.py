@@ -9,7 +9,6 @@ import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 
 from autoplace.deploy.cpu_rules import MIN_PARALLEL, parallel_outer, vector_bits
-from autoplace.deploy.prepack import layout_free
 from autoplace.deploy.schedule import default_schedule, threads_for
 from autoplace.deploy.tile_plan import (
     REREAD_BYTES,
@@ -24,6 +23,7 @@ from autoplace.frontend.relax import fuse
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
 from autoplace.runtime.layout import runtime_program
+from autoplace.runtime.libraries import kernel_func
 
 #: a unit of this machine's CPU on two cores (the host profile's ``cpu``: AVX-512 here), and
 #: one of the baseline x86-64 CPU (SSE2) on one core
@@ -466,7 +466,7 @@ def test_a_conv_onto_channel_blocks_holds_the_width_in_registers_and_reads_packe
     mod, graph = load_module("squeezenet")
     program = runtime_program(mod, graph, load_profile("host"))
     name = "fused_conv2d10_add6_relu6"
-    func = layout_free(program.funcs[name], program.weight_params(name))
+    func = kernel_func(program, name)
     scheduled = default_schedule(func, AVX512)
     block, values, around = [(b, v, a) for b, v, a in _nests(scheduled.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
