@@ -422,28 +422,32 @@ def test_what_tune_kernels_cannot_do_here_is_one_line(tmp_path):
 
 def test_kernels_are_tuned_and_timed_reading_their_weights_packed(tmp_path):
     """A conv's weight is marked layout free as a library compiles it (its bias is not):
-    MetaSchedule's candidates that pack it (``RewriteLayout``) and the default schedule,
-    which does, are timed without their packing, as a library runs them once it has split
-    the packing off, and a library splits each such record's packing into one function."""
-    from deploy.test_prepack import conv_bias_relu
+    MetaSchedule's candidates pack it (``RewriteLayout``) as the default schedule does;
+    each record was timed without its packing, as a library runs it once it has split the
+    packing off into one function, and packing then computing gives the conv's output."""
+    from deploy.test_prepack import SSE2, _built, _reference, conv_bias_relu
 
     from autoplace.deploy.kernel_tuning import KernelTask
     from autoplace.deploy.prepack import free_params, mark_weights, split_packs
 
     profile = load_profile("host")
-    func = mark_weights(conv_bias_relu((1, 16, 10, 10), (32, 16, 3, 3)), [1, 2])
+    plain = conv_bias_relu((1, 16, 10, 10), (32, 16, 3, 3))
+    func = mark_weights(plain, [1, 2])
     assert free_params(func) == {1}
     target = unit_target(profile.unit("core0"), profile)
-    task = KernelTask("conv", func, target, ("core0",), 1, (0,))
     db = KernelDatabase(tmp_path / "kdb", create=True)
-    KernelTuner(db, KernelTuning(trials=TRIALS)).tune_all([task], progress=lambda _: None)
-    weights = {}
-    for r in db.records(func, target):
-        compute, packs = split_packs(r.as_measure_candidate().sch.mod["main"], 1)
+    KernelTuner(db, KernelTuning(trials=TRIALS)).tune_all(
+        [KernelTask("conv", func, target, ("core0",), 1, (0,))], progress=lambda _: None)
+    args, want, got = _reference(plain)
+    records = db.records(func, target)
+    assert sum(db.is_default(r, func, target) for r in records) == 1 and len(records) == 3
+    for r in records:
+        compute, (pack,) = split_packs(r.as_measure_candidate().sch.mod["main"], 1)
         assert [list(a.shape) for a in r.args_info] == [
             [int(d) for d in p.ty.shape] for p in compute.params]  # timed as it runs
-        assert [p.param for p in packs] in ([], [1])
-        weights[db.is_default(r, func, target)] = list(r.args_info[1].shape)
-    (pack,) = split_packs(default_schedule(func, target), 1)[1]  # as a library packs it
-    assert weights[True] == list(pack.shape) != [32, 16, 3, 3]
-    assert len(weights) == 2  # (and MetaSchedule's)
+        assert pack.param == 1 and pack.shape != (32, 16, 3, 3)
+        packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
+        _built(pack.func, SSE2)(tvm.runtime.tensor(args[1]), packed)
+        _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, tvm.runtime.tensor(args[2]),
+                              got)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
