@@ -13,7 +13,8 @@ packs each weight in a block of its own, as the default schedule does, which its
 leaves out when it times a candidate and a library splits off to run once
 (:mod:`autoplace.deploy.prepack`): both are timed, and run, reading packed weights
 (tuned without the mark, the default schedule was timed packing its weights on every call,
-3x its time in a library on a squeezenet conv, and MetaSchedule's read them unpacked).
+twice its time in a library on resnet50's 7x7 convs: experiments/results/
+bench_weight_packing.md; and MetaSchedule's read them unpacked).
 
 Besides MetaSchedule's candidates, ``tune-kernels`` records the default schedule of each
 kernel (:func:`~autoplace.deploy.schedule.default_schedule`), measured by the same
