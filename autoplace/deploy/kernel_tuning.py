@@ -194,7 +194,8 @@ class KernelTuner:
                           max_trials_global=trials,
                           num_trials_per_iter=min(TRIALS_PER_ROUND, trials),
                           builder=self.builder(task), runner=self.runner(task),
-                          database=database, cost_model=self.cost_model)
+                          database=_without_default(database, self.db, task),
+                          cost_model=self.cost_model)
 
     def _measure_default(self, task: KernelTask) -> None:
         """Build and run ``task``'s default schedule as MetaSchedule runs a candidate, and
@@ -298,6 +299,40 @@ class KernelTuner:
                  else "MetaSchedule's")
         again = ", timed again" if self.db.retimed(task.prim_func, task.target) else ""
         return f"best {record_seconds(best[0]) * 1e6:.1f} us ({whose}{again})"
+
+
+def _without_default(database, db: KernelDatabase, task: KernelTask):
+    """``database`` as MetaSchedule's search sees it: the kernel's default schedule's record
+    left out of its best records. The search replays its best records and runs its
+    postprocessors on them again; ``RewriteLayout`` on the default schedule, whose weight is
+    packed already, fails a check in TVM's C++ (a job resuming a kernel with more trials
+    died there). Records are committed to ``database`` as MetaSchedule measures them."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.database import PyDatabase
+
+    @derived_object
+    class WithoutDefault(PyDatabase):
+        def has_workload(self, mod):
+            return database.has_workload(mod)
+
+        def commit_workload(self, mod):
+            return database.commit_workload(mod)
+
+        def commit_tuning_record(self, record):
+            database.commit_tuning_record(record)
+
+        def get_top_k(self, workload, top_k):
+            ranked = database.get_top_k(workload, top_k + 1)
+            return [r for r in ranked if not db.is_default(r, task.prim_func, task.target)
+                    ][:top_k]
+
+        def get_all_tuning_records(self):
+            return database.get_all_tuning_records()
+
+        def __len__(self):
+            return len(database)
+
+    return WithoutDefault()
 
 
 def evolutionary(per_round: int):

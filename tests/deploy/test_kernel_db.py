@@ -424,7 +424,8 @@ def test_kernels_are_tuned_and_timed_reading_their_weights_packed(tmp_path):
     """A conv's weight is marked layout free as a library compiles it (its bias is not):
     MetaSchedule's candidates pack it (``RewriteLayout``) as the default schedule does;
     each record was timed without its packing, as a library runs it once it has split the
-    packing off into one function, and packing then computing gives the conv's output."""
+    packing off into one function, and packing then computing gives the conv's output; a
+    second job with a larger budget tunes it further."""
     from deploy.test_prepack import SSE2, _built, _reference, conv_bias_relu
 
     from autoplace.deploy.kernel_tuning import KernelTask
@@ -451,3 +452,8 @@ def test_kernels_are_tuned_and_timed_reading_their_weights_packed(tmp_path):
         _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, tvm.runtime.tensor(args[2]),
                               got)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    # a larger budget resumes the kernel: MetaSchedule's search starts from its best records
+    # (not the default schedule's, whose packed weight its RewriteLayout cannot pack again)
+    KernelTuner(db, KernelTuning(trials=TRIALS + 1)).tune_all(
+        [KernelTask("conv", func, target, ("core0",), 1, (0,))], progress=lambda _: None)
+    assert KernelDatabase(tmp_path / "kdb").trials(func, target) == TRIALS + 1
