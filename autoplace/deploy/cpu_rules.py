@@ -40,7 +40,9 @@ that it writes a block's output planes in order rather than every plane from eac
 reduction whose output holds its channels in blocks, innermost (NCHWc, as the runtime holds
 activations: :mod:`autoplace.runtime.layout`; :func:`_blocked_output`) is vectorised over
 the block's channels with the width in registers
-(:func:`~autoplace.deploy.tile_plan.plan_block_tiles`), its weights packed. A
+(:func:`~autoplace.deploy.tile_plan.plan_block_tiles`), its weights packed; blocks
+narrower than a vector (8 channels on AVX-512) are computed several to a vector
+(:mod:`autoplace.deploy.channel_pairs`). A
 reduction vectorised over channels reads its weights, for each block of channels its
 parallel loop runs, from a copy made there in which the vector's channels are innermost
 (:func:`_pack_channel_input`; MLAS's packed weights, made per call and per block): one load
@@ -69,9 +71,9 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
-from tvm.sym.pattern import detect_linear_equation
 from tvm.tirx import IndexMap
 
+from autoplace.deploy.channel_pairs import merge_channel_blocks, write_back_merged
 from autoplace.deploy.prepack import PREPROC, free_params
 from autoplace.deploy.tile_plan import (
     Tiles,
@@ -80,6 +82,7 @@ from autoplace.deploy.tile_plan import (
     plan_block_tiles,
     plan_reduction_tiles,
 )
+from autoplace.deploy.tir_facts import data_parallel, input_reads, param_of, stride, uses_var
 
 #: iterations of the fused parallel loop enough to keep every core busy (the loops inside
 #: it are left alone)
@@ -129,6 +132,10 @@ def _schedule_block(sch: s_tir.Schedule, name: str, bits: int, parallel: bool):
     """``sch`` with block ``name`` tiled (a reduction) or vectorised (elementwise), its outer
     loops parallel; with only its outer loops parallel when TVM refuses the rest."""
     kinds = _kinds(sch, name)
+    if "R" in kinds and "S" in kinds:  # a reduction onto narrow channel blocks, else any
+        done = _attempt(sch, _tile_merged_blocks, name, bits, parallel)
+        if done is not sch:
+            return done
     rule = _tile_reduction if "R" in kinds and "S" in kinds else _vectorize_nest
     done = _attempt(sch, rule, name, bits, parallel)
     if done is sch and parallel:
@@ -203,14 +210,7 @@ def _extents(sch: s_tir.Schedule, loops) -> list[int]:
 def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
     """Tile reduction block ``name`` as the module docstring says (refused by TVM, or by
     a ``ValueError`` here, when its shape does not allow it)."""
-    block = sch.get_sblock(name)
-    kinds, loops = _kinds(sch, name), sch.get_loops(block)
-    if len(loops) != len(kinds) or "O" in kinds or _has_if_then_else(sch, name):
-        raise ValueError(f"{name}: not a plain reduction nest")
-    if _inputs(sch, block) < 2:
-        raise ValueError(f"{name}: one input (a pooling): no data to reuse from registers")
-    spatial = [loop for loop, k in zip(loops, kinds) if k == "S"]
-    reduce = [loop for loop, k in zip(loops, kinds) if k == "R"]
+    block, spatial, reduce = _reduction_loops(sch, name)
     lanes = bits // _dtype_bits(sch, name)
     extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
     stmt = sch.get(block)
@@ -231,6 +231,37 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     _vectorize_reduction(sch, block, reduce[0])
 
 
+def _reduction_loops(sch: s_tir.Schedule, name: str):
+    """Reduction block ``name`` and its spatial and reduction loops (refused, by a
+    ``ValueError``, when it is not a plain reduction nest of two inputs or more)."""
+    block = sch.get_sblock(name)
+    kinds, loops = _kinds(sch, name), sch.get_loops(block)
+    if len(loops) != len(kinds) or "O" in kinds or _has_if_then_else(sch, name):
+        raise ValueError(f"{name}: not a plain reduction nest")
+    if _inputs(sch, block) < 2:
+        raise ValueError(f"{name}: one input (a pooling): no data to reuse from registers")
+    return (block, [loop for loop, k in zip(loops, kinds) if k == "S"],
+            [loop for loop, k in zip(loops, kinds) if k == "R"])
+
+
+def _tile_merged_blocks(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
+    """Tile reduction block ``name`` onto channel blocks narrower than a vector over
+    several blocks at once (:mod:`autoplace.deploy.channel_pairs`), as a blocked output's
+    reduction is tiled (:func:`~autoplace.deploy.tile_plan.plan_block_tiles`); refused
+    when its blocks fill a vector, or it cannot be merged."""
+    block, _, _ = _reduction_loops(sch, name)
+    lanes = bits // _dtype_bits(sch, name)
+    k = merge_channel_blocks(sch, block, lanes)
+    block, spatial, reduce = _reduction_loops(sch, name)
+    tiles = plan_block_tiles(_extents(sch, spatial), lanes, 32 if bits >= 512 else 16)
+    outer, inner = _split_tiles(sch, spatial, tiles)
+    sch.reorder(*outer, *reduce, *inner)
+    write_back_merged(sch, block, outer[-1], k)
+    if parallel:
+        _parallel_loops(sch, outer)
+    _vectorize_reduction(sch, block, reduce[0])
+
+
 def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     """Copy, under ``slab_loop``, the slab of the input indexed by the vector axis (a conv's
     weight: its output channels) that the loop's iteration reads into a buffer where the
@@ -240,19 +271,19 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     :func:`~autoplace.deploy.prepack.layout_free`) is packed whole at the root instead, in
     a block :func:`~autoplace.deploy.prepack.split_packs` splits off, once."""
     stmt = sch.get(block)
-    var = _data_parallel(stmt)[tiles.vector]
-    found = [(i, r) for i, r in _input_reads(stmt)  # (a grouped conv's input: by group)
-             if any(_stride(rng.min, var) for rng in r.region)]
+    var = data_parallel(stmt)[tiles.vector]
+    found = [(i, r) for i, r in input_reads(stmt)  # (a grouped conv's input: by group)
+             if any(stride(rng.min, var) for rng in r.region)]
     if len(found) != 1:
         return
     index, region = found[0]
-    dim = next(d for d, rng in enumerate(region.region) if _uses_var(rng.min, var))
+    dim = next(d for d, rng in enumerate(region.region) if uses_var(rng.min, var))
     lanes, ndim = tiles.vector_tile, len(region.region)
     copy = sch.cache_read(block, index, "global")
     sch.transform_layout(block, ("read", index), IndexMap.from_func(
         lambda *i: [*(i[d] // lanes if d == dim else i[d] for d in range(ndim)), i[dim] % lanes],
         ndim=ndim))
-    if _param_of(sch, region.source) in free_params(sch.mod["main"]):
+    if param_of(sch, region.source) in free_params(sch.mod["main"]):
         sch.annotate(copy, PREPROC, True)  # a constant: packed once (prepack.split_packs)
     else:
         sch.compute_at(copy, slab_loop)
@@ -262,7 +293,7 @@ def _blocked_output(stmt) -> bool:
     """Whether block ``stmt`` writes an output whose channels are in blocks, innermost (an
     NCHWc tensor: :mod:`autoplace.runtime.layout`): 5-D, its last index the block's
     innermost data-parallel iterator, with another before it (the width)."""
-    region, spatial = stmt.writes[0].region, _data_parallel(stmt)
+    region, spatial = stmt.writes[0].region, data_parallel(stmt)
     return len(region) == 5 and len(spatial) >= 2 and region[-1].min.same_as(spatial[-1])
 
 
@@ -271,10 +302,10 @@ def _strided(stmt) -> bool:
     iterator (a conv of stride 2: a vector over the output's width would read every other
     element) that its first one (output channels) does not index (a depthwise conv's input
     is: a vector over its channels would read as many planes)."""
-    spatial = _data_parallel(stmt)
-    return any(_stride(rng.min, spatial[-1]) > 1 and
-               not any(_uses_var(other.min, spatial[0]) for other in r.region)
-               for _, r in _input_reads(stmt) for rng in r.region)
+    spatial = data_parallel(stmt)
+    return any(stride(rng.min, spatial[-1]) > 1 and
+               not any(uses_var(other.min, spatial[0]) for other in r.region)
+               for _, r in input_reads(stmt) for rng in r.region)
 
 
 def _channel_group(stmt) -> int | None:
@@ -282,41 +313,13 @@ def _channel_group(stmt) -> int | None:
     by which an input read divides a data-parallel iterator (``ff // 136 * 136 + rc``: a
     group's input channels are the group's own), or their greatest common divisor; None
     when no read divides one."""
-    spatial, divisions = _data_parallel(stmt), []
-    for _, r in _input_reads(stmt):
+    spatial, divisions = data_parallel(stmt), []
+    for _, r in input_reads(stmt):
         for rng in r.region:
             tvm_ffi.structural_walk(rng.min, (tirx.FloorDiv, divisions.append))
     found = [int(d.b.value) for d in divisions if isinstance(d.b, tirx.IntImm)
-             and any(_uses_var(d.a, v) for v in spatial)]
+             and any(uses_var(d.a, v) for v in spatial)]
     return math.gcd(*found) if found else None
-
-
-def _data_parallel(stmt) -> list:
-    """The data-parallel iterators of block ``stmt``, in order."""
-    return [iv.var for iv in stmt.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
-
-
-def _input_reads(stmt) -> list:
-    """(position, region) of each read of block ``stmt`` of a buffer it does not write."""
-    written = [w.source for w in stmt.writes]
-    return [(i, r) for i, r in enumerate(stmt.reads)
-            if not any(r.source.same_as(w) for w in written)]
-
-
-def _stride(expr, var) -> int:
-    """The coefficient of ``var`` in ``expr`` (0 when ``expr`` is not linear in it)."""
-    found = detect_linear_equation(expr, [var]) if _uses_var(expr, var) else []
-    return abs(int(found[0])) if found else 0
-
-
-def _param_of(sch, buffer) -> int | None:
-    """The position of the parameter whose buffer is ``buffer`` (None: not a parameter)."""
-    return next((k for k, p in enumerate(sch.mod["main"].params) if p.same_as(buffer)), None)
-
-
-def _uses_var(expr, var) -> bool:
-    """Whether ``expr`` reads ``var``."""
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
 def _inputs(sch: s_tir.Schedule, block) -> int:
@@ -342,9 +345,9 @@ def _activation_bytes(stmt, tiles: Tiles) -> float:
     infinite when one of those buffers has a symbolic shape."""
     if tiles.register is None:
         return 0
-    var, seen, total = _data_parallel(stmt)[tiles.register], [], 0.0
-    for _, r in _input_reads(stmt):
-        if any(r.source.same_as(b) for b in seen) or any(_uses_var(x.min, var)
+    var, seen, total = data_parallel(stmt)[tiles.register], [], 0.0
+    for _, r in input_reads(stmt):
+        if any(r.source.same_as(b) for b in seen) or any(uses_var(x.min, var)
                                                           for x in r.region):
             continue
         seen.append(r.source)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import tvm
 
-from autoplace.deploy import cpu_rules, prepack, schedule, tile_plan
+from autoplace.deploy import channel_pairs, cpu_rules, prepack, schedule, tile_plan, tir_facts
 from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
 from autoplace.deploy.prepack import mark_weights, split_packs
 from autoplace.deploy.targets import BuildError, target_key, unit_target
@@ -48,9 +48,10 @@ from autoplace.space.capability import capable
 
 #: bumped when what goes into a library changes (its pack table), so old caches are not used
 LIBRARY_VERSION = 6
-#: the modules whose rules make the default schedules: their source is part of the cache
-#: key, so a library made by earlier rules is compiled again
-SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack)
+#: the modules whose rules make the default schedules (and every module of autoplace they
+#: import): their source is part of the cache key, so a library made by earlier rules is
+#: compiled again
+SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack, channel_pairs, tir_facts)
 
 
 def _digest(*parts: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import types
 from pathlib import Path
@@ -133,3 +134,19 @@ def test_a_cached_library_without_its_pack_table_is_compiled_again(seed_te, tmp_
     compiled, _ = _on_core0(seed_te, host, tmp_path)
     assert compiled == [str(path)] and table_path(path).is_file()
     assert _on_core0(seed_te, host, tmp_path)[0] == []
+
+
+def test_every_deploy_module_the_schedule_rules_import_is_part_of_the_cache_key():
+    """A rule that moves into a module of its own (channel_pairs, tir_facts) still keys the
+    cache: each module of ``autoplace.deploy`` (where the rules live) that a rules module
+    imports is one of the rules."""
+    keyed = {m.__name__ for m in libraries.SCHEDULE_RULES}
+    for module in libraries.SCHEDULE_RULES:
+        tree = ast.parse(Path(module.__file__).read_text())
+        imported = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.startswith("autoplace.deploy.")}
+        imported |= {f"{node.module}.{a.name}" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module == "autoplace.deploy"
+                     for a in node.names}
+        assert imported <= keyed, (module.__name__, imported - keyed)
