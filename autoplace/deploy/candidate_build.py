@@ -25,7 +25,9 @@ def build_candidate(mod, target, params):
 
     if params:
         raise ValueError("a candidate is built without bound parameters")
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    from autoplace.deploy.prepack import measurable
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(measurable(mod))
     return tvm_build(mod, target=target)
 
 

@@ -64,9 +64,10 @@ def write_back_merged(sch: s_tir.Schedule, block, tile_loop, k: int) -> None:
     contiguous, and write it back under ``tile_loop`` through the consumer that trims the
     padding (the epilogue, when the kernel has one), vectorised over a block."""
     write = sch.cache_write(block, 0, "local")
-    ndim = len(sch.get(block).writes[0].source.shape)
+    shape = sch.get(block).writes[0].source.shape
     sch.transform_layout(block, ("write", 0), IndexMap.from_func(
-        lambda *i: [i[0], i[1] // k, *i[2:-1], i[1] % k, i[-1]], ndim=ndim))
+        lambda *i: [i[0], i[1] // k, *i[2:-1], i[1] % k, i[-1]], ndim=len(shape),
+        index_dtype=_dtype(shape[0])))
     sch.reverse_compute_at(write, tile_loop)
     (consumer,) = sch.get_consumers(write)
     sch.reverse_compute_at(consumer, tile_loop)
@@ -121,7 +122,8 @@ def _einsum_map(stmt, index: int) -> IndexMap:
                 if radix else [value]
         return out
 
-    return IndexMap.from_func(split, ndim=len(region))
+    return IndexMap.from_func(split, ndim=len(region),
+                              index_dtype=_dtype(stmt.reads[index].source.shape[0]))
 
 
 def _radices(expr, extents: dict) -> list[int]:
@@ -161,7 +163,7 @@ def _pack_merged_weight(sch, block, index: int, k: int) -> None:
     rest = [d for d in range(ndim) if d not in (d_out, d_in)]
     sch.transform_layout(block, ("read", index), IndexMap.from_func(
         lambda *i: [i[d_out] // k, *(i[d] for d in rest), i[d_out] % k * size + i[d_in]],
-        ndim=ndim))
+        ndim=ndim, index_dtype=_dtype(stmt.reads[index].source.shape[0])))
     (pad,) = [b for b in sch.get_producers(block)
               if sch.get(b).writes[0].source.same_as(sch.get(block).reads[index].source)]
     sch.annotate(pad, PREPROC, True)
@@ -180,7 +182,13 @@ def _merge_map(stmt, k: int) -> IndexMap:
         out[where], out[last] = v[where] // k, v[where] % k * size + v[last]
         return out
 
-    return IndexMap.from_func(merged, ndim=len(stmt.iter_vars))
+    return IndexMap.from_func(merged, ndim=len(stmt.iter_vars),
+                              index_dtype=_dtype(stmt.iter_vars[0].var))
+
+
+def _dtype(index) -> str:
+    """The integer type of ``index`` (a kernel's indices are int64 or int32 throughout)."""
+    return str(index.ty)
 
 
 def _trim_into_consumer(sch, block) -> None:

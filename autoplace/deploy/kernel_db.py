@@ -40,7 +40,7 @@ from pathlib import Path
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from autoplace.deploy.schedule import default_schedule, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key
@@ -200,7 +200,7 @@ class KernelDatabase:
         best = self.records(func, target)[:1]
         if not best or self.is_default(best[0], func, target):
             return None
-        return best[0].as_measure_candidate().sch.mod["main"].without_attr("global_symbol")
+        return record_schedule(best[0]).mod["main"].without_attr("global_symbol")
 
     def tag(self, func: tirx.PrimFunc, target: tvm.target.Target) -> str:
         """A name of the record a build of ``func`` for ``target`` uses (:data:`UNTUNED`
@@ -252,6 +252,16 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
     (:func:`workload`)."""
     tuned = kernels.schedule(func, target) if kernels is not None else None
     return tuned if tuned is not None else default_schedule(func, target)
+
+
+def record_schedule(record) -> s_tir.Schedule:
+    """The schedule ``record``'s trace makes of its workload, as MetaSchedule's
+    ``as_measure_candidate`` makes it, without the arguments it also derives (the record
+    holds them), which fail on a weight pack that pads
+    (:func:`~autoplace.deploy.prepack.measurable`)."""
+    sch = s_tir.Schedule(record.workload.mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
 
 
 def schedule_tag(func: tirx.PrimFunc, target: tvm.target.Target,

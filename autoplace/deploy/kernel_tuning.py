@@ -34,7 +34,13 @@ import tvm_ffi
 from tvm import tirx
 
 from autoplace.deploy.intrinsics import import_tensor_intrinsics
-from autoplace.deploy.kernel_db import KernelDatabase, record_seconds, workload
+from autoplace.deploy.kernel_db import (
+    KernelDatabase,
+    record_schedule,
+    record_seconds,
+    workload,
+)
+from autoplace.deploy.prepack import measurable
 from autoplace.deploy.schedule import cores, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, host_arch, target_arch
@@ -212,7 +218,7 @@ class KernelTuner:
         (built,) = self.builder(task).build([BuilderInput(sch.mod, task.target)])
         if built.error_msg:
             return
-        args = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+        args = ArgInfo.from_entry_func(measurable(sch.mod), remove_preproc=True)
         (future,) = self.runner(task).run([RunnerInput(built.artifact_path, "cpu", args)])
         ran = future.result()
         _remove_artefacts([built])
@@ -231,11 +237,10 @@ class KernelTuner:
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
         final = self.db.finalists(task.prim_func, task.target)
-        candidates = [r.as_measure_candidate() for r in final]  # (its schedule and args)
-        built = self.builder(task).build([BuilderInput(c.sch.mod, task.target)
-                                          for c in candidates])
-        ok = [(r, c, b) for r, c, b in zip(final, candidates, built) if not b.error_msg]
-        inputs = [RunnerInput(b.artifact_path, "cpu", c.args_info) for _, c, b in ok] * ROUNDS
+        built = self.builder(task).build([BuilderInput(record_schedule(r).mod, task.target)
+                                          for r in final])
+        ok = [(r, b) for r, b in zip(final, built) if not b.error_msg]
+        inputs = [RunnerInput(b.artifact_path, "cpu", r.args_info) for r, b in ok] * ROUNDS
         runs = [f.result() for f in self.runner(task).run(inputs)] if ok else []
         _remove_artefacts(built)
         best: dict[int, float] = {}

@@ -124,3 +124,36 @@ def _has_preproc(func: tirx.PrimFunc) -> bool:
 
 def _shape(param) -> list[int]:
     return [int(d) for d in param.ty.shape]
+
+
+def measurable(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` as MetaSchedule's ``RemoveWeightLayoutRewriteBlock`` takes it (its builder
+    and ``ArgInfo.from_entry_func(remove_preproc=True)`` run it to time a kernel without
+    its packing): that pass drops each :data:`PREPROC` block and passes the kernel the
+    packed buffer instead of the parameter, but checks first that the block is a plain
+    copy, ``packed[...] = param[v0, v1, ...]``. A pack that pads
+    (:mod:`autoplace.deploy.channel_pairs`: ``if_then_else(v < 125, param[v * 8 + c], 0)``)
+    is not one, so each such block is given that form here; the pass removes it anyway,
+    and reads only which parameter it packs into which buffer."""
+    return tvm_ffi.structural_map(mod, (s_tir.SBlockRealize, _as_plain_copy))
+
+
+def _as_plain_copy(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
+    """``realize`` itself, or, for a :data:`PREPROC` block whose copy is not plain, a
+    plain copy of the same parameter into the same buffer (bound at index 0: it is
+    never run)."""
+    block, body = realize.block, realize.block.body
+    if PREPROC not in block.annotations or not isinstance(body, tirx.BufferStore):
+        return realize
+    loads: list = []
+    tvm_ffi.structural_walk(body.value, (tvm.ir.expr.TensorLoad, loads.append))
+    if len(loads) != 1 or all(isinstance(i, tirx.Var) for i in loads[0].indices):
+        return realize
+    source = loads[0].source
+    iters = [tirx.IterVar(tvm.ir.Range(0, d), tirx.Var(f"v{i}", d.ty), tirx.IterVar.DataPar)
+             for i, d in enumerate(source.shape)]
+    copy = tirx.BufferStore(body.buffer, tirx.BufferLoad(source, [iv.var for iv in iters]),
+                            [tirx.const(0, d.ty) for d in body.buffer.shape])
+    plain = s_tir.SBlock(iters, list(block.reads), list(block.writes), block.name_hint, copy,
+                         annotations=dict(block.annotations))
+    return s_tir.SBlockRealize([tirx.const(0, d.ty) for d in source.shape], True, plain)

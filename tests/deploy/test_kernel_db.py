@@ -457,3 +457,27 @@ def test_kernels_are_tuned_and_timed_reading_their_weights_packed(tmp_path):
     KernelTuner(db, KernelTuning(trials=TRIALS + 1)).tune_all(
         [KernelTask("conv", func, target, ("core0",), 1, (0,))], progress=lambda _: None)
     assert KernelDatabase(tmp_path / "kdb").trials(func, target) == TRIALS + 1
+
+
+def test_a_kernel_whose_weight_pack_pads_is_tuned_and_its_default_measured(tmp_path):
+    """A conv onto channel blocks narrower than a vector packs its weight padded
+    (:mod:`autoplace.deploy.channel_pairs`: ``if_then_else``, not the plain copy
+    MetaSchedule's ``RemoveWeightLayoutRewriteBlock`` takes): its default schedule is
+    still built and timed without its packing (its record read the packed weight) and
+    ranked beside MetaSchedule's candidates."""
+    from deploy.test_channel_pairs import blocks_of_4
+
+    from autoplace.deploy.kernel_tuning import KernelTask
+    from autoplace.deploy.prepack import split_packs
+
+    profile = load_profile("host")
+    func, target = blocks_of_4(), unit_target(profile.unit("core0"), profile)
+    db = KernelDatabase(tmp_path / "kdb", create=True)
+    KernelTuner(db, KernelTuning(trials=TRIALS)).tune_all(
+        [KernelTask("conv", func, target, ("core0",), 1, (0,))], progress=lambda _: None)
+    assert db.has_default(func, target)
+    (default,) = [r for r in db.records(func, target) if db.is_default(r, func, target)]
+    compute, (pack,) = split_packs(default_schedule(func, target), 1)
+    assert pack.shape[0] * pack.shape[-1] > 20  # (padded)
+    assert [list(a.shape) for a in default.args_info] == [
+        [int(d) for d in p.ty.shape] for p in compute.params]
