@@ -446,9 +446,10 @@ def test_kernels_are_tuned_and_timed_reading_their_weights_packed(tmp_path):
         compute, (pack,) = split_packs(r.as_measure_candidate().sch.mod["main"], 1)
         assert [list(a.shape) for a in r.args_info] == [
             [int(d) for d in p.ty.shape] for p in compute.params]  # timed as it runs
-        assert pack.param == 1 and pack.shape != (32, 16, 3, 3)
         packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
         _built(pack.func, SSE2)(tvm.runtime.tensor(args[1]), packed)
+        assert pack.param == 1 and (pack.shape != args[1].shape or not np.array_equal(
+            packed.numpy(), args[1]))  # re-laid (MetaSchedule may keep the shape: (3, 3) swapped)
         _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, tvm.runtime.tensor(args[2]),
                               got)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

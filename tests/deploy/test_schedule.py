@@ -449,7 +449,12 @@ def test_a_grouped_conv_reads_its_packed_weights_in_vectors_within_a_group():
 @pytest.mark.parametrize("extents, lanes, registers, tiles", [
     # AVX-512: the block's 16 channels a vector, the width in up to 14 accumulators
     ([12, 13, 13, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=13)),
-    ([4, 55, 55, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=11)),
+    # ... and up to 4 channel blocks in up to 24, when that holds more accumulators
+    ([4, 55, 55, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=11,
+                                    row=0, row_tile=2)),
+    ([4, 111, 111, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=3,
+                                      row=0, row_tile=4)),
+    ([63, 13, 13, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=13)),
     ([125, 13, 13, 8], 16, 32, Tiles(vector=3, vector_tile=8, register=2, register_tile=13)),
     # AVX2: half a block a vector, up to 6 accumulators of the width
     ([4, 56, 56, 16], 8, 16, Tiles(vector=3, vector_tile=8, register=2, register_tile=4)),
@@ -476,3 +481,21 @@ def test_a_conv_onto_channel_blocks_holds_the_width_in_registers_and_reads_packe
     assert [[int(d) for d in b.shape] for b in packed] == [[12, 48, 1, 1, 16]]
     np.testing.assert_allclose(_run(default_schedule(func, TWO_CORES), TWO_CORES), _run(func),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_a_conv_onto_channel_blocks_holds_four_blocks_of_a_narrow_width_in_registers():
+    """squeezenet's first conv (3 -> 64 channels, stride 2, onto 111 x 111: 3 x 37) as the
+    runtime holds it (NCHW16c out): with AVX-512's 32 registers, its 4 channel blocks by 3
+    columns of the width accumulate in registers (12 vectors, not the width's 3 alone); it
+    computes what it did (scheduled for AVX-512, run on this CPU, whose LLVM splits wider
+    vectors)."""
+    mod, graph = load_module("squeezenet")
+    program = runtime_program(mod, graph, load_profile("host"))
+    func = kernel_func(program, "fused_conv2d_add_relu")
+    scheduled = default_schedule(func, AVX512)
+    block, values, around = [(b, v, a) for b, v, a in _nests(scheduled.body) if any(
+        iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
+    assert [(loop.kind, int(loop.extent)) for loop in around[-3:]] == [
+        (tirx.ForKind.UNROLLED, 4), (tirx.ForKind.UNROLLED, 3), (tirx.ForKind.VECTORIZED, 16)]
+    here = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    np.testing.assert_allclose(_run(scheduled, here), _run(func), rtol=1e-5, atol=1e-5)
