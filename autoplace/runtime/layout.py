@@ -15,7 +15,10 @@ by TVM's own primitives:
   indexes a blocked buffer's channel axis splits into the block index, in its place, and
   the channel within the block, innermost among the iterators of its kind (spatial, then
   reduction), so a conv's loops read ``[c // b, kh, kw, c % b]`` and the default schedule
-  vectorises the block's channels (:mod:`autoplace.deploy.cpu_rules`).
+  vectorises the block's channels (:mod:`autoplace.deploy.cpu_rules`);
+- a condition that the channel within the block cannot change (a concatenation's along
+  channels, ``64 <= c * 16 + i``) is written without it
+  (:mod:`autoplace.runtime.uniform_conditions`: ``4 <= c``), so that nest is vectorised too.
 
 A PrimFunc that several ops call keeps a parameter plain unless every call passes a blocked
 tensor there (and the ops that make those tensors then keep them plain); so does one whose
@@ -44,6 +47,7 @@ from autoplace.deploy.offload import offload_units
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.program import Program, Ref, TensorSpec, read_program
+from autoplace.runtime.uniform_conditions import without_uniform_iterators
 from autoplace.space.capability import capable
 
 #: channel blocks, the first that divides a tensor's channels is its block
@@ -184,7 +188,7 @@ def blocked_func(func: tvm.tirx.PrimFunc, params: dict[int, int]) -> tvm.tirx.Pr
             sch.transform_layout(touching[0], name, _to_blocked(b))
     for block in _blocks(sch):
         _check_within_block(sch.get(block), blocks)
-    return sch.mod["main"]
+    return without_uniform_iterators(sch.mod["main"])
 
 
 def _check_within_block(stmt, blocks: dict[str, int]) -> None:
