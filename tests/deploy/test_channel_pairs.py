@@ -28,10 +28,11 @@ THIS_CPU = tvm.target.Target({"kind": "llvm", "num-cores": 2,
 CLASSIFIER = "fused_conv2d17_add9_relu9"
 
 
-def blocks_of_4(channels: int = 20):
+def blocks_of_4(channels: int = 20, epilogue: bool = True):
     """A 1x1 conv of 32 channels (NCHW16c) onto ``channels`` in blocks of 4 (NCHW4c) and
-    7 x 7, with a bias and a ReLU, its weight a constant: 5 blocks, an odd number, so
-    merging them pads (on AVX2 two a vector, on AVX-512 four)."""
+    7 x 7, with a bias and a ReLU (with ``epilogue``; else the bias is unused), its weight
+    a constant: 5 blocks, an odd number, so merging them pads (on AVX2 two a vector, on
+    AVX-512 four)."""
     x = te.placeholder((1, 2, 7, 7, 16), name="x")
     w = te.placeholder((channels, 32, 1, 1), name="w")
     b = te.placeholder((channels,), name="b")
@@ -41,7 +42,7 @@ def blocks_of_4(channels: int = 20):
         name="conv")  # layout writes a conv: an iterator per block of channels, and within)
     out = te.compute(conv.shape, lambda n, c, h, v, i: te.max(
         conv[n, c, h, v, i] + b[c * 4 + i], tvm.tirx.const(0.0, "float32")), name="relu")
-    return layout_free(te.create_prim_func([x, w, b, out]), [1])
+    return layout_free(te.create_prim_func([x, w, b, out if epilogue else conv]), [1])
 
 
 @pytest.fixture(scope="module")
@@ -125,12 +126,14 @@ def test_a_conv_onto_blocks_of_8_keeps_a_block_a_vector_otherwise(program, how):
     assert not any(r.source.name.endswith("_pad") for r in block.reads)
 
 
-def test_blocks_of_4_merge_on_this_cpu_and_compute_what_they_did():
+@pytest.mark.parametrize("epilogue", [True, False], ids=["bias-relu", "conv-alone"])
+def test_blocks_of_4_merge_on_this_cpu_and_compute_what_they_did(epilogue):
     """On this CPU (8 lanes or 16) a vector holds 2 or 4 blocks of 4 channels: the conv's
     5 blocks are padded to a multiple of that, its weight packed with zeros for the
     padding (split off, packed once); packing then computing gives the unscheduled
-    kernel's output, the padding's channels never written."""
-    func = blocks_of_4()
+    kernel's output, the padding's channels never written (trimmed in the epilogue, or,
+    without one, by the copy into the output)."""
+    func = blocks_of_4(epilogue=epilogue)
     lanes = vector_bits(THIS_CPU) // 32
     k = blocks_per_vector(4, lanes)
     assert k >= 2  # (any x86-64 CPU since 2013)
