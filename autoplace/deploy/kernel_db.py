@@ -254,6 +254,14 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
     return tuned if tuned is not None else default_schedule(func, target)
 
 
+def made_by_rules(record) -> bool:
+    """Whether ``record``'s schedule was made by the default rules, this version's or an
+    earlier one's (which :meth:`KernelDatabase.is_default` no longer recognises): its
+    trace samples nothing, where every candidate of MetaSchedule's samples its tiles or
+    unrolling."""
+    return len(record.trace.decisions) == 0
+
+
 def record_schedule(record) -> s_tir.Schedule:
     """The schedule ``record``'s trace makes of its workload, as MetaSchedule's
     ``as_measure_candidate`` makes it, without the arguments it also derives (the record

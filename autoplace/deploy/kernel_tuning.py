@@ -36,6 +36,7 @@ from tvm import tirx
 from autoplace.deploy.intrinsics import import_tensor_intrinsics
 from autoplace.deploy.kernel_db import (
     KernelDatabase,
+    made_by_rules,
     record_schedule,
     record_seconds,
     workload,
@@ -307,11 +308,13 @@ class KernelTuner:
 
 
 def _without_default(database, db: KernelDatabase, task: KernelTask):
-    """``database`` as MetaSchedule's search sees it: the kernel's default schedule's record
+    """``database`` as MetaSchedule's search sees it: the records of default schedules (this
+    version's rules' and earlier ones': :func:`~autoplace.deploy.kernel_db.made_by_rules`)
     left out of its best records. The search replays its best records and runs its
-    postprocessors on them again; ``RewriteLayout`` on the default schedule, whose weight is
+    postprocessors on them again; ``RewriteLayout`` on a default schedule, whose weight is
     packed already, fails a check in TVM's C++ (a job resuming a kernel with more trials
-    died there). Records are committed to ``database`` as MetaSchedule measures them."""
+    died there; after the rules changed, on an earlier default's record). Records are
+    committed to ``database`` as MetaSchedule measures them."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.database import PyDatabase
 
@@ -327,9 +330,8 @@ def _without_default(database, db: KernelDatabase, task: KernelTask):
             database.commit_tuning_record(record)
 
         def get_top_k(self, workload, top_k):
-            ranked = database.get_top_k(workload, top_k + 1)
-            return [r for r in ranked if not db.is_default(r, task.prim_func, task.target)
-                    ][:top_k]
+            ranked = database.get_top_k(workload, len(database))
+            return [r for r in ranked if not made_by_rules(r)][:top_k]
 
         def get_all_tuning_records(self):
             return database.get_all_tuning_records()

@@ -482,3 +482,39 @@ def test_a_kernel_whose_weight_pack_pads_is_tuned_and_its_default_measured(tmp_p
     assert pack.shape[0] * pack.shape[-1] > 20  # (padded)
     assert [list(a.shape) for a in default.args_info] == [
         [int(d) for d in p.ty.shape] for p in compute.params]
+
+
+def test_a_job_resumes_a_database_holding_an_earlier_rules_default(tmp_path):
+    """After the default rules change, a database holds the earlier default's record, which
+    the current default no longer matches: a job with a larger budget resumes past it
+    (MetaSchedule's search leaves every rule-made record out: replaying one, its
+    ``RewriteLayout`` dies on the weight packed already) and ranks it with the rest."""
+    from deploy.test_prepack import conv_bias_relu
+    from tvm.s_tir import meta_schedule as ms
+
+    from autoplace.deploy.kernel_db import made_by_rules
+    from autoplace.deploy.kernel_tuning import KernelTask
+    from autoplace.deploy.prepack import mark_weights
+    from autoplace.deploy.schedule import traced_default_schedule
+
+    profile = load_profile("host")
+    func = mark_weights(conv_bias_relu((1, 16, 10, 10), (32, 16, 3, 3)), [1, 2])
+    target = unit_target(profile.unit("core0"), profile)
+    db = KernelDatabase(tmp_path / "kdb", create=True)
+    task = KernelTask("conv", func, target, ("core0",), 1, (0,))
+    KernelTuner(db, KernelTuning(trials=TRIALS)).tune_all([task], progress=lambda _: None)
+    # an earlier rules' default: the default schedule for the baseline CPU's vectors
+    earlier = traced_default_schedule(workload(func)["main"],
+                                      tvm.target.Target({"kind": "llvm", "num-cores": 1}))
+    store = db.database(target)
+    (default,) = [r for r in db.records(func, target) if db.is_default(r, func, target)]
+    store.commit_tuning_record(ms.database.TuningRecord(
+        earlier.trace, store.commit_workload(workload(func)), [1e-9], target,
+        default.args_info))
+    again = KernelDatabase(tmp_path / "kdb")
+    best = again.records(func, target)[0]
+    assert made_by_rules(best) and not again.is_default(best, func, target)
+    assert again.trials(func, target) == TRIALS + 1  # (the earlier default counts as one)
+    KernelTuner(again, KernelTuning(trials=TRIALS + 2)).tune_all([task],
+                                                                  progress=lambda _: None)
+    assert KernelDatabase(tmp_path / "kdb").trials(func, target) == TRIALS + 2
