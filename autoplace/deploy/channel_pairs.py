@@ -26,11 +26,10 @@ as it was (:class:`ValueError`, or TVM's refusal).
 from __future__ import annotations
 
 from tvm import s_tir, tirx
-from tvm.sym.pattern import detect_linear_equation
 from tvm.tirx import IndexMap
 
 from autoplace.deploy.prepack import PREPROC, free_params
-from autoplace.deploy.tir_facts import data_parallel, input_reads, param_of, uses_var
+from autoplace.deploy.tir_facts import data_parallel, input_reads, param_of, stride, uses_var
 
 
 def blocks_per_vector(block: int | None, lanes: int) -> int:
@@ -134,20 +133,12 @@ def _radices(expr, extents: dict) -> list[int]:
     terms = []
     for var, extent in extents.items():
         if uses_var(expr, var):
-            terms.append((_coefficient(expr, var), extent))
+            terms.append((stride(expr, var), extent))
     terms.sort(reverse=True)
-    if not terms or terms[-1][0] != 1 or any(
+    if not terms or terms[-1][0] != 1 or any(c == 0 for c, _ in terms) or any(
             c != c_next * e_next for (c, _), (c_next, e_next) in zip(terms, terms[1:])):
         raise ValueError("an index that is no nest of iterators")
     return [c for c, _ in terms[:-1]]
-
-
-def _coefficient(expr, var) -> int:
-    """The constant coefficient of ``var`` in ``expr``."""
-    found = detect_linear_equation(expr, [var])
-    if not found or not isinstance(found[0], tirx.IntImm):
-        raise ValueError("a non-linear index")
-    return int(found[0].value)
 
 
 def _pack_merged_weight(sch, block, index: int, k: int) -> None:

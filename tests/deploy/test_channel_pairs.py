@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
+from deploy.test_schedule import _run, _update
 from tvm import s_tir, te, tirx
 
 from autoplace.deploy.channel_pairs import blocks_per_vector
@@ -51,38 +52,6 @@ def program():
     return runtime_program(mod, graph, load_profile("host"))
 
 
-def _update(func: tirx.PrimFunc) -> tuple[s_tir.SBlock, list[tirx.For]]:
-    """The block of ``func`` that accumulates and the loops around it, outer first."""
-    found = []
-
-    def visit(stmt, around):
-        if isinstance(stmt, tirx.For):
-            visit(stmt.body, (*around, stmt))
-        elif isinstance(stmt, s_tir.SBlockRealize):
-            if stmt.block.name_hint.endswith("_update"):
-                found.append((stmt.block, list(around)))
-            visit(stmt.block.body, around)
-        elif isinstance(stmt, tirx.SeqStmt):
-            for s in stmt.seq:
-                visit(s, around)
-        elif hasattr(stmt, "body"):
-            visit(stmt.body, around)
-
-    visit(func.body, ())
-    (update,) = found
-    return update
-
-
-def _run(func: tirx.PrimFunc, seed: int = 0) -> np.ndarray:
-    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                      target=HERE)
-    rng = np.random.default_rng(seed)
-    args = [tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.ty.shape])
-                               .astype(str(p.ty.dtype))) for p in func.params]
-    lib["main"](*args)
-    return args[-1].numpy()
-
-
 def _preprocs(func: tirx.PrimFunc) -> list[s_tir.SBlock]:
     found = []
     tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: found.append(b)
@@ -104,13 +73,13 @@ def test_a_conv_onto_blocks_of_8_computes_two_blocks_a_vector_and_what_it_did(pr
     kernel's."""
     func = kernel_func(program, CLASSIFIER)
     scheduled = default_schedule(func, AVX512)
-    block, around = _update(scheduled)
+    block, _, around = _update(scheduled)
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 16
     assert around[-2].kind == tirx.ForKind.UNROLLED and int(around[-2].extent) == 13
     (pack,) = _preprocs(scheduled)
     assert [int(d) for d in pack.writes[0].source.shape] == [63, 32, 16, 1, 1, 16]
     assert [int(d) for d in scheduled.params[-1].ty.shape] == [1, 125, 13, 13, 8]
-    np.testing.assert_allclose(_run(scheduled), _run(func), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_run(scheduled, HERE), _run(func, HERE), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("how", ["a weight not constant", "8 lanes"])
@@ -121,7 +90,7 @@ def test_a_conv_onto_blocks_of_8_keeps_a_block_a_vector_otherwise(program, how):
         program, CLASSIFIER)
     target = AVX512 if how == "a weight not constant" else tvm.target.Target(
         {"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
-    block, around = _update(default_schedule(func, target))
+    block, _, around = _update(default_schedule(func, target))
     assert int(around[-1].extent) == 8 and around[-1].kind == tirx.ForKind.VECTORIZED
     assert not any(r.source.name.endswith("_pad") for r in block.reads)
 
@@ -138,7 +107,7 @@ def test_blocks_of_4_merge_on_this_cpu_and_compute_what_they_did(epilogue):
     k = blocks_per_vector(4, lanes)
     assert k >= 2  # (any x86-64 CPU since 2013)
     scheduled = default_schedule(func, THIS_CPU)
-    block, around = _update(scheduled)
+    block, _, around = _update(scheduled)
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 4 * k
     compute, (pack,) = split_packs(scheduled, 1)
     blocks = -(-5 // k) * k  # padded
