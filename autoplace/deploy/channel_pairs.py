@@ -29,7 +29,8 @@ from tvm import s_tir, tirx
 from tvm.tirx import IndexMap
 
 from autoplace.deploy.prepack import PREPROC, free_params
-from autoplace.deploy.tir_facts import data_parallel, input_reads, param_of, stride, uses_var
+from autoplace.deploy.tir_facts import data_parallel, input_reads, param_of, uses_var
+from autoplace.deploy.weight_order import index_terms, split_pieces
 
 
 def blocks_per_vector(block: int | None, lanes: int) -> int:
@@ -108,37 +109,17 @@ def _weight_read(sch, stmt, outer, inner) -> int:
 
 def _einsum_map(stmt, index: int) -> IndexMap:
     """The layout of read ``index`` of ``stmt`` in which each index is one iterator: a
-    dimension read at ``a * 8 + b`` (``b`` < 8) splits into ``[i // 8, i % 8]``."""
+    dimension read at ``a * 8 + b`` (``b`` < 8) splits into ``[i // 8, i % 8]``
+    (``ValueError`` for an index that is no nest of iterators)."""
     region = stmt.reads[index].region
     extents = {iv.var: int(iv.dom.extent) for iv in stmt.iter_vars}
-    radices = [_radices(x.min, extents) for x in region]
+    coefficients = [[c for _, c in index_terms(x.min, extents)] for x in region]
 
     def split(*i):
-        out = []
-        for value, radix in zip(i, radices):
-            out += [value // radix[0], *[value % r_outer // r for r_outer, r in
-                                         zip(radix, radix[1:])], value % radix[-1]] \
-                if radix else [value]
-        return out
+        return [piece for value, c in zip(i, coefficients) for piece in split_pieces(value, c)]
 
     return IndexMap.from_func(split, ndim=len(region),
                               index_dtype=_dtype(stmt.reads[index].source.shape[0]))
-
-
-def _radices(expr, extents: dict) -> list[int]:
-    """For an index ``a * 8 + b`` (iterators, ``b`` < 8), the coefficients but the last
-    ([8]); [] for one iterator or a constant. ``ValueError`` for another form."""
-    if isinstance(expr, tirx.Var | tirx.IntImm):
-        return []
-    terms = []
-    for var, extent in extents.items():
-        if uses_var(expr, var):
-            terms.append((stride(expr, var), extent))
-    terms.sort(reverse=True)
-    if not terms or terms[-1][0] != 1 or any(c == 0 for c, _ in terms) or any(
-            c != c_next * e_next for (c, _), (c_next, e_next) in zip(terms, terms[1:])):
-        raise ValueError("an index that is no nest of iterators")
-    return [c for c, _ in terms[:-1]]
 
 
 def _pack_merged_weight(sch, block, index: int, k: int) -> None:

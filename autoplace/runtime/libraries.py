@@ -29,7 +29,15 @@ from pathlib import Path
 
 import tvm
 
-from autoplace.deploy import channel_pairs, cpu_rules, prepack, schedule, tile_plan, tir_facts
+from autoplace.deploy import (
+    channel_pairs,
+    cpu_rules,
+    prepack,
+    schedule,
+    tile_plan,
+    tir_facts,
+    weight_order,
+)
 from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
 from autoplace.deploy.prepack import mark_weights, split_packs
 from autoplace.deploy.targets import BuildError, target_key, unit_target
@@ -51,7 +59,8 @@ LIBRARY_VERSION = 6
 #: the modules whose rules make the default schedules (and every module of autoplace they
 #: import): their source is part of the cache key, so a library made by earlier rules is
 #: compiled again
-SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack, channel_pairs, tir_facts)
+SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack, channel_pairs, tir_facts,
+                  weight_order)
 
 
 def _digest(*parts: str) -> str:

@@ -478,7 +478,9 @@ def test_a_conv_onto_channel_blocks_holds_the_width_in_registers_and_reads_packe
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 16
     assert around[-2].kind == tirx.ForKind.UNROLLED and int(around[-2].extent) == 13
     packed = [r.source for r in block.reads if r.source.name.endswith("_global")]
-    assert [[int(d) for d in b.shape] for b in packed] == [[12, 48, 1, 1, 16]]
+    # (48 input channels as 3 blocks of 16, in the order the loops read them:
+    # deploy.weight_order)
+    assert [[int(d) for d in b.shape] for b in packed] == [[12, 3, 16, 1, 1, 16]]
     np.testing.assert_allclose(_run(default_schedule(func, TWO_CORES), TWO_CORES), _run(func),
                                rtol=1e-5, atol=1e-5)
 

@@ -1,0 +1,105 @@
+"""This tree's deployed build against another tree's, each beside ONNX Runtime in its own
+process, interleaved (issue 32; for a change to the default schedules).
+
+    git worktree add /tmp/old <commit>
+    python experiments/bench_deployed_ab.py /tmp/old [--models resnet50 squeezenet]
+        [--threads 2 1] [--rounds 3] [--out FILE]
+
+Per model, thread count and round: a fresh process of this tree, then one of the other
+tree (this script run with the other tree's package first on ``PYTHONPATH``); each times
+ONNX Runtime and the build with the default schedules (every op on the ``host`` profile's
+unit of that many threads) interleaved in 5 rounds of 5 runs and keeps the fastest of each,
+after checking the build's outputs against ONNX Runtime's. Each tree keeps its libraries in
+a cache of its own for the whole run (compiled in its first round). This machine's speed
+moves from minute to minute: the figure to read is each build's time over ONNX Runtime's in
+the same process; the table gives every round's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+ROUNDS, REPEAT = 5, 5
+
+
+def case(model: str, threads: int, cache: Path) -> dict:
+    """ONNX Runtime's and the default build's fastest times (ms) of ``model``, here."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)  # the VM's pool (before TVM makes it)
+    from bench_deployed import onnx_session, runtime_timer
+    from bench_schedules import ort_time
+
+    from autoplace.hardware.load import load_profile
+    from autoplace.models import load_module
+
+    mod, graph = load_module(model)
+    session = onnx_session(model, threads)
+    feed = session.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in feed.shape]
+    x = np.random.default_rng(0).random(shape).astype(np.float32)
+    expected = session.run(None, {feed.name: x})[0]
+    timer, rt = runtime_timer(mod, graph, load_profile("host"), threads, x, expected, cache,
+                              None)
+    ort = build = float("inf")
+    for _ in range(ROUNDS):
+        ort = min(ort, ort_time(session, {feed.name: x}, REPEAT))
+        build = min(build, timer())
+    rt.close()
+    return {"onnxruntime": ort * 1e3, "build": build * 1e3, "load": os.getloadavg()[0]}
+
+
+def run_case(tree: Path, model: str, threads: int, cache: Path) -> dict:
+    """:func:`case` in a fresh process importing autoplace from ``tree``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT / "experiments")])}
+    out = subprocess.run([sys.executable, __file__, "--case", model, str(threads), str(cache)],
+                         capture_output=True, text=True, cwd=tree, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"{tree}: {model} on {threads} threads failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("other", type=Path, nargs="?", help="the tree to compare with")
+    ap.add_argument("--case", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--models", nargs="+", default=["resnet50", "squeezenet"])
+    ap.add_argument("--threads", nargs="+", type=int, default=[2, 1], choices=[1, 2])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    if args.case:
+        model, threads, cache = args.case
+        print(json.dumps(case(model, int(threads), Path(cache))))
+        return
+    if args.other is None:
+        ap.error("the other tree is required")
+    rows = ["| model | threads | round | this / onnxruntime | other / onnxruntime | this ms "
+            "| other ms | load |", "|---|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models:
+            for threads in args.threads:
+                for r in range(1, args.rounds + 1):
+                    new = run_case(ROOT, model, threads, Path(tmp) / "this")
+                    old = run_case(args.other.resolve(), model, threads, Path(tmp) / "other")
+                    rows.append(
+                        f"| {model} | {threads} | {r} "
+                        f"| {new['build'] / new['onnxruntime']:.2f} "
+                        f"| {old['build'] / old['onnxruntime']:.2f} | {new['build']:.2f} "
+                        f"| {old['build']:.2f} | {new['load']:.2f}/{old['load']:.2f} |")
+                    print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print(table)
+    if args.out:
+        args.out.write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
