@@ -50,11 +50,11 @@ def reading_order(stmt, index: int, dim: int, lanes: int) -> IndexMap:
     ``dim`` the block's vector indexes, ``lanes`` at a time: that dimension's vectors
     outermost and their lanes innermost (as the rules pack it), every other dimension split
     by the iterators that index it (:func:`index_terms`), the pieces ordered as the
-    block's iterators are (its loops' order: spatial, then reduction). ``ValueError`` when
-    an index is no nest of iterators."""
+    block's iterators are (its loops' order: spatial, then reduction). A dimension indexed
+    by a constant, or by no nest of iterators, stays whole, after the piece before it."""
     region = stmt.reads[index].region
     extents = {iv.var: int(iv.dom.extent) for iv in stmt.iter_vars}
-    terms = [index_terms(x.min, extents) if d != dim else [] for d, x in enumerate(region)]
+    terms = [_terms_or_whole(x.min, extents) if d != dim else [] for d, x in enumerate(region)]
     keys, last = [], -1
     for d, dim_terms in enumerate(terms):
         for k, (var, _) in enumerate(dim_terms or [(None, 1)]):
@@ -69,6 +69,14 @@ def reading_order(stmt, index: int, dim: int, lanes: int) -> IndexMap:
 
     return IndexMap.from_func(packed, ndim=len(region),
                               index_dtype=str(stmt.reads[index].source.shape[0].ty))
+
+
+def _terms_or_whole(expr, extents: dict) -> list[tuple]:
+    """:func:`index_terms` of ``expr``; for no nest of iterators, ``[(None, 1)]`` (whole)."""
+    try:
+        return index_terms(expr, extents)
+    except ValueError:
+        return [(None, 1)]
 
 
 def _position(stmt, var) -> int:

@@ -107,3 +107,20 @@ def test_a_tile_of_several_channel_blocks_runs_its_blocks_outermost():
     assert (int(_at(row, first)), int(_at(row, second))) == (0, 1)
     last = {**first, outer.loop_var.name: int(outer.extent) - 1}
     assert (int(_at(channel_block, last)), int(_at(row, last))) == (2, 7)
+
+
+def test_a_weight_read_at_no_nest_of_iterators_keeps_that_dimension_whole():
+    """A weight read at ``w[c * 16 + i, rc + ri]`` (two iterators of stride 1: no nest to
+    split) is still packed by its output channels, its other dimension whole, and the conv
+    computes what it did."""
+    x = te.placeholder((1, 2, 4, 4, 16), name="x")
+    w = te.placeholder((32, 17), name="w")
+    rc, ri = te.reduce_axis((0, 2), name="rc"), te.reduce_axis((0, 16), name="ri")
+    conv = te.compute((1, 2, 4, 4, 16), lambda n, c, h, v, i: te.sum(
+        x[n, rc, h, v, ri] * w[c * 16 + i, rc + ri], axis=[rc, ri]), name="conv")
+    func = layout_free(te.create_prim_func([x, w, conv]), [1])
+    scheduled = default_schedule(func, AVX512)
+    block, _, _ = _reduction(scheduled)
+    (packed,) = [r for r in block.reads if r.source.name.endswith("_global")]
+    assert [int(d) for d in packed.source.shape] == [2, 17, 16]
+    np.testing.assert_allclose(_run(scheduled, HERE), _run(func), rtol=1e-4, atol=1e-4)
