@@ -56,12 +56,9 @@ def case(model: str, threads: int, dbs: dict[str, str]) -> dict:
 
     mod, graph = load_module(model)
     profile = load_profile("host")
-    session = onnx_session(model, threads)
-    feed_name = session.get_inputs()[0].name
-    shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
-    x = np.random.default_rng(0).random(shape).astype(np.float32)
-    expected = session.run(None, {feed_name: x})[0]
-    timers = {"onnxruntime": lambda: ort_time(session, {feed_name: x}, REPEAT)}
+    session, feeds, expected = reference(model, threads)
+    x = next(iter(feeds.values()))
+    timers = {"onnxruntime": lambda: ort_time(session, feeds, REPEAT)}
     with tempfile.TemporaryDirectory() as cache:
         timers["tvm default"] = vm_timer(mod, profile, threads, x, expected)
         runtimes = []
@@ -88,6 +85,16 @@ def onnx_session(model: str, threads: int):
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     return ort.InferenceSession(str(bundled_onnx_path(model)), so,
                                 providers=["CPUExecutionProvider"])
+
+
+def reference(model: str, threads: int):
+    """ONNX Runtime on ``model`` (:func:`onnx_session`), a random input (seed 0; a symbolic
+    dimension as 1) and ONNX Runtime's output for it: ``(session, feeds, expected)``."""
+    session = onnx_session(model, threads)
+    feed = session.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in feed.shape]
+    feeds = {feed.name: np.random.default_rng(0).random(shape).astype(np.float32)}
+    return session, feeds, session.run(None, feeds)[0]
 
 
 def vm_timer(mod, profile, threads: int, x, expected):

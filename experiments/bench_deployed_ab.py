@@ -25,8 +25,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS, REPEAT = 5, 5
 
@@ -34,23 +32,20 @@ ROUNDS, REPEAT = 5, 5
 def case(model: str, threads: int, cache: Path) -> dict:
     """ONNX Runtime's and the default build's fastest times (ms) of ``model``, here."""
     os.environ["TVM_NUM_THREADS"] = str(threads)  # the VM's pool (before TVM makes it)
-    from bench_deployed import onnx_session, runtime_timer
+    from bench_deployed import reference, runtime_timer
     from bench_schedules import ort_time
 
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
 
     mod, graph = load_module(model)
-    session = onnx_session(model, threads)
-    feed = session.get_inputs()[0]
-    shape = [d if isinstance(d, int) else 1 for d in feed.shape]
-    x = np.random.default_rng(0).random(shape).astype(np.float32)
-    expected = session.run(None, {feed.name: x})[0]
+    session, feeds, expected = reference(model, threads)
+    x = next(iter(feeds.values()))
     timer, rt = runtime_timer(mod, graph, load_profile("host"), threads, x, expected, cache,
                               None)
     ort = build = float("inf")
     for _ in range(ROUNDS):
-        ort = min(ort, ort_time(session, {feed.name: x}, REPEAT))
+        ort = min(ort, ort_time(session, feeds, REPEAT))
         build = min(build, timer())
     rt.close()
     return {"onnxruntime": ort * 1e3, "build": build * 1e3, "load": os.getloadavg()[0]}

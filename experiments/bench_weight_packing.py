@@ -133,22 +133,19 @@ def _args(func) -> list:
 def case(model: str, threads: int) -> dict:
     """ms of ONNX Runtime and of this process's autoplace build, interleaved (3 rounds)."""
     os.environ["TVM_NUM_THREADS"] = str(threads)
-    from bench_deployed import onnx_session, runtime_timer
+    from bench_deployed import reference, runtime_timer
     from bench_schedules import ort_time
 
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
 
     mod, graph = load_module(model)
-    session = onnx_session(model, threads)
-    feed = session.get_inputs()[0]
-    x = np.random.default_rng(0).random(
-        [d if isinstance(d, int) else 1 for d in feed.shape]).astype(np.float32)
-    expected = session.run(None, {feed.name: x})[0]
+    session, feeds, expected = reference(model, threads)
+    x = next(iter(feeds.values()))
     with tempfile.TemporaryDirectory() as cache:
         build, rt = runtime_timer(mod, graph, load_profile("host"), threads, x, expected,
                                   Path(cache), None)
-        timers = {"onnxruntime": lambda: ort_time(session, {feed.name: x}, 5), "build": build}
+        timers = {"onnxruntime": lambda: ort_time(session, feeds, 5), "build": build}
         best = {k: min(t() for _ in range(3)) * 1e3 for k, t in timers.items()}
         rt.close()
     return best | {"load": os.getloadavg()[0]}

@@ -54,13 +54,12 @@ def reading_order(stmt, index: int, dim: int, lanes: int) -> IndexMap:
     by a constant, or by no nest of iterators, stays whole, after the piece before it."""
     region = stmt.reads[index].region
     extents = {iv.var: int(iv.dom.extent) for iv in stmt.iter_vars}
-    terms = [_terms_or_whole(x.min, extents) if d != dim else [] for d, x in enumerate(region)]
-    keys, last = [], -1
+    terms = [_terms_or_whole(x.min, extents) for x in region]
+    keys, last = [], -1  # (dimension, piece, position: a whole one stays after the last)
     for d, dim_terms in enumerate(terms):
-        for k, (var, _) in enumerate(dim_terms or [(None, 1)]):
-            if d != dim:  # (a constant index stays after the piece before it)
-                last = last if var is None else _position(stmt, var)
-                keys.append((d, k, last))
+        for k, (var, _) in enumerate(dim_terms if d != dim else []):
+            last = last if var is None else _position(stmt, var)
+            keys.append((d, k, last))
     keys.sort(key=lambda key: key[2])
 
     def packed(*i):
@@ -72,9 +71,10 @@ def reading_order(stmt, index: int, dim: int, lanes: int) -> IndexMap:
 
 
 def _terms_or_whole(expr, extents: dict) -> list[tuple]:
-    """:func:`index_terms` of ``expr``; for no nest of iterators, ``[(None, 1)]`` (whole)."""
+    """:func:`index_terms` of ``expr``; ``[(None, 1)]`` (whole) for a constant or no nest
+    of iterators."""
     try:
-        return index_terms(expr, extents)
+        return index_terms(expr, extents) or [(None, 1)]
     except ValueError:
         return [(None, 1)]
 
