@@ -13,11 +13,16 @@ after checking the build's outputs against ONNX Runtime's. Each tree keeps its l
 a cache of its own for the whole run (compiled in its first round). This machine's speed
 moves from minute to minute: the figure to read is each build's time over ONNX Runtime's in
 the same process; the table gives every round's.
+
+``--busy-cpu N`` keeps a busy loop pinned to CPU ``N`` for the whole comparison: that CPU
+then runs the build's thread at about half speed, as a core shared with another job does
+(for a change to how a kernel's threads share its work).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -61,6 +66,21 @@ def run_case(tree: Path, model: str, threads: int, cache: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@contextlib.contextmanager
+def busy(cpu: int | None):
+    """A busy loop pinned to ``cpu`` while the block runs (nothing when None)."""
+    if cpu is None:
+        yield
+        return
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(spin.pid, {cpu})
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("other", type=Path, nargs="?", help="the tree to compare with")
@@ -68,6 +88,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["resnet50", "squeezenet"])
     ap.add_argument("--threads", nargs="+", type=int, default=[2, 1], choices=[1, 2])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--busy-cpu", type=int, default=None,
+                    help="keep a busy loop pinned to this CPU throughout")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.case:
@@ -78,7 +100,7 @@ def main() -> None:
         ap.error("the other tree is required")
     rows = ["| model | threads | round | this / onnxruntime | other / onnxruntime | this ms "
             "| other ms | load |", "|---|---|---|---|---|---|---|---|"]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, busy(args.busy_cpu):
         for model in args.models:
             for threads in args.threads:
                 for r in range(1, args.rounds + 1):

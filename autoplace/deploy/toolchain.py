@@ -58,14 +58,17 @@ def compiler_for(unit: Unit, target: Mapping[str, object], profile: Profile,
     return chosen
 
 
-def export_library(lib, path: str | Path, compiler: str | None, where: str) -> None:
-    """``lib.export_library(path)``, linked by ``compiler`` (None: the host's); a failed
-    link is a BuildError naming ``where`` and the compiler's first error line."""
+def export_library(lib, path: str | Path, compiler: str | None, where: str,
+                   addons: Sequence[Path] = ()) -> None:
+    """``lib.export_library(path)``, linked by ``compiler`` (None: the host's) with the
+    C sources ``addons`` compiled in; a failed link is a BuildError naming ``where`` and the
+    compiler's first error line."""
+    extra = {"addons": [str(a) for a in addons]} if addons else {}
     try:
         if compiler is None:
-            lib.export_library(str(path))
+            lib.export_library(str(path), **extra)
         else:
-            lib.export_library(str(path), fcompile=cc.cross_compiler(compiler))
+            lib.export_library(str(path), fcompile=cc.cross_compiler(compiler), **extra)
     except (RuntimeError, OSError) as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")

@@ -11,6 +11,10 @@ of a MetaSchedule database (``kernels``, from ``autoplace tune-kernels``) when i
 else by the default schedule (:func:`autoplace.deploy.kernel_db.scheduled`); which record
 was used is part of the cache key, so a kernel tuned since is compiled again.
 
+On a target of several cores each kernel's parallel loops run in chunks its threads claim
+as they get to them (:mod:`autoplace.deploy.dynamic_chunks`, tuned kernels too), and the
+library links the claim functions in.
+
 A unit whose target kind has no code generator here is built for the host target
 (:func:`autoplace.deploy.targets.unit_target` says so once); a unit whose kernels need a
 device this TVM cannot open (``cuda``, ``opencl`` without their runtime) is refused with a
@@ -32,6 +36,7 @@ import tvm
 from autoplace.deploy import (
     channel_pairs,
     cpu_rules,
+    dynamic_chunks,
     prepack,
     schedule,
     tile_plan,
@@ -40,6 +45,7 @@ from autoplace.deploy import (
 )
 from autoplace.deploy.kernel_db import KernelDatabase, schedule_tag, scheduled
 from autoplace.deploy.prepack import mark_weights, split_packs
+from autoplace.deploy.schedule import cores
 from autoplace.deploy.targets import BuildError, target_key, unit_target
 from autoplace.deploy.toolchain import compiler_for, export_library, host_arch, target_arch
 from autoplace.graph import OpGraph
@@ -60,7 +66,7 @@ LIBRARY_VERSION = 6
 #: import): their source is part of the cache key, so a library made by earlier rules is
 #: compiled again
 SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack, channel_pairs, tir_facts,
-                  weight_order)
+                  weight_order, dynamic_chunks)
 
 
 def _digest(*parts: str) -> str:
@@ -70,7 +76,8 @@ def _digest(*parts: str) -> str:
 @functools.cache
 def rules_digest() -> str:
     """The digest of the source of :data:`SCHEDULE_RULES`."""
-    return _digest(*(Path(m.__file__).read_text() for m in SCHEDULE_RULES))
+    return _digest(*(Path(m.__file__).read_text() for m in SCHEDULE_RULES),
+                   dynamic_chunks.CLAIM_SOURCE.read_text())
 
 
 def kernel_func(program: Program, name: str):
@@ -243,8 +250,10 @@ class KernelLibraries:
 
     def _compile(self, key: str, path: Path) -> None:
         target, funcs, table = self._targets[key], {}, {}
+        threads = cores(target) if target.kind.name == "llvm" else 1
         for name in sorted(self._funcs[key]):
             compute, packs = split_kernel(self.program, name, target, self.kernels)
+            compute = dynamic_chunks.dynamic_chunks(compute, threads)
             funcs[name] = _symbol(compute, name, target)
             funcs.update({pack_symbol(name, p.param): _symbol(p.func, pack_symbol(name, p.param),
                                                               target) for p in packs})
@@ -254,7 +263,8 @@ class KernelLibraries:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
         os.close(fd)
         try:
-            export_library(lib, tmp, self.compilers[key], f"kernel library {path.name}")
+            export_library(lib, tmp, self.compilers[key], f"kernel library {path.name}",
+                           [dynamic_chunks.CLAIM_SOURCE] if threads > 1 else [])
             write_table(path, table)  # (before the library: a library found has its table)
             os.replace(tmp, path)  # whole or absent: a killed compile leaves no library
         finally:
