@@ -2,9 +2,6 @@
 
     python experiments/bench_weight_packing.py --kernels [--model resnet50] [--mcpu x86-64-v4]
     python experiments/bench_weight_packing.py --ms 64 --model squeezenet [--names ...]
-    git worktree add /tmp/old REV
-    python experiments/bench_weight_packing.py --old /tmp/old [--models squeezenet resnet50]
-        [--threads 1 2] [--rounds 2]
 
 ``--kernels``: each conv kernel of the model with this tree's default schedule on two
 threads (the ``host`` profile's ``cpu``), its weight packed inside the kernel on every call
@@ -17,25 +14,18 @@ packed once) against MetaSchedule's best of TRIALS on the kernel as it is and on
 with its weights marked layout free (MetaSchedule's ``RewriteLayout``), each timed without
 its packing.
 
-``--old``: autoplace's build of each model with default schedules (every op on the ``host``
-profile's unit of that many threads, run by the runtime) from the other tree and from this
-one, each in a fresh process (old, new, old, new for ``--rounds``; in each, ONNX Runtime
-timed interleaved with the build as the yardstick), the fastest of each kept.
+(Two trees' builds of whole models, each beside ONNX Runtime, were this script's ``--old``;
+they are :mod:`bench_deployed_ab` now, which gives the ratio of every round.)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def compare_kernels(model: str, mcpu: str, rounds: int) -> None:
@@ -78,7 +68,6 @@ def compare_ms(model: str, names: list[str], trials: int, mcpu: str) -> None:
     """A row per kernel: the default schedule (weights packed once), MetaSchedule's best of
     ``trials`` on the kernel as it is, and on the kernel with its weights marked layout
     free (MetaSchedule's RewriteLayout then packs them; timed without the pack)."""
-    import tempfile
     import time
 
     import tvm
@@ -130,80 +119,24 @@ def _args(func) -> list:
             for p in func.params]
 
 
-def case(model: str, threads: int) -> dict:
-    """ms of ONNX Runtime and of this process's autoplace build, interleaved (3 rounds)."""
-    os.environ["TVM_NUM_THREADS"] = str(threads)
-    from bench_deployed import reference, runtime_timer
-    from bench_schedules import ort_time
-
-    from autoplace.hardware.load import load_profile
-    from autoplace.models import load_module
-
-    mod, graph = load_module(model)
-    session, feeds, expected = reference(model, threads)
-    x = next(iter(feeds.values()))
-    with tempfile.TemporaryDirectory() as cache:
-        build, rt = runtime_timer(mod, graph, load_profile("host"), threads, x, expected,
-                                  Path(cache), None)
-        timers = {"onnxruntime": lambda: ort_time(session, feeds, 5), "build": build}
-        best = {k: min(t() for _ in range(3)) * 1e3 for k, t in timers.items()}
-        rt.close()
-    return best | {"load": os.getloadavg()[0]}
-
-
-def compare_builds(old: Path, models: list[str], threads: list[int], rounds: int) -> None:
-    print(f"`python experiments/bench_weight_packing.py --old {old}`: autoplace's build with "
-          "default schedules, old tree and this one, ms (ONNX Runtime beside each)\n\n"
-          "| model | threads | ONNX Runtime | old | new | new/old | new/ONNX Runtime | load |\n"
-          "|---|---|---|---|---|---|---|---|")
-    for model in models:
-        for n in threads:
-            best = {"old": float("inf"), "new": float("inf"), "ort": float("inf")}
-            for _ in range(rounds):
-                for label, tree in (("old", old), ("new", ROOT)):
-                    got = _run_case(tree, model, n)
-                    best[label] = min(best[label], got["build"])
-                    best["ort"] = min(best["ort"], got["onnxruntime"])
-            print(f"| {model} | {n} | {best['ort']:.2f} | {best['old']:.2f} | "
-                  f"{best['new']:.2f} | {best['new'] / best['old']:.2f} | "
-                  f"{best['new'] / best['ort']:.2f} | {got['load']:.2f} |", flush=True)
-
-
-def _run_case(tree: Path, model: str, threads: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT / 'experiments'}"}
-    out = subprocess.run([sys.executable, __file__, "--case", model, str(threads)],
-                         capture_output=True, text=True, env=env, cwd=tree)
-    if out.returncode != 0:
-        raise RuntimeError(f"{tree} {model} x{threads}: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--mcpu", default="x86-64-v4")
-    ap.add_argument("--old", type=Path)
-    ap.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
-    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--case", nargs=2)
     ap.add_argument("--ms", type=int, metavar="TRIALS")
     ap.add_argument("--names", nargs="+", default=["fused_conv2d15_add8_relu8",
                                                    "fused_conv2d4_add1_relu1"])
     args = ap.parse_args()
-    if args.case:
-        print(json.dumps(case(args.case[0], int(args.case[1]))))
-    elif args.ms:
+    if args.ms:
         os.environ.setdefault("TVM_NUM_THREADS", "2")
         compare_ms(args.model, args.names, args.ms, args.mcpu)
     elif args.kernels:
         os.environ.setdefault("TVM_NUM_THREADS", "2")
         compare_kernels(args.model, args.mcpu, max(args.rounds, 3))
-    elif args.old is not None:
-        compare_builds(args.old.resolve(), args.models, args.threads, args.rounds)
     else:
-        ap.error("give --kernels or --old TREE")
+        ap.error("give --kernels or --ms TRIALS (two trees' builds: bench_deployed_ab.py)")
 
 
 if __name__ == "__main__":
