@@ -38,8 +38,9 @@ output channels' block loop outermost when its input is small enough to be read 
 every block from a core's L2 (:func:`~autoplace.deploy.tile_plan.channels_outermost`), so
 that it writes a block's output planes in order rather than every plane from each tile. A
 reduction whose output holds its channels in blocks, innermost (NCHWc, as the runtime holds
-activations: :mod:`autoplace.runtime.layout`; :func:`_blocked_output`) is vectorised over
-the block's channels with the width in registers
+activations: :mod:`autoplace.runtime.layout`;
+:func:`~autoplace.deploy.tir_facts.blocked_output`) is vectorised over the block's channels
+with the width in registers
 (:func:`~autoplace.deploy.tile_plan.plan_block_tiles`), its channel blocks' loop
 outermost, its weights packed in the order its loops read them
 (:mod:`autoplace.deploy.weight_order`); blocks narrower than a vector (8 channels on
@@ -49,13 +50,15 @@ parallel loop runs, from a copy made there in which the vector's channels are in
 (:func:`_pack_channel_input`; MLAS's packed weights, made per call and per block): one load
 per vector, not one per channel; a weight the kernel marks layout free is packed once
 instead (:mod:`autoplace.deploy.prepack`). A conv of stride 2 goes over channels too
-(:func:`_strided`): a vector over its output's width would read every other input
+(:func:`~autoplace.deploy.tir_facts.strided_input`): a vector over its output's width would
+read every other input
 (resnet50's four: 0.64-0.85x the time on AVX-512; on AVX2 its six, with the 14 -> 7 ones,
 0.61-0.83x; its whole build 0.95x / 0.97x on one thread / two). A grouped conv's vectors
-over channels stay within a group (:func:`_channel_group`: its lanes divide the group's
-channels, else it goes over the width): each lane of a vector across two groups reads its
-own group's input, and shufflenet's 1x1 conv of 4 groups of 136 channels onto 7 x 7 took
-1,675 us on one core in 16-lane vectors, 99 in 8 (its build 15.6 -> 5.3 ms).
+over channels stay within a group (:func:`~autoplace.deploy.tir_facts.channel_group`: its
+lanes divide the group's channels, else it goes over the width): each lane of a vector
+across two groups reads its own group's input, and shufflenet's 1x1 conv of 4 groups of 136
+channels onto 7 x 7 took 1,675 us on one core in 16-lane vectors, 99 in 8 (its build 15.6 ->
+5.3 ms).
 (The rules' figures, each against the rules before it: docs/build.md, **Schedules**.)
 
 A step TVM refuses on a block leaves that block as it was (a reduction then only gets its
@@ -65,8 +68,6 @@ a packed weight is read from).
 """
 
 from __future__ import annotations
-
-import math
 
 import tvm
 import tvm_ffi
@@ -83,7 +84,17 @@ from autoplace.deploy.tile_plan import (
     plan_block_tiles,
     plan_reduction_tiles,
 )
-from autoplace.deploy.tir_facts import data_parallel, input_reads, param_of, stride, uses_var
+from autoplace.deploy.tir_facts import (
+    activation_bytes,
+    blocked_output,
+    channel_group,
+    data_parallel,
+    input_reads,
+    param_of,
+    stride,
+    strided_input,
+    uses_var,
+)
 from autoplace.deploy.weight_order import reading_order
 
 #: iterations of the fused parallel loop enough to keep every core busy (the loops inside
@@ -216,13 +227,13 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     lanes = bits // _dtype_bits(sch, name)
     extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
     stmt = sch.get(block)
-    blocked = _blocked_output(stmt)
+    blocked = blocked_output(stmt)
     tiles = plan_block_tiles(extents, lanes, registers) if blocked else plan_reduction_tiles(
-        extents, lanes, registers, strided=_strided(stmt), group=_channel_group(stmt))
+        extents, lanes, registers, strided=strided_input(stmt), group=channel_group(stmt))
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
     first = not blocked and channels_outermost(tiles, len(spatial),
-                                               _activation_bytes(stmt, tiles))
+                                               activation_bytes(stmt, tiles.register))
     outer, inner = _split_tiles(sch, spatial, tiles, channels_first=first, blocks_first=blocked)
     sch.reorder(*outer, *reduce, *inner)
     if (tiles.vector == 0 and len(spatial) > 1) or blocked:  # a vector over output channels
@@ -289,39 +300,6 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
         sch.compute_at(copy, slab_loop)
 
 
-def _blocked_output(stmt) -> bool:
-    """Whether block ``stmt`` writes an output whose channels are in blocks, innermost (an
-    NCHWc tensor: :mod:`autoplace.runtime.layout`): 5-D, its last index the block's
-    innermost data-parallel iterator, with another before it (the width)."""
-    region, spatial = stmt.writes[0].region, data_parallel(stmt)
-    return len(region) == 5 and len(spatial) >= 2 and region[-1].min.same_as(spatial[-1])
-
-
-def _strided(stmt) -> bool:
-    """Whether block ``stmt`` reads an input with a stride over its innermost data-parallel
-    iterator (a conv of stride 2: a vector over the output's width would read every other
-    element) that its first one (output channels) does not index (a depthwise conv's input
-    is: a vector over its channels would read as many planes)."""
-    spatial = data_parallel(stmt)
-    return any(stride(rng.min, spatial[-1]) > 1 and
-               not any(uses_var(other.min, spatial[0]) for other in r.region)
-               for _, r in input_reads(stmt) for rng in r.region)
-
-
-def _channel_group(stmt) -> int | None:
-    """The output channels of a group when block ``stmt`` is a grouped conv: the divisor
-    by which an input read divides a data-parallel iterator (``ff // 136 * 136 + rc``: a
-    group's input channels are the group's own), or their greatest common divisor; None
-    when no read divides one."""
-    spatial, divisions = data_parallel(stmt), []
-    for _, r in input_reads(stmt):
-        for rng in r.region:
-            tvm_ffi.structural_walk(rng.min, (tirx.FloorDiv, divisions.append))
-    found = [int(d.b.value) for d in divisions if isinstance(d.b, tirx.IntImm)
-             and any(uses_var(d.a, v) for v in spatial)]
-    return math.gcd(*found) if found else None
-
-
 def _inputs(sch: s_tir.Schedule, block) -> int:
     """How many distinct buffers ``block`` reads."""
     seen = []
@@ -337,24 +315,6 @@ def _dtype_bits(sch: s_tir.Schedule, name: str) -> int:
     if bits < 8:
         raise ValueError(f"{name}: {bits}-bit elements")
     return bits
-
-
-def _activation_bytes(stmt, tiles: Tiles) -> float:
-    """Bytes of the buffers block ``stmt`` reads that its register axis does not index (a
-    conv's input, where that axis is its output channels); 0 without a register axis,
-    infinite when one of those buffers has a symbolic shape."""
-    if tiles.register is None:
-        return 0
-    var, seen, total = data_parallel(stmt)[tiles.register], [], 0.0
-    for _, r in input_reads(stmt):
-        if any(r.source.same_as(b) for b in seen) or any(uses_var(x.min, var)
-                                                          for x in r.region):
-            continue
-        seen.append(r.source)
-        if not all(isinstance(d, tirx.IntImm) for d in r.source.shape):
-            return math.inf
-        total += math.prod(int(d.value) for d in r.source.shape) * r.source.dtype.bits / 8
-    return total
 
 
 def _split_tiles(sch, spatial, tiles: Tiles, channels_first: bool = False,

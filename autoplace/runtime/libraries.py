@@ -75,7 +75,8 @@ def _digest(*parts: str) -> str:
 
 @functools.cache
 def rules_digest() -> str:
-    """The digest of the source of :data:`SCHEDULE_RULES`."""
+    """The digest of the source of :data:`SCHEDULE_RULES` and of the chunk claims linked
+    into each library (:data:`~autoplace.deploy.dynamic_chunks.CLAIM_SOURCE`)."""
     return _digest(*(Path(m.__file__).read_text() for m in SCHEDULE_RULES),
                    dynamic_chunks.CLAIM_SOURCE.read_text())
 
