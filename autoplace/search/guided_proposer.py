@@ -328,12 +328,12 @@ class GuidedProposer:
         y = self.featurizer.targets(lat, self.X[len(self.X) - n:])
         failed = np.isnan(lat)
         ok = ~failed & ~np.isnan(predicted)
-        rho = _spearman(predicted[ok], y[ok])
+        rho = spearman_rho(predicted[ok], y[ok])
         rmse = float(np.sqrt(np.mean((predicted[ok] - y[ok]) ** 2))) if ok.any() else None
         return {"batch": n, "failed": int(failed.sum()), "spearman": rho, "rmse": rmse}
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+def spearman_rho(a: np.ndarray, b: np.ndarray) -> float | None:
     """Spearman's rank correlation (``scipy.stats.spearmanr``) of the pairs of ``a`` and
     ``b`` that are both finite; None with fewer than three such pairs or a constant side.
 

@@ -93,16 +93,16 @@ def test_where_most_candidates_overflow_the_batches_are_the_models_top_ranks(mes
 def test_batch_quality_rho_is_spearmans_on_finite_pairs_none_when_undefined():
     """Ties ranked by their mean (a hand-worked value); a constant side, or fewer than three
     finite pairs: None, and no warning printed (the warnings filter turns one into a failure)."""
-    from autoplace.search.guided_proposer import _spearman
+    from autoplace.search.guided_proposer import spearman_rho
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # ranks (1, 2.5, 2.5, 4) and (1, 3, 2, 4): rho = 4.5 / sqrt(4.5 * 5)
-        assert _spearman(np.array([1.0, 2, 2, 5]), np.array([0.1, 0.3, 0.2, 0.9])) == \
+        assert spearman_rho(np.array([1.0, 2, 2, 5]), np.array([0.1, 0.3, 0.2, 0.9])) == \
             pytest.approx(4.5 / np.sqrt(4.5 * 5))
-        assert _spearman(np.array([1.0, 1, 1, 1]), np.array([1.0, 2, 3, 4])) is None
-        assert _spearman(np.array([1.0, 2, np.inf, np.nan]), np.array([1.0, 2, 3, 4])) is None
-        rho = _spearman(np.array([3.0, 1, 2, np.inf]), np.array([30.0, 10, 20, 0]))
+        assert spearman_rho(np.array([1.0, 1, 1, 1]), np.array([1.0, 2, 3, 4])) is None
+        assert spearman_rho(np.array([1.0, 2, np.inf, np.nan]), np.array([1.0, 2, 3, 4])) is None
+        rho = spearman_rho(np.array([3.0, 1, 2, np.inf]), np.array([30.0, 10, 20, 0]))
         assert rho == pytest.approx(1.0) and isinstance(rho, float)
 
 
@@ -112,15 +112,15 @@ def test_batch_quality_rho_is_scipys_spearmanr(seed):
     equal sides (the simulator as the measurer), which it gives without ranking."""
     from scipy.stats import spearmanr
 
-    from autoplace.search.guided_proposer import _spearman
+    from autoplace.search.guided_proposer import spearman_rho
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 60))
     a, b = rng.integers(0, 6, n).astype(float), rng.normal(size=n).round(1)
     for x, y in ((a, b), (b, b.copy()), (a, a.copy())):
-        want, got = spearmanr(x, y).statistic, _spearman(x, y)
+        want, got = spearmanr(x, y).statistic, spearman_rho(x, y)
         assert (got is None) if not np.isfinite(want) else got == pytest.approx(want, abs=1e-12)
-    assert _spearman(b, b.copy()) == 1.0
+    assert spearman_rho(b, b.copy()) == 1.0
 
 
 def test_a_simulator_measured_tune_does_not_import_scipy_stats(tmp_path):
