@@ -14,9 +14,10 @@ a cache of its own for the whole run (compiled in its first round). This machine
 moves from minute to minute: the figure to read is each build's time over ONNX Runtime's in
 the same process; the table gives every round's.
 
-``--busy-cpu N`` keeps a busy loop pinned to CPU ``N`` for the whole comparison: that CPU
-then runs the build's thread at about half speed, as a core shared with another job does
-(for a change to how a kernel's threads share its work).
+``--busy-cpu N`` keeps a busy loop pinned to CPU ``N`` for the whole comparison, at the
+build's priority: the pool thread pinned there is taken off its CPU for whole time slices,
+as on a core shared with another job (squeezenet on two threads then took 130-190 ms
+instead of 4-7: ``experiments/results/bench_dynamic_chunks.md``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-#: (model, kernel): big convs of the bundled models (their 2-thread default build's largest)
+#: (model, kernel): big convs of the bundled models (squeezenet's two largest)
 KERNELS = (("squeezenet", "fused_conv2d17_add9_relu9"), ("squeezenet", "fused_conv2d3_add2_relu2"),
            ("resnet50", "fused_conv2d_add_relu"), ("resnet50", "fused_conv2d6_add5_relu4"),
            ("resnet50", "fused_conv2d18_add13_relu10"))
