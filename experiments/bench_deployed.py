@@ -8,6 +8,8 @@ every op on its ``cpu``, both cores), each in a fresh process, interleaved (A, B
 C, ...; the fastest of 3 rounds of 5 runs kept; the load printed beside each row):
 
 - ``onnxruntime``: ONNX Runtime on the bundled ONNX file (``intra_op_num_threads`` = threads);
+  the process is kept on the unit's CPUs (:func:`pin_to_unit`), so every build of a row
+  runs on the same cores;
 - ``tvm default``: ``tvm.compile`` of the model's Relax module for the unit's target, run by
   the Relax VM in a TVM thread pool of that many threads (what a TVM user gets untuned);
 - ``autoplace default``: ``autoplace compile``'s build run by its runtime, every kernel with
@@ -56,6 +58,7 @@ def case(model: str, threads: int, dbs: dict[str, str]) -> dict:
 
     mod, graph = load_module(model)
     profile = load_profile("host")
+    pin_to_unit(profile, threads)
     session, feeds, expected = reference(model, threads)
     x = next(iter(feeds.values()))
     timers = {"onnxruntime": lambda: ort_time(session, feeds, REPEAT)}
@@ -74,6 +77,16 @@ def case(model: str, threads: int, dbs: dict[str, str]) -> dict:
         for rt in runtimes:
             rt.close()
     return {label: s * 1e3 for label, s in best.items()} | {"load": load()}
+
+
+def pin_to_unit(profile, threads: int) -> None:
+    """Keep this process on the CPUs of the unit of ``threads``, so that ONNX Runtime and
+    TVM's build run on the cores autoplace's runtime pins its kernels to (one thread: CPU 0;
+    this VM's two vCPUs differ in speed by up to 1.7x from minute to minute, so a yardstick
+    left free to run on the other core measures the cores, not the kernels)."""
+    cpus = profile.unit(UNIT[threads]).cpus
+    if cpus:
+        os.sched_setaffinity(0, cpus)
 
 
 def onnx_session(model: str, threads: int):

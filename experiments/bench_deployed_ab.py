@@ -38,17 +38,18 @@ ROUNDS, REPEAT = 5, 5
 def case(model: str, threads: int, cache: Path) -> dict:
     """ONNX Runtime's and the default build's fastest times (ms) of ``model``, here."""
     os.environ["TVM_NUM_THREADS"] = str(threads)  # the VM's pool (before TVM makes it)
-    from bench_deployed import reference, runtime_timer
+    from bench_deployed import pin_to_unit, reference, runtime_timer
     from bench_schedules import ort_time
 
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
 
     mod, graph = load_module(model)
+    profile = load_profile("host")
+    pin_to_unit(profile, threads)
     session, feeds, expected = reference(model, threads)
     x = next(iter(feeds.values()))
-    timer, rt = runtime_timer(mod, graph, load_profile("host"), threads, x, expected, cache,
-                              None)
+    timer, rt = runtime_timer(mod, graph, profile, threads, x, expected, cache, None)
     ort = build = float("inf")
     for _ in range(ROUNDS):
         ort = min(ort, ort_time(session, feeds, REPEAT))
