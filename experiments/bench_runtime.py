@@ -21,7 +21,9 @@ Tables (markdown, load printed beside every row; same machine, same minute):
 5. ``branches``: two independent branches of 24 small MatMul+Relu kernels on two one-core
    units: the best measured placement against one unit.
 6. ``overhead``: the runtime's time per op of a chain of empty kernels, on one unit and
-   alternating between two (an event per op).
+   alternating between two (an event per op); and its time per run beyond the kernels, of
+   a run of one empty kernel, and of two on two units (a run's start and end: waking the
+   workers, waiting for them).
 7. ``pools``: per model on ``soc``, each scope's arena over the simulated peak for random
    feasible placements (nothing runs: the placements are only assembled).
 
@@ -102,9 +104,9 @@ def load() -> str:
 def markdown(rows: list[dict]) -> str:
     if not rows:
         return "(no rows)"
-    cols = list(rows[0])
+    cols = list(dict.fromkeys(c for r in rows for c in r))  # every row's, in order
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -380,7 +382,42 @@ def overhead_rows(cache: Path) -> list[dict]:
                          "us per op outside kernels":
                              f"{(wall - kernels) / len(graph.ops) * 1e6:.2f}",
                          "load": load()})
-    return rows
+    return rows + [run_overhead_row(cache, profile, n) for n in (1, 2)]
+
+
+def run_overhead_row(cache: Path, profile, n: int) -> dict:
+    """A run of ``n`` empty kernels, one per unit (core0, core1): the run's wall time beyond
+    its kernels' (the fastest of 20 repeats of 50 runs)."""
+    from autoplace.runtime import Runtime
+    from autoplace.space import SearchSpace
+
+    mod, graph = empty_chain(1) if n == 1 else empty_branches()
+    space = SearchSpace(graph, profile)
+    units = {op.name: f"core{i}" for i, op in enumerate(graph.ops)}
+    with Runtime(mod, graph, profile, cache_dir=cache, space=space) as rt:
+        a = rt.assemble(space.from_user(units))
+        rt.feed(a, [np.zeros(1, "float32")])
+        best = float("inf")
+        for _ in range(20):
+            wall = min(rt.time(a, settings(50)))
+            trace = rt.last_trace
+            kernels = sum(e - s for s, e in zip(trace.start, trace.end)) * 1e-9
+            best = min(best, wall - kernels)
+    return {"placement": f"a run of {n} op{'s' * (n > 1)} on {n} unit{'s' * (n > 1)}",
+            "ops": n, "us per run outside kernels": f"{best * 1e6:.1f}", "load": load()}
+
+
+def empty_branches():
+    """Two one-element kernels, each on the input (independent), and no op after them."""
+    from tvm import te
+
+    from autoplace.frontend.te import from_te
+
+    def plus(k):
+        return te.compute((1,), lambda j: x[j] + float(k), name=f"op{k}")
+
+    x = te.placeholder((1,), "float32", name="x")
+    return from_te([plus(1), plus(2)], [x], "branches")
 
 
 # -- 7. the arenas against the simulated peaks ---------------------------------------------

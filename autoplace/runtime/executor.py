@@ -4,9 +4,9 @@ A run hands every resource (unit or DMA engine) its work, in the schedule's orde
 of work that reads the result of work on another resource waits for that work's event, not
 for a global order. Workers live as long as the executor (a unit's thread pool is set up
 once). Each run records when every piece of work started and ended (:class:`RunTrace`).
-A worker runs its share in C (:mod:`autoplace.runtime.native`) where the loop compiled, else
-in Python (:func:`_execute`); both run the same calls in the same order and wait for the
-same work.
+A worker runs its share in C (:mod:`autoplace.runtime.native`) where the loop compiled,
+staying there between runs, else in Python (:func:`_execute`); both run the same calls in the
+same order and wait for the same work.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ from dataclasses import dataclass
 
 from autoplace.hardware.profile import Profile
 from autoplace.runtime.assemble import Assembled
-from autoplace.runtime.native import NativePlan, NativeRun
+from autoplace.runtime.native import WAIT_SLICE_NS, NativePlan, NativeRun, Station
 from autoplace.runtime.workers import Worker, pool_setup
+
+#: the state of runs stopped past their timeout, kept: a worker may still be in a kernel,
+#: and it marks the item done when the kernel returns
+_STRANDED: list[NativeRun] = []
 
 
 class RunError(RuntimeError):
@@ -93,19 +97,6 @@ def _execute(a: Assembled, items: tuple[int, ...], events: list, state: _State,
         done.put(None)
 
 
-def _execute_native(run: NativeRun, plan: NativePlan, resource: str,
-                    done: queue.SimpleQueue, worker: Worker) -> None:
-    try:
-        if worker.setup_error is not None:
-            raise RuntimeError(f"worker {worker.name!r} could not start: "
-                               f"{worker.setup_error}")
-        run.execute(plan, resource)
-    except BaseException as exc:  # noqa: BLE001 - reported by run()
-        run.fail_from_python(exc)
-    finally:
-        done.put(None)
-
-
 class Executor:
     """Worker threads for a profile's units and DMA engines, made on first use; their loop
     in C when ``native`` (the compiled library) is given."""
@@ -116,6 +107,8 @@ class Executor:
         self.threads_of = threads_of  # unit -> threads of its pool
         self.native = native
         self.workers: dict[str, Worker] = {}
+        self.stations: dict[str, Station] = {}  # resource -> where its worker waits in C
+        self._native_run: NativeRun | None = None  # the last plan's, reused while it runs
         self.broken = ""
 
     def worker(self, resource: str) -> Worker:
@@ -126,6 +119,19 @@ class Executor:
                 setup = pool_setup(self.threads_of.get(resource, 1), unit.cpus)
             self.workers[resource] = Worker(resource, setup)
         return self.workers[resource]
+
+    def station(self, resource: str) -> Station:
+        """Where ``resource``'s worker waits for its share of a run, in C (its thread set
+        up first; a worker that could not set up is a :class:`RunError`)."""
+        if resource not in self.stations:
+            worker = self.worker(resource)
+            worker.ready.wait()
+            if worker.setup_error is not None:
+                raise RunError(f"worker {worker.name!r} could not start: "
+                               f"{worker.setup_error}"[:400])
+            station = self.stations[resource] = Station()
+            worker.submit(functools.partial(station.serve, self.native))
+        return self.stations[resource]
 
     def run(self, a: Assembled, timeout: float | None = None) -> RunTrace:
         """One run of ``a`` (its input tensors already filled); raises :class:`RunError`."""
@@ -151,12 +157,17 @@ class Executor:
                         end=tuple(e - t0 for e in state.end), wall_ns=wall)
 
     def _run_native(self, a: Assembled, timeout: float | None) -> RunTrace:
-        run, done, plan = NativeRun(self.native, len(a.calls)), queue.SimpleQueue(), a.native
+        run = self._native(a.native)
         t0 = time.perf_counter_ns()
-        for resource in a.schedule.order:
-            worker = self.worker(resource)
-            worker.submit(functools.partial(_execute_native, run, plan, resource, done, worker))
-        self._wait(done, len(a.schedule.order), timeout, run.stop)
+        run.launch()
+        deadline = None if timeout is None else t0 + int(timeout * 1e9)
+        while not run.wait(WAIT_SLICE_NS if deadline is None else
+                           min(WAIT_SLICE_NS, deadline - time.perf_counter_ns())):
+            if deadline is not None and time.perf_counter_ns() >= deadline:
+                run.stop()
+                _STRANDED.append(run)  # a worker still in a kernel writes to it after
+                self.broken = f"a run exceeded its {timeout:g} s timeout"
+                raise RunTimeout(self.broken)
         wall = time.perf_counter_ns() - t0
         if run.failure is not None:
             item, why = run.failure
@@ -164,6 +175,13 @@ class Executor:
         n = len(a.calls)
         return RunTrace(start=tuple((run.start[:n] - t0).tolist()),
                         end=tuple((run.end[:n] - t0).tolist()), wall_ns=wall)
+
+    def _native(self, plan: NativePlan) -> NativeRun:
+        """The run state of ``plan`` on its resources' stations (kept for the next run)."""
+        if self._native_run is None or self._native_run.plan is not plan:
+            stations = [self.station(resource) for resource in plan.order]
+            self._native_run = NativeRun(self.native, plan, stations)
+        return self._native_run
 
     def _wait(self, done: queue.SimpleQueue, n: int, timeout: float | None,
               stop: Callable[[], None]) -> None:
@@ -187,6 +205,8 @@ class Executor:
         return (why if item < 0 else f"{a.labels[item]}: {why}")[:400]
 
     def close(self) -> None:
+        for station in self.stations.values():
+            station.close(self.native)
         for w in self.workers.values():
             w.close()
-        self.workers = {}
+        self.workers, self.stations, self._native_run = {}, {}, None

@@ -1,12 +1,16 @@
 """The workers' loop in C (``native_worker.c``): a run without Python between kernels.
 
 A worker running its items in Python takes Python's GIL back after every kernel; while
-another unit's worker does the same, each wakes the other. In C, a worker calls into the
-library once per run (ctypes releases the GIL), runs its items back to back, and waits only
-where the schedule says: for an item of another resource, briefly spinning (:data:`SPINS`),
-then on a futex. On this host a chain of empty kernels alternating between two units costs
-8 us per op instead of 20, and random placements of shufflenet over ``host``'s units run
-6% faster (``experiments/results/bench_runtime.md``).
+another unit's worker does the same, each wakes the other. In C, a worker runs its items
+back to back and waits only where the schedule says: for an item of another resource,
+briefly spinning (:data:`SPINS`), then on a futex. On this host a chain of empty kernels
+alternating between two units costs 8 us per op instead of 20, and random placements of
+shufflenet over ``host``'s units run 6% faster (``experiments/results/bench_runtime.md``).
+
+Between runs too the worker stays in C (:class:`Station`: its thread calls
+``autoplace_serve`` once, ctypes releasing the GIL, and sleeps on a futex until a run hands
+it a job): a run wakes its workers and waits for them with a call each
+(:meth:`NativeRun.launch`, :meth:`NativeRun.wait`), and no Python thread wakes in between.
 
 The library is compiled from the source beside this module the first time a machine needs
 it, with the C compiler (``$CC``, else ``cc``) against TVM FFI's C API, into the kernel
@@ -41,7 +45,19 @@ MESSAGE_BYTES = 2048
 #: loop; 64: 0.94x)
 SPINS = 64
 
+#: the longest a run's waiter sleeps in C at a time (then Python sees a signal: Ctrl-C)
+WAIT_SLICE_NS = 100_000_000
+
 _LOADED: dict[Path, ctypes.CDLL | None] = {}
+
+_P = ctypes.c_void_p
+_SIGNATURES = (
+    ("autoplace_serve", None, [_P]),
+    ("autoplace_launch", None, [ctypes.c_int32, _P, _P]),
+    ("autoplace_wait_run", ctypes.c_int32, [_P, ctypes.c_int64]),
+    ("autoplace_close_station", None, [_P]),
+    ("autoplace_stop_run", None, [ctypes.c_int32, _P, _P]),
+)
 
 
 def native_library(cache_dir: Path) -> ctypes.CDLL | None:
@@ -67,12 +83,9 @@ def _load(path: Path, cc: str) -> ctypes.CDLL | None:
                       f"{detail.splitlines()[-1] if detail else type(exc).__name__}); "
                       "workers run their kernels from Python", stacklevel=3)
         return None
-    lib.autoplace_run_items.restype = ctypes.c_int32
-    lib.autoplace_run_items.argtypes = [ctypes.c_int32, *[ctypes.c_void_p] * 7,
-                                        ctypes.c_int32, *[ctypes.c_void_p] * 5,
-                                        ctypes.c_int32, ctypes.c_int32]
-    lib.autoplace_stop_run.restype = None
-    lib.autoplace_stop_run.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
+    for name, restype, argtypes in _SIGNATURES:
+        getattr(lib, name).restype = restype
+        getattr(lib, name).argtypes = argtypes
     return lib
 
 
@@ -132,32 +145,66 @@ class NativePlan:
                    waits=ints(flat), order={r: ints(items) for r, items in order.items()})
 
 
-class NativeRun:
-    """One run's shared state: each item's done flag, the first failure, the times."""
+class Station(ctypes.Structure):
+    """Where one worker thread waits in C for its next job (``autoplace_station``)."""
 
-    def __init__(self, lib: ctypes.CDLL, n: int):
-        self.lib = lib
+    _fields_ = [("generation", ctypes.c_int32), ("closing", ctypes.c_int32),
+                ("job", ctypes.c_void_p)]
+
+    def serve(self, lib: ctypes.CDLL) -> None:
+        """The worker thread's loop, in C, until :meth:`close` (blocks; GIL released)."""
+        lib.autoplace_serve(ctypes.addressof(self))
+
+    def close(self, lib: ctypes.CDLL) -> None:
+        lib.autoplace_close_station(ctypes.addressof(self))
+
+
+class _Job(ctypes.Structure):
+    """One resource's share of one run (``autoplace_job``)."""
+
+    _fields_ = [("n_items", ctypes.c_int32), *[(f, _P) for f in (
+                    "items", "call_ptr", "funcs", "arg_ptr", "args", "wait_ptr", "waits")],
+                ("n_total", ctypes.c_int32), *[(f, _P) for f in (
+                    "done", "failed", "start", "end", "message")],
+                ("capacity", ctypes.c_int32), ("spins", ctypes.c_int32), ("remaining", _P)]
+
+
+class NativeRun:
+    """A plan's runs on given stations: each item's done flag, the first failure, the
+    times, the count of workers at work; made once and reset before each run."""
+
+    def __init__(self, lib: ctypes.CDLL, plan: NativePlan, stations: list[Station]):
+        n = len(plan.call_ptr) - 1
+        self.lib, self.plan, self.stations, self.n = lib, plan, stations, n
         self.done = np.zeros(max(n, 1), dtype=np.int32)
         self.failed = np.full(1, -1, dtype=np.int32)
+        self.remaining = np.zeros(1, dtype=np.int32)
         self.start = np.zeros(max(n, 1), dtype=np.int64)
         self.end = np.zeros(max(n, 1), dtype=np.int64)
         self.message = ctypes.create_string_buffer(MESSAGE_BYTES)
-        self.n = n
+        self._jobs = (_Job * len(stations))(*(self._job(items) for items in plan.order.values()))
+        self._stations = (_P * len(stations))(*(ctypes.addressof(st) for st in stations))
+        self._remaining = self.remaining.ctypes.data
 
-    def execute(self, plan: NativePlan, resource: str) -> None:
-        """Run ``resource``'s items (in the calling thread, the GIL released)."""
-        items = plan.order[resource]
-        self.lib.autoplace_run_items(
-            len(items), items.ctypes.data, plan.call_ptr.ctypes.data, plan.funcs.ctypes.data,
-            plan.arg_ptr.ctypes.data, plan.args.ctypes.data, plan.wait_ptr.ctypes.data,
-            plan.waits.ctypes.data, self.n, self.done.ctypes.data, self.failed.ctypes.data,
-            self.start.ctypes.data, self.end.ctypes.data, self.message, MESSAGE_BYTES, SPINS)
+    def _job(self, items: np.ndarray) -> _Job:
+        p = self.plan
+        return _Job(len(items), items.ctypes.data, p.call_ptr.ctypes.data, p.funcs.ctypes.data,
+                    p.arg_ptr.ctypes.data, p.args.ctypes.data, p.wait_ptr.ctypes.data,
+                    p.waits.ctypes.data, self.n, self.done.ctypes.data,
+                    self.failed.ctypes.data, self.start.ctypes.data, self.end.ctypes.data,
+                    ctypes.addressof(self.message), MESSAGE_BYTES, SPINS,
+                    self.remaining.ctypes.data)
 
-    def fail_from_python(self, exc: BaseException) -> None:
-        """End the run for a failure outside the C loop (a worker that could not start)."""
-        if self.failed[0] == -1:
-            self.message.value = str(exc).encode()[:MESSAGE_BYTES - 1]
-        self.stop()
+    def launch(self) -> None:
+        """Start a run: every station gets its resource's job (the plan's order)."""
+        self.done[:] = 0
+        self.failed[0] = -1
+        self.remaining[0] = len(self.stations)
+        self.lib.autoplace_launch(len(self.stations), self._stations, self._jobs)
+
+    def wait(self, slice_ns: int = WAIT_SLICE_NS) -> bool:
+        """Wait up to ``slice_ns`` for the run's workers; whether they are all done."""
+        return self.lib.autoplace_wait_run(self._remaining, slice_ns) == 0
 
     def stop(self) -> None:
         """End the run early (a timeout): every worker stops at its next item."""

@@ -1,13 +1,15 @@
 /* One resource's share of a run, executed without Python (autoplace.runtime.native).
  *
- * A worker thread calls autoplace_run_items once per run, with Python's GIL released (a
- * ctypes call): it runs its items in order, each a list of TVM FFI calls (a kernel, or the
- * copies of a copy hop), after waiting for the items of other resources it reads or
- * follows. Each item's state (done[i]) is 0 (pending), 2 (pending, a worker sleeps on it)
- * or 1 (done); a waiter spins briefly, then sleeps on a futex; the worker that finishes
- * the item wakes sleepers. The first failure is recorded (its item, its message) and ends
- * every worker's run: all items are marked done so that no one sleeps on work that will not
- * come, and each worker stops at its next item.
+ * A worker thread enters autoplace_serve once, with Python's GIL released (a ctypes call),
+ * and stays there between runs, asleep on its station's futex. autoplace_launch hands each
+ * station its job and wakes it; autoplace_wait_run sleeps until the last worker of the run
+ * is done. A job is one resource's share of the run: run_items runs its items in order,
+ * each a list of TVM FFI calls (a kernel, or the copies of a copy hop), after waiting for
+ * the items of other resources it reads or follows. Each item's state (done[i]) is 0
+ * (pending), 2 (pending, a worker sleeps on it) or 1 (done); a waiter spins briefly, then
+ * sleeps on a futex; the worker that finishes the item wakes sleepers. The first failure is
+ * recorded (its item, its message) and ends every worker's run: all items are marked done so
+ * that no one sleeps on work that will not come, and each worker stops at its next item.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -54,6 +56,10 @@ static void mark_done(_Atomic int32_t* state) {
   }
 }
 
+static void wake_all(_Atomic int32_t* word) {
+  syscall(SYS_futex, (int32_t*)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 /* Record the first failure: the item and the raised error's kind and message. */
 static void fail(int32_t item, _Atomic int32_t* failed, char* message, int32_t capacity,
                  _Atomic int32_t* done, int32_t n_total) {
@@ -87,12 +93,11 @@ static void fail(int32_t item, _Atomic int32_t* failed, char* message, int32_t c
  * tensors args[arg_ptr[c] .. arg_ptr[c+1]); it first waits for the items
  * waits[wait_ptr[i] .. wait_ptr[i+1]). Returns 0, or -1 when the run failed (here or on
  * another worker: `failed` holds the item) or was stopped (`failed` is -2). */
-int autoplace_run_items(int32_t n_items, const int32_t* items, const int32_t* call_ptr,
-                        void* const* funcs, const int32_t* arg_ptr, void* const* args,
-                        const int32_t* wait_ptr, const int32_t* waits, int32_t n_total,
-                        _Atomic int32_t* done, _Atomic int32_t* failed, int64_t* start,
-                        int64_t* end, char* message, int32_t capacity,
-                        int32_t spins) {
+static int run_items(int32_t n_items, const int32_t* items, const int32_t* call_ptr,
+                     void* const* funcs, const int32_t* arg_ptr, void* const* args,
+                     const int32_t* wait_ptr, const int32_t* waits, int32_t n_total,
+                     _Atomic int32_t* done, _Atomic int32_t* failed, int64_t* start,
+                     int64_t* end, char* message, int32_t capacity, int32_t spins) {
   TVMFFIAny packed[64];
   for (int32_t x = 0; x < n_items; ++x) {
     int32_t i = items[x];
@@ -131,4 +136,88 @@ void autoplace_stop_run(int32_t n_total, _Atomic int32_t* done, _Atomic int32_t*
   int32_t none = -1;
   atomic_compare_exchange_strong(failed, &none, -2);
   for (int32_t i = 0; i < n_total; ++i) mark_done(&done[i]);
+}
+
+/* One resource's share of one run: run_items' arguments, and the run's count of workers
+ * still at work (the launcher's futex). */
+typedef struct {
+  int32_t n_items;
+  const int32_t* items;
+  const int32_t* call_ptr;
+  void* const* funcs;
+  const int32_t* arg_ptr;
+  void* const* args;
+  const int32_t* wait_ptr;
+  const int32_t* waits;
+  int32_t n_total;
+  _Atomic int32_t* done;
+  _Atomic int32_t* failed;
+  int64_t* start;
+  int64_t* end;
+  char* message;
+  int32_t capacity;
+  int32_t spins;
+  _Atomic int32_t* remaining;
+} autoplace_job;
+
+/* Where a worker waits for its next job: `generation` counts the jobs handed to it (the
+ * futex word), `closing` ends autoplace_serve. */
+typedef struct {
+  _Atomic int32_t generation;
+  _Atomic int32_t closing;
+  const autoplace_job* job;
+} autoplace_station;
+
+/* A worker's loop, until its station closes: wait for the next job, run it, and wake the
+ * launcher when it was the run's last. */
+void autoplace_serve(autoplace_station* station) {
+  int32_t seen = 0;
+  for (;;) {
+    int32_t now = atomic_load_explicit(&station->generation, memory_order_acquire);
+    if (now == seen) {
+      syscall(SYS_futex, (int32_t*)&station->generation, FUTEX_WAIT_PRIVATE, seen, NULL, NULL,
+              0);
+      continue;
+    }
+    seen = now;
+    if (atomic_load_explicit(&station->closing, memory_order_acquire)) return;
+    const autoplace_job* j = station->job;
+    run_items(j->n_items, j->items, j->call_ptr, j->funcs, j->arg_ptr, j->args, j->wait_ptr,
+              j->waits, j->n_total, j->done, j->failed, j->start, j->end, j->message,
+              j->capacity, j->spins);
+    if (atomic_fetch_sub_explicit(j->remaining, 1, memory_order_acq_rel) == 1) {
+      wake_all(j->remaining);
+    }
+  }
+}
+
+/* Hand job k to station k, for k < n, and wake them; `*remaining` must be n already. */
+void autoplace_launch(int32_t n, autoplace_station* const* stations,
+                      const autoplace_job* jobs) {
+  for (int32_t k = 0; k < n; ++k) {
+    stations[k]->job = &jobs[k];
+    atomic_fetch_add_explicit(&stations[k]->generation, 1, memory_order_release);
+    wake_all(&stations[k]->generation);
+  }
+}
+
+/* Sleep until no worker of the run is at work (returns 0), or for at most `timeout_ns`
+ * (returns 1: the caller checks for a signal or its deadline, then waits again). */
+int autoplace_wait_run(_Atomic int32_t* remaining, int64_t timeout_ns) {
+  int64_t deadline = now_ns() + timeout_ns;
+  for (;;) {
+    int32_t r = atomic_load_explicit(remaining, memory_order_acquire);
+    if (r == 0) return 0;
+    int64_t left = deadline - now_ns();
+    if (left <= 0) return 1;
+    struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+    syscall(SYS_futex, (int32_t*)remaining, FUTEX_WAIT_PRIVATE, r, &ts, NULL, 0);
+  }
+}
+
+/* End a station's autoplace_serve (after the job it runs, if any). */
+void autoplace_close_station(autoplace_station* station) {
+  atomic_store_explicit(&station->closing, 1, memory_order_release);
+  atomic_fetch_add_explicit(&station->generation, 1, memory_order_release);
+  wake_all(&station->generation);
 }

@@ -47,6 +47,7 @@ class Worker:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._setup = setup
         self.setup_error: BaseException | None = None
+        self.ready = threading.Event()  # set once the set-up is done (or failed)
         self._thread = threading.Thread(target=self._loop, name=f"autoplace-{name}",
                                         daemon=True)
         self._thread.start()
@@ -57,6 +58,7 @@ class Worker:
                 self._setup()
         except BaseException as exc:  # noqa: BLE001 - reported on the first job
             self.setup_error = exc
+        self.ready.set()
         while (job := self._jobs.get()) is not None:
             job()
 

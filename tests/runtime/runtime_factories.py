@@ -74,9 +74,10 @@ def meeting_module(ops: list[tuple[str, int | None]], n: int = 64):
     return mod, op_graph(mod, "meeting")
 
 
-def two_unit_profile(*, sram: bool = False, modes: str = '["sync", "async"]'):
+def two_unit_profile(*, sram: bool = False, modes: str = '["sync", "async"]',
+                     u1_cpus: tuple[int, ...] = ()):
     """u0 (host) and u1, one core each, a shared DRAM; with ``sram``, an SRAM only u1 sees
-    and copies between them (``modes``) on the engine dma0."""
+    and copies between them (``modes``) on the engine dma0; u1 pinned to ``u1_cpus``."""
     text = ("" if sram else "copies = []\n") + """
 name = "two"
 host = "u0"
@@ -89,7 +90,7 @@ default = 1.0
 [units.u1]
 target = { kind = "llvm", num-cores = 1 }
 accepts = ["*"]
-[units.u1.gflops]
+""" + (f"cpus = {list(u1_cpus)}\n" if u1_cpus else "") + """[units.u1.gflops]
 default = 1.0
 [scopes.dram]
 capacity_mib = 64

@@ -1,7 +1,11 @@
-"""The workers' loop in C (autoplace.runtime.native): compiled once, stopped on time, and
-replaced by the Python loop, with a warning, where no C compiler is found."""
+"""The workers' loop in C (autoplace.runtime.native): compiled once, entered once per
+worker and left when the runtime closes, stopped on time, and replaced by the Python loop,
+with a warning, where no C compiler is found."""
 
 from __future__ import annotations
+
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -9,6 +13,7 @@ from runtime_factories import arm, inputs_of, meeting_module, two_unit_profile
 
 from autoplace.runtime import RunError, Runtime, RunTimeout
 from autoplace.runtime.native import native_library
+from autoplace.runtime.workers import Worker
 from autoplace.space import SearchSpace
 
 
@@ -32,6 +37,47 @@ def test_a_library_that_does_not_load_is_a_warning_not_a_crash(tmp_path):
     broken.write_bytes(b"\x7fELF not really")
     with pytest.warns(UserWarning, match="did not compile or load"):
         assert native._load(broken, "cc") is None
+
+
+def test_workers_stay_in_the_c_loop_between_runs(chain, kernel_cache, monkeypatch):
+    """Each worker is handed one job, its loop, in the runtime's life: runs reach it in C
+    (with the Python loop, every run hands each worker a job); closing ends the loops."""
+    handed = []
+    submit = Worker.submit
+    monkeypatch.setattr(Worker, "submit", lambda w, job: (handed.append(w.name), submit(w, job)))
+    mod, graph = chain
+    profile = two_unit_profile()
+    space = SearchSpace(graph, profile)
+    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space) as rt:
+        x = inputs_of(rt.program)
+        for spec in ({"meet": "u1"}, {"plus_one": "u1", "meet": "u0"}, {"meet": "u1"}):
+            a = rt.assemble(space.from_user(spec))
+            for _ in range(3):
+                arm(parties=1)
+                (out,) = rt.run(a, x, timeout=60)
+                np.testing.assert_allclose(out, x[0] + 2, rtol=1e-6)
+        workers = list(rt.executor.workers.values())
+    assert sorted(handed) == ["u0", "u1"]
+    for w in workers:
+        w.join(timeout=30)
+    names = {f"autoplace-{w.name}" for w in workers}
+    assert not [t for t in threading.enumerate() if t.name in names]
+
+
+def test_a_unit_pinned_to_a_cpu_not_ours_is_a_run_error(chain, kernel_cache, loop):
+    mod, graph = chain
+    elsewhere = max(os.sched_getaffinity(0)) + 1
+    profile = two_unit_profile(u1_cpus=(elsewhere,))
+    space = SearchSpace(graph, profile)
+    with Runtime(mod, graph, profile, cache_dir=kernel_cache, space=space,
+                 native=loop) as rt:
+        x = inputs_of(rt.program)
+        arm(parties=1)
+        with pytest.raises(RunError, match=rf"worker 'u1' could not start: cpus \[{elsewhere}\]"):
+            rt.run(rt.assemble(space.from_user({"meet": "u1"})), x, timeout=60)
+        arm(parties=1)
+        (out,) = rt.run(rt.assemble(space.uniform("u0")), x, timeout=60)  # u0 still runs
+        np.testing.assert_allclose(out, x[0] + 2, rtol=1e-6)
 
 
 def test_without_a_compiler_the_python_loop_runs_an_artefact(chain, kernel_cache, tmp_path,
