@@ -42,6 +42,16 @@ def test_the_fit_finds_the_handover_the_times_were_made_with():
     assert abs(handover_errors(with_handover(host, 0.0, UNITS), runs)).max() > 0.01
 
 
+def test_runs_that_wait_for_no_handover_fit_none():
+    """At the bound, where Brent's search does not land: times made without a hand-over
+    are fitted exactly, not by the nearest point the search tried."""
+    host = with_handover(load_profile("host"), 0.0, UNITS)
+    runs = runs_timed_as(host, "squeezenet", 12)
+    seconds, _ = fit_handover(host, runs)
+    assert seconds == 0.0
+    assert abs(handover_errors(with_handover(host, seconds, UNITS), runs)).max() < 1e-12
+
+
 def test_random_placements_fit_and_are_drawn_apart_from_the_benchmarks():
     space = SearchSpace(load_graph("squeezenet"), load_profile("host"))
     chosen = random_placements(space, 8, seed=0)
