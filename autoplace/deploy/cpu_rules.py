@@ -6,17 +6,23 @@ per block iterator, unit loops dropped), then, block by block:
 
 1. **inline** every elementwise block that is not an output and computes no
    ``if_then_else`` (a copy or a bias add, not a padding: MetaSchedule's ``AutoInline`` on
-   CPU) into its consumers;
-2. **tile every reduction of two inputs** (conv2d, depthwise conv2d, matmul: a pooling or
-   a mean has no data to reuse from registers, and only gets step 4): a vector axis and a
-   register axis are split off the spatial loops, and the nest becomes
+   CPU) into its consumers; a padding whose consumers are all poolings too (a pooling
+   reads each input a few times, and a padded copy of it costs more than the conditions;
+   with step 3, resnet50's 3 x 3 max pool on one core in a run 199 us instead of 599:
+   docs/build.md, **Schedules**);
+2. **tile every reduction of two inputs** (conv2d, depthwise conv2d, matmul): a vector
+   axis and a register axis are split off the spatial loops, and the nest becomes
    ``outer spatial loops | reduction loops | register tile (unrolled) | vector (vectorised)``
    (MetaSchedule's "SSRSRS" with one outer level), accumulating in a ``local`` tile written
    back (with the block's elementwise consumers inlined into the write-back) after the
    reduction loops; the initialisation block, the reduction and the write-back are each
    vectorised over the vector axis;
 3. **vectorise** the innermost loop of every remaining elementwise nest (not a padding's:
-   its ``if_then_else`` depends on that loop, and a vector of it would read out of bounds);
+   its ``if_then_else`` depends on that loop, and a vector of it would read out of bounds),
+   and of every pooling (a reduction of one input, which has no data to reuse from
+   registers) whose inputs are contiguous in it (NCHWc's channel block,
+   :func:`~autoplace.deploy.tir_facts.reads_contiguous`), its reduction loops moved inside
+   the other spatial ones;
 4. **parallelise** the fused outer spatial loops of every nest, as few as give
    :data:`MIN_PARALLEL` iterations, when the target has more than one core.
 
@@ -49,7 +55,10 @@ reduction vectorised over channels reads its weights, for each block of channels
 parallel loop runs, from a copy made there in which the vector's channels are innermost
 (:func:`_pack_channel_input`; MLAS's packed weights, made per call and per block): one load
 per vector, not one per channel; a weight the kernel marks layout free is packed once
-instead (:mod:`autoplace.deploy.prepack`). A conv of stride 2 goes over channels too
+instead (:mod:`autoplace.deploy.prepack`). So does a matrix-vector product (a classifier at
+batch 1, whose one spatial axis is its outputs): each vector of outputs then reads one
+slab of the weight in order, not a few floats of every row. A conv of stride 2 goes over
+channels too
 (:func:`~autoplace.deploy.tir_facts.strided_input`): a vector over its output's width would
 read every other input
 (resnet50's four: 0.64-0.85x the time on AVX-512; on AVX2 its six, with the 14 -> 7 ones,
@@ -91,6 +100,7 @@ from autoplace.deploy.tir_facts import (
     data_parallel,
     input_reads,
     param_of,
+    reads_contiguous,
     stride,
     strided_input,
     uses_var,
@@ -145,15 +155,13 @@ def _schedule_block(sch: s_tir.Schedule, name: str, bits: int, parallel: bool):
     """``sch`` with block ``name`` tiled (a reduction) or vectorised (elementwise), its outer
     loops parallel; with only its outer loops parallel when TVM refuses the rest."""
     kinds = _kinds(sch, name)
-    if "R" in kinds and "S" in kinds:  # a reduction onto narrow channel blocks, else any
-        done = _attempt(sch, _tile_merged_blocks, name, bits, parallel)
+    reduction = "R" in kinds and "S" in kinds  # onto narrow channel blocks, any, a pooling
+    for rule in ((_tile_merged_blocks, _tile_reduction, _vectorize_pooling) if reduction
+                 else (_vectorize_nest,)):
+        done = _attempt(sch, rule, name, bits, parallel)
         if done is not sch:
             return done
-    rule = _tile_reduction if "R" in kinds and "S" in kinds else _vectorize_nest
-    done = _attempt(sch, rule, name, bits, parallel)
-    if done is sch and parallel:
-        return _attempt(sch, _parallel_nest, name)
-    return done
+    return _attempt(sch, _parallel_nest, name) if parallel else sch
 
 
 def _attempt(sch: s_tir.Schedule, step, *args) -> s_tir.Schedule:
@@ -194,10 +202,11 @@ def _has_if_then_else(sch: s_tir.Schedule, name: str) -> bool:
     return bool(_conditions(sch, name))
 
 
-def _varies_inside(sch: s_tir.Schedule, name: str) -> bool:
-    """Whether an ``if_then_else`` of block ``name`` depends on its last iterator (a padding
-    does: its vector would read out of bounds; a concatenation's does not)."""
-    inner = sch.get(sch.get_sblock(name)).iter_vars[-1].var
+def _varies_inside(sch: s_tir.Schedule, name: str, inner=None) -> bool:
+    """Whether an ``if_then_else`` of block ``name`` depends on ``inner``, by default its
+    last iterator (a padding does: its vector would read out of bounds; a concatenation's
+    does not)."""
+    inner = sch.get(sch.get_sblock(name)).iter_vars[-1].var if inner is None else inner
     uses = []
     for cond in _conditions(sch, name):
         tvm_ffi.structural_walk(cond, (tirx.Var, lambda v: uses.append(v.same_as(inner))))
@@ -205,11 +214,21 @@ def _varies_inside(sch: s_tir.Schedule, name: str) -> bool:
 
 
 def _inline(sch: s_tir.Schedule, name: str) -> None:
-    """Inline elementwise block ``name`` into its consumers (refused when it is not)."""
+    """Inline elementwise block ``name`` into its consumers (refused when it is not, and
+    for a padding unless only poolings read it)."""
     block = sch.get_sblock(name)
-    if set(_kinds(sch, name)) != {"S"} or _has_if_then_else(sch, name):
+    if set(_kinds(sch, name)) != {"S"}:
         raise ValueError(f"{name}: not an inlinable elementwise block")
+    if _has_if_then_else(sch, name) and not all(
+            _is_pooling(sch, c) for c in sch.get_consumers(block)):
+        raise ValueError(f"{name}: a padding of something other than a pooling")
     sch.compute_inline(block)
+
+
+def _is_pooling(sch: s_tir.Schedule, block) -> bool:
+    """Whether ``block`` is a reduction of one input."""
+    kinds = _kinds(sch, sch.get(block).name_hint)
+    return "R" in kinds and "S" in kinds and _inputs(sch, block) == 1
 
 
 def _extents(sch: s_tir.Schedule, loops) -> list[int]:
@@ -236,8 +255,8 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
                                                activation_bytes(stmt, tiles.register))
     outer, inner = _split_tiles(sch, spatial, tiles, channels_first=first, blocks_first=blocked)
     sch.reorder(*outer, *reduce, *inner)
-    if (tiles.vector == 0 and len(spatial) > 1) or blocked:  # a vector over output channels
-        _pack_channel_input(sch, block, tiles, outer[0])
+    if tiles.vector == 0 or blocked:  # a vector over output channels (or a matrix-vector
+        _pack_channel_input(sch, block, tiles, outer[0])  # product's outputs)
     _write_back(sch, block, outer[-1], _innermost(sch, block, tiles, len(spatial)))
     if parallel:  # before the reduction is split in two blocks (TVM's rule)
         _parallel_loops(sch, outer)
@@ -415,6 +434,30 @@ def _vectorize_nest(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     if parallel:
         _parallel_loops(sch, [*loops[:-1], outer])
     sch.vectorize(inner)
+
+
+def _vectorize_pooling(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
+    """Vectorise pooling ``name`` over its innermost spatial loop (split by the largest
+    divisor of its extent up to the vector lanes), the reduction loops moved inside the
+    other spatial loops, which are parallel; refused unless its inputs are contiguous in
+    that loop and no ``if_then_else`` depends on it, or below 4 lanes."""
+    block = sch.get_sblock(name)
+    kinds, loops = _kinds(sch, name), sch.get_loops(block)
+    stmt = sch.get(block)
+    if len(loops) != len(kinds) or "O" in kinds or not _is_pooling(sch, block):
+        raise ValueError(f"{name}: not a plain pooling nest")
+    if not reads_contiguous(stmt) or _varies_inside(sch, name, data_parallel(stmt)[-1]):
+        raise ValueError(f"{name}: no contiguous vector over its innermost spatial loop")
+    spatial = [loop for loop, k in zip(loops, kinds) if k == "S"]
+    reduce = [loop for loop, k in zip(loops, kinds) if k == "R"]
+    tile = largest_divisor(_extents(sch, spatial[-1:])[0], bits // _dtype_bits(sch, name))
+    if tile < 4:
+        raise ValueError(f"{name}: innermost extent has no vector tile")
+    outer, vector = sch.split(spatial[-1], [None, tile])
+    sch.reorder(*spatial[:-1], outer, *reduce, vector)
+    if parallel:
+        _parallel_loops(sch, [*spatial[:-1], outer])
+    _vectorize_reduction(sch, block, reduce[0])
 
 
 def _parallel_nest(sch: s_tir.Schedule, name: str) -> None:

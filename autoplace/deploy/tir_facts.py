@@ -40,6 +40,15 @@ def uses_var(expr, var) -> bool:
     return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
+def reads_contiguous(stmt) -> bool:
+    """Whether every input block ``stmt`` reads has its innermost data-parallel iterator
+    as its innermost index, stride 1 (a pooling of NCHWc activations: its vector over the
+    block's channels loads them at once; one over an NCHW width of stride 2 would not)."""
+    inner = data_parallel(stmt)[-1]
+    reads = input_reads(stmt)
+    return bool(reads) and all(stride(r.region[-1].min, inner) == 1 for _, r in reads)
+
+
 def blocked_output(stmt) -> bool:
     """Whether block ``stmt`` writes an output whose channels are in blocks, innermost (an
     NCHWc tensor: :mod:`autoplace.runtime.layout`): 5-D, its last index the block's

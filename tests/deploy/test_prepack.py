@@ -125,3 +125,32 @@ def test_a_kernel_packing_two_arguments_in_one_block_stays_whole():
     args, want, got = _reference(func)
     _built(compute, SSE2)(*map(tvm.runtime.tensor, args[:-1]), got)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def matvec(k: int, n: int) -> tvm.tirx.PrimFunc:
+    """A classifier's kernel: a row of ``k`` times a (k, n) weight (x, weight, output)."""
+    bb = relax.BlockBuilder()
+    params = [relax.Var("x", relax.TensorType((1, k), "float32")),
+              relax.Var("w", relax.TensorType((k, n), "float32"))]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(*params))
+        bb.emit_func_output(out)
+    mod = fuse(bb.finalize())
+    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
+    return mod[gv]
+
+
+def test_a_matrix_vector_product_reads_its_weight_packed_by_vectors_of_outputs():
+    """A vector of outputs reads a row of the weight per step: packed (n / lanes, k, lanes),
+    each thread's slab is read in order, where the (k, n) weight gives a vector of 4 floats
+    from each of k rows (SSE2: 4 lanes; 40 outputs)."""
+    func = layout_free(matvec(64, 40), [1])
+    compute, (pack,) = split_packs(default_schedule(func, SSE2), 1)
+    assert (pack.param, pack.shape) == (1, (10, 64, 4))
+    args, want, got = _reference(func)
+    packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
+    _built(pack.func, SSE2)(tvm.runtime.tensor(args[1]), packed)
+    _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, got)
+    np.testing.assert_array_equal(packed.numpy(), args[1].reshape(64, 10, 4).transpose(1, 0, 2))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -113,6 +113,11 @@ KERNELS = {  # name -> a legalized operator, as in a model
     "matmul": lambda: _legalized(relax.op.matmul, (4, 256), (256, 1000)),
     "max_pool2d": lambda: _legalized(lambda x: relax.op.nn.max_pool2d(x, 3, 2),
                                      (1, 64, 55, 55)),
+    "max_pool2d_nchw16c": lambda: _legalized(  # (resnet50's, as the runtime holds it)
+        lambda x: relax.op.nn.max_pool2d(x, 3, 2, padding=1, layout="NCHW16c"),
+        (1, 4, 28, 28, 16)),
+    "max_pool2d_padded": lambda: _legalized(
+        lambda x: relax.op.nn.max_pool2d(x, 3, 2, padding=1), (1, 8, 28, 28)),
     "elementwise": lambda: _legalized(lambda x, y: relax.op.nn.relu(relax.op.add(x, y)),
                                       (1, 64, 56, 56), (1, 64, 56, 56)),
     "concat": lambda: _legalized(lambda x, y: relax.op.concat([x, y], axis=1),
@@ -190,6 +195,31 @@ def test_a_concatenation_is_vectorised_and_a_padding_is_not():
     conv = default_schedule(KERNELS["conv2d"](), AVX512)
     (pad,) = [a for b, _, a in _nests(conv.body) if b.name_hint == "pad_temp"]
     assert tirx.ForKind.VECTORIZED not in {loop.kind for loop in pad}
+
+
+def test_a_pooling_of_channel_blocks_reads_its_input_unpadded_in_vectors_of_the_block():
+    func = default_schedule(KERNELS["max_pool2d_nchw16c"](), AVX512)
+    nests = {b.name_hint: (v, a) for b, v, a in _nests(func.body)}
+    assert "pad_temp" not in nests  # inlined: the pooling reads the input itself
+    for name in ("pool_max_init", "pool_max_update"):
+        values, around = nests[name]
+        assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 16
+    (block,) = [b for b, _, _ in _nests(func.body) if b.name_hint == "pool_max_update"]
+    values, around = nests["pool_max_update"]
+    kinds = [iv.iter_type for iv in block.iter_vars]
+    spatial = [v for k, v in zip(kinds, values) if k == tirx.IterVar.DataPar]
+    (lanes,) = [v for v in values if _uses(v, around[-1])]
+    assert lanes.same_as(spatial[-1])  # the vector runs over the block's channels only
+    window = [v for k, v in zip(kinds, values) if k == tirx.IterVar.CommReduce]
+    assert len(window) == 2 and all(any(_uses(v, loop) for loop in around[1:-1])
+                                    for v in window)  # inside the outer (parallel) loop
+    assert around[0].kind == tirx.ForKind.PARALLEL
+
+
+def test_a_pooling_over_a_strided_width_is_not_vectorised_but_reads_its_input_unpadded():
+    func = default_schedule(KERNELS["max_pool2d_padded"](), AVX512)
+    assert "pad_temp" not in {b.name_hint for b, _, _ in _nests(func.body)}
+    assert tirx.ForKind.VECTORIZED not in _kinds(func)  # a vector would gather every other
 
 
 def test_a_kernel_the_rules_cannot_tile_keeps_its_loops():
