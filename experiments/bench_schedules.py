@@ -48,7 +48,7 @@ def markdown(rows: list[dict]) -> str:
 
 def schedules(target) -> dict:
     """name -> PrimFunc -> the PrimFunc built: the three builds compared."""
-    from autoplace.deploy.cpu_rules import parallel_outer
+    from autoplace.deploy.nest_rules import parallel_outer
     from autoplace.deploy.schedule import default_schedule
 
     return {"naive": lambda pf: pf, "parallel_outer": parallel_outer,

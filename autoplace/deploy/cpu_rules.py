@@ -24,7 +24,8 @@ per block iterator, unit loops dropped), then, block by block:
    :func:`~autoplace.deploy.tir_facts.reads_contiguous`), its reduction loops moved inside
    the other spatial ones;
 4. **parallelise** the fused outer spatial loops of every nest, as few as give
-   :data:`MIN_PARALLEL` iterations, when the target has more than one core.
+   :data:`~autoplace.deploy.nest_rules.MIN_PARALLEL` iterations, when the target has more
+   than one core.
 
 The vector axis is the innermost spatial axis (contiguous in the output), tiled by a
 divisor of its extent that fills the target's vector registers well; the register axis is
@@ -70,26 +71,43 @@ channels onto 7 x 7 took 1,675 us on one core in 16-lane vectors, 99 in 8 (its b
 5.3 ms).
 (The rules' figures, each against the rules before it: docs/build.md, **Schedules**.)
 
-A step TVM refuses on a block leaves that block as it was (a reduction then only gets its
-outer loops parallel: :func:`parallel_outer`); a refused kernel is a slower kernel, never a
-failed build. No step changes what a kernel computes: only the order of its loops (and where
+Steps 1, 3 and 4, and the queries every rule makes of a block, are in
+:mod:`autoplace.deploy.nest_rules`. A step TVM refuses on a block leaves that block as it
+was (a reduction then only gets its outer loops parallel:
+:func:`~autoplace.deploy.nest_rules.parallel_outer`); a refused kernel is a slower kernel,
+never a failed build. No step changes what a kernel computes: only the order of its loops (and where
 a packed weight is read from).
 """
 
 from __future__ import annotations
 
 import tvm
-import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.tirx import IndexMap
 
 from autoplace.deploy.channel_pairs import merge_channel_blocks, write_back_merged
+from autoplace.deploy.nest_rules import (
+    REFUSED,
+    attempt,
+    dtype_bits,
+    exists,
+    has_if_then_else,
+    inline_elementwise,
+    input_count,
+    loop_extents,
+    loop_kinds,
+    parallel_loops,
+    parallel_nest,
+    parallel_outer_schedule,
+    vectorize_nest,
+    vectorize_pooling,
+    vectorize_reduction,
+)
 from autoplace.deploy.prepack import PREPROC, free_params
 from autoplace.deploy.tile_plan import (
     Tiles,
     channels_outermost,
-    largest_divisor,
     plan_block_tiles,
     plan_reduction_tiles,
 )
@@ -100,18 +118,11 @@ from autoplace.deploy.tir_facts import (
     data_parallel,
     input_reads,
     param_of,
-    reads_contiguous,
     stride,
     strided_input,
     uses_var,
 )
 from autoplace.deploy.weight_order import reading_order
-
-#: iterations of the fused parallel loop enough to keep every core busy (the loops inside
-#: it are left alone)
-MIN_PARALLEL = 64
-#: what TVM raises when a schedule primitive refuses (ScheduleError is a RuntimeError)
-REFUSED = (RuntimeError, ValueError)
 
 
 def vector_bits(target: tvm.target.Target) -> int:
@@ -140,13 +151,13 @@ def cpu_schedule_traced(func: tirx.PrimFunc, target: tvm.target.Target,
     sch = s_tir.Schedule(func, error_render_level="none")
     infos = normalize_prim_func(sch)
     if infos is None:
-        return _parallel_outer(sch) if parallel else sch
+        return parallel_outer_schedule(sch) if parallel else sch
     bits = vector_bits(target)
     names = [info.name for info in infos]
     for name in names:
-        sch = _attempt(sch, _inline, name)
+        sch = attempt(sch, inline_elementwise, name)
     for name in names:
-        if _exists(sch, name):
+        if exists(sch, name):
             sch = _schedule_block(sch, name, bits, parallel)
     return sch
 
@@ -154,97 +165,22 @@ def cpu_schedule_traced(func: tirx.PrimFunc, target: tvm.target.Target,
 def _schedule_block(sch: s_tir.Schedule, name: str, bits: int, parallel: bool):
     """``sch`` with block ``name`` tiled (a reduction) or vectorised (elementwise), its outer
     loops parallel; with only its outer loops parallel when TVM refuses the rest."""
-    kinds = _kinds(sch, name)
+    kinds = loop_kinds(sch, name)
     reduction = "R" in kinds and "S" in kinds  # onto narrow channel blocks, any, a pooling
-    for rule in ((_tile_merged_blocks, _tile_reduction, _vectorize_pooling) if reduction
-                 else (_vectorize_nest,)):
-        done = _attempt(sch, rule, name, bits, parallel)
+    for rule in ((_tile_merged_blocks, _tile_reduction, vectorize_pooling) if reduction
+                 else (vectorize_nest,)):
+        done = attempt(sch, rule, name, bits, parallel)
         if done is not sch:
             return done
-    return _attempt(sch, _parallel_nest, name) if parallel else sch
-
-
-def _attempt(sch: s_tir.Schedule, step, *args) -> s_tir.Schedule:
-    """``step(copy of sch, *args)`` applied on a copy, or ``sch`` when TVM refuses it."""
-    trial = sch.copy()
-    try:
-        step(trial, *args)
-    except REFUSED:
-        return sch
-    return trial
-
-
-def _exists(sch: s_tir.Schedule, name: str) -> bool:
-    try:
-        sch.get_sblock(name)
-    except REFUSED:
-        return False
-    return True
-
-
-def _kinds(sch: s_tir.Schedule, name: str) -> str:
-    """One letter per loop of block ``name``: S (spatial), R (reduction), O (other)."""
-    block = sch.get(sch.get_sblock(name))
-    kind = {tirx.IterVar.DataPar: "S", tirx.IterVar.CommReduce: "R"}
-    return "".join(kind.get(iv.iter_type, "O") for iv in block.iter_vars)
-
-
-def _conditions(sch: s_tir.Schedule, name: str) -> list:
-    """The conditions of the ``if_then_else`` calls in block ``name``."""
-    calls = []
-    tvm_ffi.structural_walk(sch.get(sch.get_sblock(name)).body,
-                            (tvm.ir.expr.Call, calls.append))
-    return [c.args[0] for c in calls
-            if isinstance(c.op, tvm.ir.Op) and c.op.name == "prim.if_then_else"]
-
-
-def _has_if_then_else(sch: s_tir.Schedule, name: str) -> bool:
-    return bool(_conditions(sch, name))
-
-
-def _varies_inside(sch: s_tir.Schedule, name: str, inner=None) -> bool:
-    """Whether an ``if_then_else`` of block ``name`` depends on ``inner``, by default its
-    last iterator (a padding does: its vector would read out of bounds; a concatenation's
-    does not)."""
-    inner = sch.get(sch.get_sblock(name)).iter_vars[-1].var if inner is None else inner
-    uses = []
-    for cond in _conditions(sch, name):
-        tvm_ffi.structural_walk(cond, (tirx.Var, lambda v: uses.append(v.same_as(inner))))
-    return any(uses)
-
-
-def _inline(sch: s_tir.Schedule, name: str) -> None:
-    """Inline elementwise block ``name`` into its consumers (refused when it is not, and
-    for a padding unless only poolings read it)."""
-    block = sch.get_sblock(name)
-    if set(_kinds(sch, name)) != {"S"}:
-        raise ValueError(f"{name}: not an inlinable elementwise block")
-    if _has_if_then_else(sch, name) and not all(
-            _is_pooling(sch, c) for c in sch.get_consumers(block)):
-        raise ValueError(f"{name}: a padding of something other than a pooling")
-    sch.compute_inline(block)
-
-
-def _is_pooling(sch: s_tir.Schedule, block) -> bool:
-    """Whether ``block`` is a reduction of one input."""
-    kinds = _kinds(sch, sch.get(block).name_hint)
-    return "R" in kinds and "S" in kinds and _inputs(sch, block) == 1
-
-
-def _extents(sch: s_tir.Schedule, loops) -> list[int]:
-    """Constant trip counts of ``loops`` (refused when one is symbolic)."""
-    values = [sch.get(loop).extent for loop in loops]
-    if not all(isinstance(v, tirx.IntImm) for v in values):
-        raise ValueError("symbolic loop extent")
-    return [int(v.value) for v in values]
+    return attempt(sch, parallel_nest, name) if parallel else sch
 
 
 def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
     """Tile reduction block ``name`` as the module docstring says (refused by TVM, or by
     a ``ValueError`` here, when its shape does not allow it)."""
     block, spatial, reduce = _reduction_loops(sch, name)
-    lanes = bits // _dtype_bits(sch, name)
-    extents, registers = _extents(sch, spatial), 32 if bits >= 512 else 16
+    lanes = bits // dtype_bits(sch, name)
+    extents, registers = loop_extents(sch, spatial), 32 if bits >= 512 else 16
     stmt = sch.get(block)
     blocked = blocked_output(stmt)
     tiles = plan_block_tiles(extents, lanes, registers) if blocked else plan_reduction_tiles(
@@ -259,18 +195,18 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
         _pack_channel_input(sch, block, tiles, outer[0])  # product's outputs)
     _write_back(sch, block, outer[-1], _innermost(sch, block, tiles, len(spatial)))
     if parallel:  # before the reduction is split in two blocks (TVM's rule)
-        _parallel_loops(sch, outer)
-    _vectorize_reduction(sch, block, reduce[0])
+        parallel_loops(sch, outer)
+    vectorize_reduction(sch, block, reduce[0])
 
 
 def _reduction_loops(sch: s_tir.Schedule, name: str):
     """Reduction block ``name`` and its spatial and reduction loops (refused, by a
     ``ValueError``, when it is not a plain reduction nest of two inputs or more)."""
     block = sch.get_sblock(name)
-    kinds, loops = _kinds(sch, name), sch.get_loops(block)
-    if len(loops) != len(kinds) or "O" in kinds or _has_if_then_else(sch, name):
+    kinds, loops = loop_kinds(sch, name), sch.get_loops(block)
+    if len(loops) != len(kinds) or "O" in kinds or has_if_then_else(sch, name):
         raise ValueError(f"{name}: not a plain reduction nest")
-    if _inputs(sch, block) < 2:
+    if input_count(sch, block) < 2:
         raise ValueError(f"{name}: one input (a pooling): no data to reuse from registers")
     return (block, [loop for loop, k in zip(loops, kinds) if k == "S"],
             [loop for loop, k in zip(loops, kinds) if k == "R"])
@@ -282,16 +218,16 @@ def _tile_merged_blocks(sch: s_tir.Schedule, name: str, bits: int, parallel: boo
     reduction is tiled (:func:`~autoplace.deploy.tile_plan.plan_block_tiles`); refused
     when its blocks fill a vector, or it cannot be merged."""
     block, _, _ = _reduction_loops(sch, name)
-    lanes = bits // _dtype_bits(sch, name)
+    lanes = bits // dtype_bits(sch, name)
     k = merge_channel_blocks(sch, block, lanes)
     block, spatial, reduce = _reduction_loops(sch, name)
-    tiles = plan_block_tiles(_extents(sch, spatial), lanes, 32 if bits >= 512 else 16)
+    tiles = plan_block_tiles(loop_extents(sch, spatial), lanes, 32 if bits >= 512 else 16)
     outer, inner = _split_tiles(sch, spatial, tiles, blocks_first=True)
     sch.reorder(*outer, *reduce, *inner)
     write_back_merged(sch, block, outer[-1], k)
     if parallel:
-        _parallel_loops(sch, outer)
-    _vectorize_reduction(sch, block, reduce[0])
+        parallel_loops(sch, outer)
+    vectorize_reduction(sch, block, reduce[0])
 
 
 def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
@@ -317,23 +253,6 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
         sch.annotate(copy, PREPROC, True)  # a constant: packed once (prepack.split_packs)
     else:
         sch.compute_at(copy, slab_loop)
-
-
-def _inputs(sch: s_tir.Schedule, block) -> int:
-    """How many distinct buffers ``block`` reads."""
-    seen = []
-    for region in sch.get(block).reads:
-        if not any(region.source.same_as(b) for b in seen):
-            seen.append(region.source)
-    return len(seen)
-
-
-def _dtype_bits(sch: s_tir.Schedule, name: str) -> int:
-    """Bits of the element block ``name`` writes (refused below 8: booleans)."""
-    bits = sch.get(sch.get_sblock(name)).writes[0].source.dtype.bits
-    if bits < 8:
-        raise ValueError(f"{name}: {bits}-bit elements")
-    return bits
 
 
 def _split_tiles(sch, spatial, tiles: Tiles, channels_first: bool = False,
@@ -392,16 +311,6 @@ def _write_back(sch, block, tile_loop, vector_dim: int | None = None) -> None:
     sch.vectorize(sch.get_loops(write)[-1])
 
 
-def _vectorize_reduction(sch, block, first_reduce) -> None:
-    """Vectorise the innermost loop of reduction ``block`` and of its initialisation,
-    split off before ``first_reduce`` (in this order: TVM vectorises a reduction only while
-    it is one block)."""
-    sch.vectorize(sch.get_loops(block)[-1])
-    init = sch.decompose_reduction(block, first_reduce)
-    if sch.get(sch.get_loops(init)[-1]).kind != tirx.ForKind.VECTORIZED:
-        sch.vectorize(sch.get_loops(init)[-1])
-
-
 def _inline_consumers(sch, write) -> None:
     """Inline the elementwise consumers of the write-back ``write`` into it, while TVM
     allows (the bias add and activation after a conv)."""
@@ -415,93 +324,3 @@ def _inline_consumers(sch, write) -> None:
         except REFUSED:
             return
         sch.reverse_compute_inline(consumers[0])
-
-
-def _vectorize_nest(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
-    """Vectorise the innermost loop of elementwise block ``name`` (split by the largest
-    divisor of its extent up to the vector lanes; refused below 4 lanes, or with an
-    ``if_then_else`` that depends on it), its outer loops parallel."""
-    block = sch.get_sblock(name)
-    loops = sch.get_loops(block)
-    if set(_kinds(sch, name)) != {"S"} or len(loops) != len(_kinds(sch, name)):
-        raise ValueError(f"{name}: not a plain elementwise nest")
-    if _varies_inside(sch, name):
-        raise ValueError(f"{name}: its if_then_else depends on the innermost loop")
-    tile = largest_divisor(_extents(sch, loops[-1:])[0], bits // _dtype_bits(sch, name))
-    if tile < 4:
-        raise ValueError(f"{name}: innermost extent has no vector tile")
-    outer, inner = sch.split(loops[-1], [None, tile])
-    if parallel:
-        _parallel_loops(sch, [*loops[:-1], outer])
-    sch.vectorize(inner)
-
-
-def _vectorize_pooling(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -> None:
-    """Vectorise pooling ``name`` over its innermost spatial loop (split by the largest
-    divisor of its extent up to the vector lanes), the reduction loops moved inside the
-    other spatial loops, which are parallel; refused unless its inputs are contiguous in
-    that loop and no ``if_then_else`` depends on it, or below 4 lanes."""
-    block = sch.get_sblock(name)
-    kinds, loops = _kinds(sch, name), sch.get_loops(block)
-    stmt = sch.get(block)
-    if len(loops) != len(kinds) or "O" in kinds or not _is_pooling(sch, block):
-        raise ValueError(f"{name}: not a plain pooling nest")
-    if not reads_contiguous(stmt) or _varies_inside(sch, name, data_parallel(stmt)[-1]):
-        raise ValueError(f"{name}: no contiguous vector over its innermost spatial loop")
-    spatial = [loop for loop, k in zip(loops, kinds) if k == "S"]
-    reduce = [loop for loop, k in zip(loops, kinds) if k == "R"]
-    tile = largest_divisor(_extents(sch, spatial[-1:])[0], bits // _dtype_bits(sch, name))
-    if tile < 4:
-        raise ValueError(f"{name}: innermost extent has no vector tile")
-    outer, vector = sch.split(spatial[-1], [None, tile])
-    sch.reorder(*spatial[:-1], outer, *reduce, vector)
-    if parallel:
-        _parallel_loops(sch, [*spatial[:-1], outer])
-    _vectorize_reduction(sch, block, reduce[0])
-
-
-def _parallel_nest(sch: s_tir.Schedule, name: str) -> None:
-    """:func:`_parallel_loops` of the loops of block ``name``."""
-    _parallel_loops(sch, sch.get_loops(sch.get_sblock(name)))
-
-
-def _parallel_loops(sch: s_tir.Schedule, loops) -> None:
-    """Fuse the fewest leading ``loops`` of a nest that give :data:`MIN_PARALLEL`
-    iterations and that TVM lets run in parallel (they bind only data-parallel iterators
-    of every block under them), and mark the fused loop parallel; nothing when that is
-    one iteration."""
-    chosen, extent = 0, 1
-    for k, loop in enumerate(loops, start=1):
-        trial = sch.copy()
-        try:
-            trial.parallel(trial.fuse(*loops[:k]) if k > 1 else loops[0])
-        except REFUSED:
-            break
-        chosen, extent = k, extent * _trip_count(sch, loop)
-        if extent >= MIN_PARALLEL:
-            break
-    if extent > 1:
-        sch.parallel(sch.fuse(*loops[:chosen]) if chosen > 1 else loops[0])
-
-
-def _trip_count(sch: s_tir.Schedule, loop) -> int:
-    """A loop's trip count (a symbolic one counts as large)."""
-    value = sch.get(loop).extent
-    return int(value.value) if isinstance(value, tirx.IntImm) else MIN_PARALLEL
-
-
-def parallel_outer(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the leading spatial loops of each root loop nest fused and parallel
-    (the schedule of a kernel the rules cannot tile, and the first step of every CPU
-    schedule: MetaSchedule's ``ParallelizeVectorizeUnroll``, dlight's CPU rules)."""
-    return _parallel_outer(s_tir.Schedule(func, error_render_level="none")).mod["main"]
-
-
-def _parallel_outer(sch: s_tir.Schedule) -> s_tir.Schedule:
-    try:
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    except REFUSED:  # no root block
-        return sch
-    for block in blocks:
-        sch = _attempt(sch, _parallel_nest, sch.get(block).name_hint)
-    return sch

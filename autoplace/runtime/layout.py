@@ -42,7 +42,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
-from autoplace.deploy.cpu_rules import REFUSED
+from autoplace.deploy.nest_rules import REFUSED
 from autoplace.deploy.offload import offload_units
 from autoplace.graph import OpGraph
 from autoplace.hardware.profile import Profile

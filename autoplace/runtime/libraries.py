@@ -37,6 +37,7 @@ from autoplace.deploy import (
     channel_pairs,
     cpu_rules,
     dynamic_chunks,
+    nest_rules,
     prepack,
     schedule,
     tile_plan,
@@ -65,8 +66,8 @@ LIBRARY_VERSION = 6
 #: the modules whose rules make the default schedules (and every module of autoplace they
 #: import): their source is part of the cache key, so a library made by earlier rules is
 #: compiled again
-SCHEDULE_RULES = (cpu_rules, tile_plan, schedule, prepack, channel_pairs, tir_facts,
-                  weight_order, dynamic_chunks)
+SCHEDULE_RULES = (cpu_rules, nest_rules, tile_plan, schedule, prepack, channel_pairs,
+                  tir_facts, weight_order, dynamic_chunks)
 
 
 def _digest(*parts: str) -> str:

@@ -8,7 +8,8 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 
-from autoplace.deploy.cpu_rules import MIN_PARALLEL, parallel_outer, vector_bits
+from autoplace.deploy.cpu_rules import vector_bits
+from autoplace.deploy.nest_rules import MIN_PARALLEL, parallel_outer
 from autoplace.deploy.schedule import default_schedule, threads_for
 from autoplace.deploy.tile_plan import (
     REREAD_BYTES,
