@@ -115,7 +115,11 @@ def plan_block_tiles(extents: list[int], lanes: int, registers: int) -> Tiles:
     broadcast once per register tile. With 32 registers (AVX-512) the tile also spans up to
     :data:`BLOCK_ROWS` channel blocks (a second register axis: each input element broadcast
     once for all of them, as MLAS computes up to 4 filter blocks at once), in up to
-    :data:`BLOCK_TILE` accumulators, when that holds more of them than the width alone."""
+    :data:`BLOCK_TILE` accumulators, when that holds more of them than the width alone; of
+    as many, the most rows, which broadcast each input element for more blocks (a width of
+    14: 2 x 7 rather than 1 x 14; resnet50's convs onto 14 x 14 0.75-0.98x the time on one
+    core, its 13 kernels whose tiles this changes 0.91x on one core and on two, densenet121's
+    35 0.87x on two: ``experiments/results/bench_conv_schedules.md``)."""
     width = Tiles(vector=len(extents) - 1, vector_tile=largest_divisor(extents[-1], lanes),
                   register=len(extents) - 2,
                   register_tile=largest_divisor(extents[-2], registers // 2 - 2))
@@ -125,7 +129,7 @@ def plan_block_tiles(extents: list[int], lanes: int, registers: int) -> Tiles:
     for rows in range(2, BLOCK_ROWS + 1):
         if extents[-4] % rows == 0:
             columns = largest_divisor(extents[-2], min(registers // 2 - 2, BLOCK_TILE // rows))
-            best = max(best, (rows * columns, rows, columns), key=lambda b: b[0])
+            best = max(best, (rows * columns, rows, columns), key=lambda b: b[:2])
     _, rows, columns = best
     return width if rows == 1 else dataclasses.replace(
         width, register_tile=columns, row=len(extents) - 4, row_tile=rows)

@@ -487,6 +487,11 @@ def test_a_grouped_conv_reads_its_packed_weights_in_vectors_within_a_group():
                                       row=0, row_tile=4)),
     ([63, 13, 13, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=13)),
     ([125, 13, 13, 8], 16, 32, Tiles(vector=3, vector_tile=8, register=2, register_tile=13)),
+    # ... of as many accumulators, the most rows: 2 x 7 of a width of 14, not 1 x 14
+    ([64, 14, 14, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=7,
+                                     row=0, row_tile=2)),
+    ([4, 56, 56, 16], 16, 32, Tiles(vector=3, vector_tile=16, register=2, register_tile=4,
+                                    row=0, row_tile=4)),
     # AVX2: half a block a vector, up to 6 accumulators of the width
     ([4, 56, 56, 16], 8, 16, Tiles(vector=3, vector_tile=8, register=2, register_tile=4)),
 ])
