@@ -117,9 +117,9 @@ def plan_block_tiles(extents: list[int], lanes: int, registers: int) -> Tiles:
     once for all of them, as MLAS computes up to 4 filter blocks at once), in up to
     :data:`BLOCK_TILE` accumulators, when that holds more of them than the width alone; of
     as many, the most rows, which broadcast each input element for more blocks (a width of
-    14: 2 x 7 rather than 1 x 14; resnet50's convs onto 14 x 14 0.75-0.98x the time on one
-    core, its 13 kernels whose tiles this changes 0.91x on one core and on two, densenet121's
-    35 0.87x on two: ``experiments/results/bench_conv_schedules.md``)."""
+    14: 2 x 7 rather than 1 x 14; resnet50's six convs onto 14 x 14 0.80-1.01x the time on
+    one core, the 13 kernels whose tiles this changes 0.92x on one core and on two,
+    densenet121's 35 0.87x and 0.86x: ``experiments/results/bench_block_tiles.md``)."""
     width = Tiles(vector=len(extents) - 1, vector_tile=largest_divisor(extents[-1], lanes),
                   register=len(extents) - 2,
                   register_tile=largest_divisor(extents[-2], registers // 2 - 2))
