@@ -6,13 +6,14 @@ process, interleaved (issue 32; for a change to the default schedules).
         [--threads 2 1] [--rounds 3] [--out FILE]
 
 Per model, thread count and round: a fresh process of this tree, then one of the other
-tree (this script run with the other tree's package first on ``PYTHONPATH``); each times
-ONNX Runtime and the build with the default schedules (every op on the ``host`` profile's
-unit of that many threads) interleaved in 5 rounds of 5 runs and keeps the fastest of each,
-after checking the build's outputs against ONNX Runtime's. Each tree keeps its libraries in
-a cache of its own for the whole run (compiled in its first round). This machine's speed
-moves from minute to minute: the figure to read is each build's time over ONNX Runtime's in
-the same process; the table gives every round's.
+tree (this script run with the other tree's package first on ``PYTHONPATH``); each, kept
+on the CPUs of the ``host`` profile's unit of that many threads (``pin_to_unit``), times
+ONNX Runtime and the build with the default schedules (every op on that unit) interleaved
+in 5 rounds of 5 runs and keeps the fastest of each, after checking the build's outputs
+against ONNX Runtime's. Each tree keeps its libraries in a cache of its own for the whole
+run (compiled in its first round). This machine's speed moves from minute to minute: the
+figure to read is each build's time over ONNX Runtime's in the same process; the table
+gives every round's.
 
 ``--busy-cpu N`` keeps a busy loop pinned to CPU ``N`` for the whole comparison, at the
 build's priority: the pool thread pinned there is taken off its CPU for whole time slices,
