@@ -22,14 +22,15 @@ HERE = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 
 
 def blocked_conv3x3():
-    """A 3x3 conv of 32 channels (NCHW16c) onto 64 (4 blocks of 16) and 8 x 8, as the
+    """A 3x3 conv of 32 channels (NCHW16c) onto 64 (4 blocks of 16) and 9 x 9, as the
     runtime's layout writes one: an iterator per block of channels and one within it, its
-    weight a constant. Its tile on AVX-512 spans 2 channel blocks by the width of 8."""
-    x = te.placeholder((1, 2, 10, 10, 16), name="x")
+    weight a constant. Its tile on AVX-512 spans 2 channel blocks by the width of 9 (18
+    accumulators; 4 blocks would take 4 x 3)."""
+    x = te.placeholder((1, 2, 11, 11, 16), name="x")
     w = te.placeholder((64, 32, 3, 3), name="w")
     rc, ri = te.reduce_axis((0, 2), name="rc"), te.reduce_axis((0, 16), name="ri")
     ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
-    conv = te.compute((1, 4, 8, 8, 16), lambda n, c, h, v, i: te.sum(
+    conv = te.compute((1, 4, 9, 9, 16), lambda n, c, h, v, i: te.sum(
         x[n, rc, h + ry, v + rx, ri] * w[c * 16 + i, rc * 16 + ri, ry, rx],
         axis=[rc, ry, rx, ri]), name="conv")
     return layout_free(te.create_prim_func([x, w, conv]), [1])
@@ -106,7 +107,7 @@ def test_a_tile_of_several_channel_blocks_runs_its_blocks_outermost():
     assert int(_at(channel_block, first)) == int(_at(channel_block, second)) == 0
     assert (int(_at(row, first)), int(_at(row, second))) == (0, 1)
     last = {**first, outer.loop_var.name: int(outer.extent) - 1}
-    assert (int(_at(channel_block, last)), int(_at(row, last))) == (2, 7)
+    assert (int(_at(channel_block, last)), int(_at(row, last))) == (2, 8)
 
 
 def test_a_weight_read_at_no_nest_of_iterators_keeps_that_dimension_whole():
