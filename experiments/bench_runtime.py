@@ -387,7 +387,8 @@ def overhead_rows(cache: Path) -> list[dict]:
 
 def run_overhead_row(cache: Path, profile, n: int) -> dict:
     """A run of ``n`` empty kernels, one per unit (core0, core1): the run's wall time beyond
-    its kernels' (the fastest of 20 repeats of 50 runs)."""
+    its kernels' (20 times: the fastest of 50 runs, less the kernels of the last of them;
+    the least of the 20)."""
     from autoplace.runtime import Runtime
     from autoplace.space import SearchSpace
 

@@ -182,9 +182,9 @@ class NativeRun:
         self.start = np.zeros(max(n, 1), dtype=np.int64)
         self.end = np.zeros(max(n, 1), dtype=np.int64)
         self.message = ctypes.create_string_buffer(MESSAGE_BYTES)
+        self._remaining = self.remaining.ctypes.data
         self._jobs = (_Job * len(stations))(*(self._job(items) for items in plan.order.values()))
         self._stations = (_P * len(stations))(*(ctypes.addressof(st) for st in stations))
-        self._remaining = self.remaining.ctypes.data
 
     def _job(self, items: np.ndarray) -> _Job:
         p = self.plan
@@ -192,8 +192,7 @@ class NativeRun:
                     p.arg_ptr.ctypes.data, p.args.ctypes.data, p.wait_ptr.ctypes.data,
                     p.waits.ctypes.data, self.n, self.done.ctypes.data,
                     self.failed.ctypes.data, self.start.ctypes.data, self.end.ctypes.data,
-                    ctypes.addressof(self.message), MESSAGE_BYTES, SPINS,
-                    self.remaining.ctypes.data)
+                    ctypes.addressof(self.message), MESSAGE_BYTES, SPINS, self._remaining)
 
     def launch(self) -> None:
         """Start a run: every station gets its resource's job (the plan's order)."""
