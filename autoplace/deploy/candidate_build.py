@@ -18,16 +18,24 @@ from __future__ import annotations
 
 
 def build_candidate(mod, target, params):
-    """Build one scheduled candidate for ``target`` (``params`` must be None, as for
+    """Build one scheduled candidate for ``target`` as a build compiles its schedule (on a
+    CPU, its ``exp``, ``erf`` and ``tanh`` as polynomials:
+    :func:`~autoplace.deploy.fast_math.for_target`; ``params`` must be None, as for
     ``default_build``)."""
+    import tvm
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
     if params:
         raise ValueError("a candidate is built without bound parameters")
+    from autoplace.deploy.fast_math import for_target
     from autoplace.deploy.prepack import measurable
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(measurable(mod))
+    target = tvm.target.Target(target)
+    for gv, func in list(mod.functions.items()):  # (the pass's result: this module's own)
+        if isinstance(func, tvm.tirx.PrimFunc):
+            mod[gv] = for_target(func, target)
     return tvm_build(mod, target=target)
 
 

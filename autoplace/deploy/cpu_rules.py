@@ -17,6 +17,9 @@ per block iterator, unit loops dropped), then, block by block:
    back (with the block's elementwise consumers inlined into the write-back) after the
    reduction loops; the initialisation block, the reduction and the write-back are each
    vectorised over the vector axis;
+   A reduction that reads its inputs along their contiguous rows and has no output axis
+   they vary along (a softmax's maximum and sum, a layer norm's moments) is reduced a
+   vector at a time per row instead (:mod:`autoplace.deploy.row_reduction`);
 3. **vectorise** the innermost loop of every remaining elementwise nest (not a padding's:
    its ``if_then_else`` depends on that loop, and a vector of it would read out of bounds),
    and of every pooling (a reduction of one input, which has no data to reuse from
@@ -28,8 +31,12 @@ per block iterator, unit loops dropped), then, block by block:
    than one core.
 
 The vector axis is the innermost spatial axis (contiguous in the output), tiled by a
-divisor of its extent that fills the target's vector registers well; the register axis is
-the outermost other spatial axis (output channels, in NCHW). With 128-bit vectors (SSE,
+divisor of its extent that fills the target's vector registers well (two registers' lanes
+when they divide it); the register axis is the outermost other spatial axis that the inputs
+the vector loads do not vary along (output channels, in NCHW; a batched matmul's rows, not
+its batch). A constant such a vector reads (a matmul's ``(k, n)`` weight) is packed by
+vectors of columns, ``(n / tile, k, tile)``, so that the slab a vector reads is one run of
+memory. With 128-bit vectors (SSE,
 NEON: 4 float32 lanes) a reduction is vectorised over output channels instead, its
 accumulator holding them innermost, and the width is the register axis: on one SSE core,
 squeezenet's convs take 39.6 ms in all instead of 110.0, resnet50's 248.8 instead of 383.6
@@ -105,6 +112,7 @@ from autoplace.deploy.nest_rules import (
     vectorize_reduction,
 )
 from autoplace.deploy.prepack import PREPROC, free_params
+from autoplace.deploy.row_reduction import vectorize_row_reduction
 from autoplace.deploy.tile_plan import (
     Tiles,
     channels_outermost,
@@ -118,6 +126,7 @@ from autoplace.deploy.tir_facts import (
     data_parallel,
     input_reads,
     param_of,
+    reused_axes,
     stride,
     strided_input,
     uses_var,
@@ -167,8 +176,8 @@ def _schedule_block(sch: s_tir.Schedule, name: str, bits: int, parallel: bool):
     loops parallel; with only its outer loops parallel when TVM refuses the rest."""
     kinds = loop_kinds(sch, name)
     reduction = "R" in kinds and "S" in kinds  # onto narrow channel blocks, any, a pooling
-    for rule in ((_tile_merged_blocks, _tile_reduction, vectorize_pooling) if reduction
-                 else (vectorize_nest,)):
+    for rule in ((_tile_merged_blocks, vectorize_row_reduction, _tile_reduction,
+                  vectorize_pooling) if reduction else (vectorize_nest,)):
         done = attempt(sch, rule, name, bits, parallel)
         if done is not sch:
             return done
@@ -184,15 +193,17 @@ def _tile_reduction(sch: s_tir.Schedule, name: str, bits: int, parallel: bool) -
     stmt = sch.get(block)
     blocked = blocked_output(stmt)
     tiles = plan_block_tiles(extents, lanes, registers) if blocked else plan_reduction_tiles(
-        extents, lanes, registers, strided=strided_input(stmt), group=channel_group(stmt))
+        extents, lanes, registers, strided=strided_input(stmt), group=channel_group(stmt),
+        reused=reused_axes(stmt))
     if tiles is None:
         raise ValueError(f"{name}: no spatial axis to vectorise")
     first = not blocked and channels_outermost(tiles, len(spatial),
                                                activation_bytes(stmt, tiles.register))
     outer, inner = _split_tiles(sch, spatial, tiles, channels_first=first, blocks_first=blocked)
     sch.reorder(*outer, *reduce, *inner)
-    if tiles.vector == 0 or blocked:  # a vector over output channels (or a matrix-vector
-        _pack_channel_input(sch, block, tiles, outer[0])  # product's outputs)
+    # a vector over output channels (or a matrix-vector product's outputs), or a constant
+    _pack_channel_input(sch, block, tiles, outer[0],  # read by a vector over columns
+                        constant_only=not (tiles.vector == 0 or blocked))
     _write_back(sch, block, outer[-1], _innermost(sch, block, tiles, len(spatial)))
     if parallel:  # before the reduction is split in two blocks (TVM's rule)
         parallel_loops(sch, outer)
@@ -230,14 +241,18 @@ def _tile_merged_blocks(sch: s_tir.Schedule, name: str, bits: int, parallel: boo
     vectorize_reduction(sch, block, reduce[0])
 
 
-def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
+def _pack_channel_input(sch, block, tiles: Tiles, slab_loop, constant_only=False) -> None:
     """Copy, under ``slab_loop``, the slab of the input indexed by the vector axis (a conv's
     weight: its output channels) that the loop's iteration reads into a buffer where the
     vector's channels are innermost, so that each vector of weights is one contiguous load
     rather than ``lanes`` loads a row apart (nothing when not exactly one input is indexed
     by the vector axis). An input the kernel marks layout free (a constant weight:
     :func:`~autoplace.deploy.prepack.layout_free`) is packed whole at the root instead, in
-    a block :func:`~autoplace.deploy.prepack.split_packs` splits off, once."""
+    a block :func:`~autoplace.deploy.prepack.split_packs` splits off, once.
+    ``constant_only``: only such an input (a matmul's weight read by a vector over its
+    columns: its slab then lies in one run of memory, not one row a whole row of columns
+    apart from the next, which for bert_base's 768 x 3072 weight maps every row of it to
+    the same few cache sets)."""
     stmt = sch.get(block)
     var = data_parallel(stmt)[tiles.vector]
     found = [(i, r) for i, r in input_reads(stmt)  # (a grouped conv's input: by group)
@@ -245,11 +260,14 @@ def _pack_channel_input(sch, block, tiles: Tiles, slab_loop) -> None:
     if len(found) != 1:
         return
     index, region = found[0]
+    constant = param_of(sch, region.source) in free_params(sch.mod["main"])
+    if constant_only and not constant:
+        return
     dim = next(d for d, rng in enumerate(region.region) if uses_var(rng.min, var))
     lanes = tiles.vector_tile
     copy = sch.cache_read(block, index, "global")
     sch.transform_layout(block, ("read", index), reading_order(stmt, index, dim, lanes))
-    if param_of(sch, region.source) in free_params(sch.mod["main"]):
+    if constant:
         sch.annotate(copy, PREPROC, True)  # a constant: packed once (prepack.split_packs)
     else:
         sch.compute_at(copy, slab_loop)

@@ -42,6 +42,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from autoplace.deploy.fast_math import for_target
 from autoplace.deploy.schedule import default_schedule, traced_default_schedule
 from autoplace.deploy.targets import BuildError, target_key
 
@@ -249,9 +250,11 @@ def scheduled(func: tirx.PrimFunc, target: tvm.target.Target,
     ``kernels`` when it has one, else by :func:`~autoplace.deploy.schedule.default_schedule`
     (which packs the weights ``func`` marks layout free at its root:
     :mod:`autoplace.deploy.prepack`). A kernel is looked up with that mark
-    (:func:`workload`)."""
+    (:func:`workload`). On a CPU the schedule's ``exp``, ``erf`` and ``tanh`` are then
+    polynomials (:func:`~autoplace.deploy.fast_math.for_target`), as MetaSchedule's
+    candidates are built (:func:`~autoplace.deploy.candidate_build.build_candidate`)."""
     tuned = kernels.schedule(func, target) if kernels is not None else None
-    return tuned if tuned is not None else default_schedule(func, target)
+    return for_target(tuned if tuned is not None else default_schedule(func, target), target)
 
 
 def made_by_rules(record) -> bool:

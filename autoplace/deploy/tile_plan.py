@@ -52,33 +52,49 @@ class Tiles:
     row_tile: int = 1
 
 
-def plan_tiles(extents: list[int], lanes: int, registers: int) -> Tiles | None:
+def plan_tiles(extents: list[int], lanes: int, registers: int,
+               reused: frozenset[int] | None = None) -> Tiles | None:
     """The tiles of a reduction with spatial ``extents`` on a CPU with ``registers``
-    vector registers of ``lanes`` elements (``None``: nothing to vectorise).
+    vector registers of ``lanes`` elements (``None``: nothing to vectorise); ``reused``:
+    the axes a register tile may take (None: any), those along which the vectors it loads
+    are the same (:func:`~autoplace.deploy.tir_facts.reused_axes`).
 
     The vector axis is the innermost one (contiguous in the output), tiled by a divisor of
-    its extent of at least 4: the one up to ``lanes`` that fills a register best (the
-    largest on ties), else the one up to two registers' lanes that LLVM splits into the
-    fewest registers (:func:`_pieces`); ``None`` when it has none (a strided vector across
-    channels is slower than none). The register axis is the outermost other axis with
-    extent > 1, tiled by its largest divisor up to :data:`REGISTER_TILE` whose
-    accumulators leave 4 registers free."""
+    its extent of at least 4: two registers' lanes when they divide it (each element
+    broadcast from a row then feeds two vectors: with the weight packed, bert_base's 128 x
+    768 by 768 x 768 matmuls on one core 1,732 -> 1,048 us), else the one up to ``lanes`` that fills a register best (the largest on
+    ties), else the one up to two registers' lanes that LLVM splits into the fewest
+    registers (:func:`_pieces`); ``None`` when it has none (a strided vector across
+    channels is slower than none). The register axis is the outermost other axis of
+    ``reused`` with extent > 1, tiled by its largest divisor up to :data:`REGISTER_TILE`
+    whose accumulators leave 4 registers free: a batched matmul's rows, not its batch, over
+    which every accumulator would load its own vector (bert_base's attention matmuls on one
+    core, 12 heads of 128 x 64 by 64 x 128 and of 128 x 128 by 128 x 64, with the vector
+    tile of two registers: 1,034 -> 177 and 1,109 -> 176 us,
+    ``experiments/results/bench_kernels_ab.md``); with none in ``reused`` (a depthwise conv,
+    whose every channel reads its own input), the outermost other one all the same: its
+    accumulators add independently, where one alone would wait for each add."""
     last = len(extents) - 1
     fits = [d for d in range(4, 2 * lanes + 1) if extents[last] % d == 0]
     if not fits:
         return None
     small = [d for d in fits if d <= lanes]
     tile = max(small) if small else min(fits, key=lambda d: (_pieces(d, lanes), -d))
+    if extents[last] % (2 * lanes) == 0:
+        tile = 2 * lanes
     most = min(REGISTER_TILE, (registers - 4) // _pieces(tile, lanes))
-    for axis, extent in enumerate(extents[:last]):
-        if extent > 1 and largest_divisor(extent, most) > 1:
-            return Tiles(vector=last, vector_tile=tile, register=axis,
-                         register_tile=largest_divisor(extent, most))
+    axes = [a for a, e in enumerate(extents[:last]) if e > 1 and largest_divisor(e, most) > 1]
+    preferred = [a for a in axes if reused is None or a in reused]
+    if axes:
+        axis = (preferred or axes)[0]
+        return Tiles(vector=last, vector_tile=tile, register=axis,
+                     register_tile=largest_divisor(extents[axis], most))
     return Tiles(vector=last, vector_tile=tile)
 
 
 def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
-                         strided: bool = False, group: int | None = None) -> Tiles | None:
+                         strided: bool = False, group: int | None = None,
+                         reused: frozenset[int] | None = None) -> Tiles | None:
     """The tiles of a reduction with spatial ``extents`` (``lanes`` per vector, ``registers``
     vector registers): over channels with narrow vectors; over the width (:func:`plan_tiles`),
     unless the width has no vector tile or one that fills less than :data:`MIN_WIDTH_FILL` of
@@ -88,8 +104,9 @@ def plan_reduction_tiles(extents: list[int], lanes: int, registers: int, *,
     :mod:`autoplace.deploy.cpu_rules` gives what it gained). ``group``: the output channels
     of a group of a grouped conv; a vector over channels stays within one (its lanes divide
     it: across two, each lane would read the input of its own group), and is not made when
-    the group halves the lanes below :data:`MIN_CHANNEL_LANES` (then over the width)."""
-    width = plan_tiles(extents, lanes, registers)
+    the group halves the lanes below :data:`MIN_CHANNEL_LANES` (then over the width).
+    ``reused``: as :func:`plan_tiles` takes it, for a tile over the width."""
+    width = plan_tiles(extents, lanes, registers, reused)
     within = lanes if group is None else _lanes_within(group, lanes)
     if within < lanes and within < MIN_CHANNEL_LANES:  # (too narrow to go over channels)
         return width

@@ -49,6 +49,20 @@ def reads_contiguous(stmt) -> bool:
     return bool(reads) and all(stride(r.region[-1].min, inner) == 1 for _, r in reads)
 
 
+def reused_axes(stmt) -> frozenset[int]:
+    """The data-parallel iterators (their positions) of block ``stmt`` that no input
+    indexed by its innermost one is indexed by linearly: a register tile over one of them
+    reuses every vector such an input loads (a conv's output channels, a matmul's rows; a
+    grouped conv's output channels too, which pick their group's input by a division, the
+    same for a tile within it; not a batched matmul's batch, each of whose matrices is
+    another, nor a depthwise conv's channels)."""
+    spatial = data_parallel(stmt)
+    vector_read = [r for _, r in input_reads(stmt)
+                   if any(uses_var(rng.min, spatial[-1]) for rng in r.region)]
+    return frozenset(k for k, var in enumerate(spatial)
+                     if not any(stride(rng.min, var) for r in vector_read for rng in r.region))
+
+
 def blocked_output(stmt) -> bool:
     """Whether block ``stmt`` writes an output whose channels are in blocks, innermost (an
     NCHWc tensor: :mod:`autoplace.runtime.layout`): 5-D, its last index the block's

@@ -37,8 +37,10 @@ from autoplace.deploy import (
     channel_pairs,
     cpu_rules,
     dynamic_chunks,
+    fast_math,
     nest_rules,
     prepack,
+    row_reduction,
     schedule,
     tile_plan,
     tir_facts,
@@ -67,7 +69,7 @@ LIBRARY_VERSION = 6
 #: import): their source is part of the cache key, so a library made by earlier rules is
 #: compiled again
 SCHEDULE_RULES = (cpu_rules, nest_rules, tile_plan, schedule, prepack, channel_pairs,
-                  tir_facts, weight_order, dynamic_chunks)
+                  tir_facts, weight_order, dynamic_chunks, row_reduction, fast_math)
 
 
 def _digest(*parts: str) -> str:

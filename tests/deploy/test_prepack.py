@@ -8,6 +8,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from autoplace.deploy.cpu_rules import vector_bits
 from autoplace.deploy.kernel_db import workload
 from autoplace.deploy.prepack import free_params, layout_free, mark_weights, split_packs
 from autoplace.deploy.schedule import default_schedule
@@ -15,6 +16,9 @@ from autoplace.frontend.relax import fuse
 
 #: SSE2, one core: 4 float lanes, which a conv runs over its output channels (as NEON does)
 SSE2 = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+#: this machine's CPU, one core (run)
+THIS_CPU = tvm.target.Target({"kind": "llvm", "num-cores": 1,
+                              "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
 #: AVX-512 (inspected, never run): a 55-wide conv runs over channels in vectors of 16
 AVX512 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v4"})
 
@@ -129,8 +133,13 @@ def test_a_kernel_packing_two_arguments_in_one_block_stays_whole():
 
 def matvec(k: int, n: int) -> tvm.tirx.PrimFunc:
     """A classifier's kernel: a row of ``k`` times a (k, n) weight (x, weight, output)."""
+    return matmul(1, k, n)
+
+
+def matmul(m: int, k: int, n: int) -> tvm.tirx.PrimFunc:
+    """An (m, k) input times a (k, n) weight (x, weight, output)."""
     bb = relax.BlockBuilder()
-    params = [relax.Var("x", relax.TensorType((1, k), "float32")),
+    params = [relax.Var("x", relax.TensorType((m, k), "float32")),
               relax.Var("w", relax.TensorType((k, n), "float32"))]
     with bb.function("main", params):
         with bb.dataflow():
@@ -144,13 +153,35 @@ def matvec(k: int, n: int) -> tvm.tirx.PrimFunc:
 def test_a_matrix_vector_product_reads_its_weight_packed_by_vectors_of_outputs():
     """A vector of outputs reads a row of the weight per step: packed (n / lanes, k, lanes),
     each thread's slab is read in order, where the (k, n) weight gives a vector of 4 floats
-    from each of k rows (SSE2: 4 lanes; 40 outputs)."""
-    func = layout_free(matvec(64, 40), [1])
+    from each of k rows (SSE2: 4 lanes; 36 outputs, which 8, two registers' lanes, do not
+    divide)."""
+    func = layout_free(matvec(64, 36), [1])
     compute, (pack,) = split_packs(default_schedule(func, SSE2), 1)
-    assert (pack.param, pack.shape) == (1, (10, 64, 4))
+    assert (pack.param, pack.shape) == (1, (9, 64, 4))
     args, want, got = _reference(func)
     packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
     _built(pack.func, SSE2)(tvm.runtime.tensor(args[1]), packed)
     _built(compute, SSE2)(tvm.runtime.tensor(args[0]), packed, got)
-    np.testing.assert_array_equal(packed.numpy(), args[1].reshape(64, 10, 4).transpose(1, 0, 2))
+    np.testing.assert_array_equal(packed.numpy(), args[1].reshape(64, 9, 4).transpose(1, 0, 2))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_constant_read_by_a_vector_over_columns_is_packed_by_vectors_of_columns():
+    """A matmul's (k, n) weight read by a vector of columns: packed (n / tile, k, tile), the
+    slab a vector reads lies in one run of memory, not one row of n floats apart from the
+    next (this CPU: a tile of two registers' lanes, which divide 96 columns from SSE to
+    AVX-512); a (k, n) input that is not constant is read as it is (a pack per call would
+    cost more than it saves)."""
+    tile = 2 * vector_bits(THIS_CPU) // 32
+    func = layout_free(matmul(8, 16, 96), [1])
+    compute, (pack,) = split_packs(default_schedule(func, THIS_CPU), 1)
+    assert (pack.param, pack.shape) == (1, (96 // tile, 16, tile))
+    args, want, got = _reference(func)
+    packed = tvm.runtime.empty(pack.shape, pack.dtype, tvm.cpu())
+    _built(pack.func, THIS_CPU)(tvm.runtime.tensor(args[1]), packed)
+    _built(compute, THIS_CPU)(tvm.runtime.tensor(args[0]), packed, got)
+    np.testing.assert_array_equal(packed.numpy(),
+                                  args[1].reshape(16, 96 // tile, tile).transpose(1, 0, 2))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    unmarked = default_schedule(matmul(8, 16, 96), THIS_CPU)
+    assert split_packs(unmarked, 1)[1] == () and "_global" not in unmarked.script()

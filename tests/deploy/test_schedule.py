@@ -112,6 +112,8 @@ KERNELS = {  # name -> a legalized operator, as in a model
         lambda x, w: relax.op.nn.conv2d(x, w, padding=1, groups=32),
         (1, 32, 28, 28), (32, 1, 3, 3)),
     "matmul": lambda: _legalized(relax.op.matmul, (4, 256), (256, 1000)),
+    "batch_matmul": lambda: _legalized(  # (attention: 6 heads of 32 x 48 times 48 x 64)
+        relax.op.matmul, (6, 32, 48), (6, 48, 64)),
     "max_pool2d": lambda: _legalized(lambda x: relax.op.nn.max_pool2d(x, 3, 2),
                                      (1, 64, 55, 55)),
     "max_pool2d_nchw16c": lambda: _legalized(  # (resnet50's, as the runtime holds it)
@@ -169,6 +171,19 @@ def test_a_reduction_accumulates_a_vector_inside_its_reduction_loops(name):
                 assert any(_uses(value, loop) for loop in around[:-1])
     init = [a for b, _, a in _nests(func.body) if b.name_hint.endswith("_init")]
     assert init and all(a[-1].kind == tirx.ForKind.VECTORIZED for a in init)
+
+
+def test_a_batched_matmul_tiles_its_rows_in_registers_not_its_batch():
+    """Each accumulator of the register tile reuses the vector of the second matrix's
+    columns: rows of one matrix, not matrices of the batch (heads), whose every one is
+    another matrix to load."""
+    func = default_schedule(KERNELS["batch_matmul"](), AVX512)
+    (update,) = [(b, v, a) for b, v, a in _nests(func.body) if b.name_hint == "matmul_update"]
+    block, values, around = update
+    unrolled = [loop for loop in around if loop.kind == tirx.ForKind.UNROLLED]
+    assert len(unrolled) == 1 and int(unrolled[0].extent) == 8
+    uses = [_uses(value, unrolled[0]) for value in values]  # (heads, rows, columns, k)
+    assert uses == [False, True, False, False]
 
 
 @pytest.mark.parametrize("name", ["conv2d_bias_relu", "elementwise", "max_pool2d"])
@@ -243,9 +258,22 @@ def test_the_vector_width_is_the_targets(mcpu, bits):
     ([16, 13, 13], 8, Tiles(vector=2, vector_tile=13, register=0, register_tile=4)),
     ([1000], 16, Tiles(vector=0, vector_tile=10)),
     ([64, 111, 111], 16, None),  # 3 and 37: no vector tile of 4 to 32
+    # two registers' lanes divide 768: 8 rows of 2 vectors (AVX2: at most 6 rows, and
+    # 128's divisor up to 6 is 4)
+    ([128, 768], 16, Tiles(vector=1, vector_tile=32, register=0, register_tile=8)),
+    ([128, 768], 8, Tiles(vector=1, vector_tile=16, register=0, register_tile=4)),
 ])
 def test_tiles_fill_the_vector_registers(extents, lanes, tiles):
     assert plan_tiles(extents, lanes, 32 if lanes == 16 else 16) == tiles
+
+
+def test_a_register_tile_takes_an_axis_its_vectors_are_reused_along():
+    # a batched matmul (12 heads x 128 rows x 128 columns): not over heads, each of
+    # whose matrices is another, but over rows, whose vector of columns is the same
+    tiles = plan_tiles([12, 128, 128], 16, 32, reused=frozenset({1}))
+    assert (tiles.register, tiles.register_tile) == (1, 8)
+    # none reused (a depthwise conv): still a tile, of independent accumulators
+    assert plan_tiles([12, 128, 128], 16, 32, reused=frozenset()).register == 0
 
 
 @pytest.mark.parametrize("extents, tiles", [
