@@ -62,10 +62,10 @@ def plan_tiles(extents: list[int], lanes: int, registers: int,
     The vector axis is the innermost one (contiguous in the output), tiled by a divisor of
     its extent of at least 4: two registers' lanes when they divide it (each element
     broadcast from a row then feeds two vectors: with the weight packed, bert_base's 128 x
-    768 by 768 x 768 matmuls on one core 1,732 -> 1,048 us), else the one up to ``lanes`` that fills a register best (the largest on
-    ties), else the one up to two registers' lanes that LLVM splits into the fewest
-    registers (:func:`_pieces`); ``None`` when it has none (a strided vector across
-    channels is slower than none). The register axis is the outermost other axis of
+    768 by 768 x 768 matmuls on one core 1,732 -> 1,048 us), else the one up to ``lanes``
+    that fills a register best (the largest on ties), else the one up to two registers'
+    lanes that LLVM splits into the fewest registers (:func:`_pieces`); ``None`` when it
+    has none (a strided vector across channels is slower than none). The register axis is the outermost other axis of
     ``reused`` with extent > 1, tiled by its largest divisor up to :data:`REGISTER_TILE`
     whose accumulators leave 4 registers free: a batched matmul's rows, not its batch, over
     which every accumulator would load its own vector (bert_base's attention matmuls on one
