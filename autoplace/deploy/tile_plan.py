@@ -64,13 +64,13 @@ def plan_tiles(extents: list[int], lanes: int, registers: int,
     broadcast from a row then feeds two vectors: with the weight packed, bert_base's 128 x
     768 by 768 x 768 matmuls on one core 1,732 -> 1,048 us), else the one up to ``lanes``
     that fills a register best (the largest on ties), else the one up to two registers'
-    lanes that LLVM splits into the fewest registers (:func:`_pieces`); ``None`` when it
-    has none (a strided vector across channels is slower than none). The register axis is the outermost other axis of
-    ``reused`` with extent > 1, tiled by its largest divisor up to :data:`REGISTER_TILE`
-    whose accumulators leave 4 registers free: a batched matmul's rows, not its batch, over
-    which every accumulator would load its own vector (bert_base's attention matmuls on one
-    core, 12 heads of 128 x 64 by 64 x 128 and of 128 x 128 by 128 x 64, with the vector
-    tile of two registers: 1,034 -> 177 and 1,109 -> 176 us,
+    lanes that LLVM splits into the fewest registers (:func:`_pieces`); ``None`` when it has
+    none (a strided vector across channels is slower than none). The register axis is the
+    outermost other axis of ``reused`` with extent > 1, tiled by its largest divisor up to
+    :data:`REGISTER_TILE` whose accumulators leave 4 registers free: a batched matmul's
+    rows, not its batch, over which every accumulator would load its own vector (bert_base's
+    attention matmuls on one core, 12 heads of 128 x 64 by 64 x 128 and of 128 x 128 by 128
+    x 64, with the vector tile of two registers: 1,034 -> 177 and 1,109 -> 176 us,
     ``experiments/results/bench_kernels_ab.md``); with none in ``reused`` (a depthwise conv,
     whose every channel reads its own input), the outermost other one all the same: its
     accumulators add independently, where one alone would wait for each add."""
