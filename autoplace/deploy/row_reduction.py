@@ -1,5 +1,5 @@
 """The default schedule of a reduction along rows held contiguously: a softmax's maximum and
-sum, a layer norm's mean and variance, a matrix-vector product over a weight's rows.
+sum, a layer norm's mean and variance, a mean over the last axis.
 
 Such a reduction reads each of its inputs along its innermost (contiguous) index, and its
 outputs have no axis that index varies along: a vector over an output axis (what
