@@ -128,7 +128,7 @@ def vm_timer(mod, profile, threads: int, x, expected):
     arg = tvm.runtime.tensor(x)
     start = time.perf_counter()
     np.testing.assert_allclose(to_numpy(vm["main"](arg))[0], expected, rtol=1e-3, atol=1e-4)
-    slow = time.perf_counter() - start > SLOW_S  # (unscheduled bert_base: ~15 s a run)
+    slow = time.perf_counter() - start > SLOW_S
     timer = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=1 if slow else REPEAT)
     return lambda: min(timer(arg).results)
 
