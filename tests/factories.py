@@ -235,3 +235,36 @@ def with_torch() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p and
                                         not p.endswith("torch_blocker"))
     return env
+
+
+def legalized_kernel(make, *shapes):
+    """The one kernel TVM legalizes and fuses ``make(*params)`` into (as a model's are), its
+    params float32 tensors of ``shapes``."""
+    from tvm import relax
+
+    from autoplace.frontend.relax import fuse
+
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(make(*params))
+        bb.emit_func_output(out)
+    mod = fuse(bb.finalize())
+    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
+    return mod[gv]
+
+
+def block_nests(stmt, around=()) -> list[tuple]:
+    """(block, its binding values, the loops around it, outer first) for every block of
+    TIR statement ``stmt``."""
+    from tvm import s_tir, tirx
+
+    if isinstance(stmt, tirx.For):
+        return block_nests(stmt.body, (*around, stmt))
+    if isinstance(stmt, s_tir.SBlockRealize):
+        inner = block_nests(stmt.block.body, around)
+        return [(stmt.block, list(stmt.iter_values), around), *inner]
+    if isinstance(stmt, tirx.SeqStmt):
+        return [n for s in stmt.seq for n in block_nests(s, around)]
+    return block_nests(stmt.body, around) if hasattr(stmt, "body") else []

@@ -71,8 +71,7 @@ def _polynomial(name: str) -> tuple:
     """(x, the polynomial of ``name`` in x), taken from TOPI's elementwise kernel of it."""
     a = te.placeholder((1,), "float32", name="a")
     sch = s_tir.Schedule(te.create_prim_func([a, POLYNOMIALS[name](a)]))
-    *inner, last = sch.get_child_blocks(sch.get_sblock("root"))
-    for block in inner:
+    for block in sch.get_child_blocks(sch.get_sblock("root"))[:-1]:
         sch.compute_inline(block)
     value = sch.get(sch.get_child_blocks(sch.get_sblock("root"))[-1]).body.value
     x = tirx.Var("x", "float32")

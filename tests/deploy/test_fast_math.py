@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
+from factories import legalized_kernel
 from tvm import relax, te, tirx
 
 from autoplace.deploy.fast_math import fast_math, for_target
 from autoplace.deploy.kernel_db import scheduled
-from autoplace.frontend.relax import fuse
 
 CPU = tvm.target.Target({"kind": "llvm", "num-cores": 1})
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host={"kind": "llvm"})
@@ -70,15 +70,7 @@ def test_libm_is_what_they_replace_and_each_call_gets_its_own_binding():
 
 
 def _softmax() -> tirx.PrimFunc:
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((4, 64), "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.nn.softmax(x))
-        bb.emit_func_output(out)
-    mod = fuse(bb.finalize())
-    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
-    return mod[gv]
+    return legalized_kernel(relax.op.nn.softmax, (4, 64))
 
 
 def test_a_cpu_build_takes_the_polynomials_and_a_gpu_keeps_its_own():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
+from factories import legalized_kernel
 from tvm import relax
 
 from autoplace.deploy.cpu_rules import vector_bits
@@ -138,16 +139,7 @@ def matvec(k: int, n: int) -> tvm.tirx.PrimFunc:
 
 def matmul(m: int, k: int, n: int) -> tvm.tirx.PrimFunc:
     """An (m, k) input times a (k, n) weight (x, weight, output)."""
-    bb = relax.BlockBuilder()
-    params = [relax.Var("x", relax.TensorType((m, k), "float32")),
-              relax.Var("w", relax.TensorType((k, n), "float32"))]
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.matmul(*params))
-        bb.emit_func_output(out)
-    mod = fuse(bb.finalize())
-    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
-    return mod[gv]
+    return legalized_kernel(relax.op.matmul, (m, k), (k, n))
 
 
 def test_a_matrix_vector_product_reads_its_weight_packed_by_vectors_of_outputs():

@@ -7,28 +7,16 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from tvm import relax, s_tir, tirx
+from factories import block_nests, legalized_kernel
+from tvm import relax, tirx
 from tvm.sym.pattern import detect_linear_equation
 
 from autoplace.deploy.row_reduction import along_rows
 from autoplace.deploy.schedule import default_schedule
-from autoplace.frontend.relax import fuse
 
 ONE_CORE = tvm.target.Target({"kind": "llvm", "num-cores": 1})
 TWO_CORES = tvm.target.Target({"kind": "llvm", "num-cores": 2,
                                "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
-
-
-def _kernel(make, *shapes) -> tirx.PrimFunc:
-    bb = relax.BlockBuilder()
-    params = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(make(*params))
-        bb.emit_func_output(out)
-    mod = fuse(bb.finalize())
-    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
-    return mod[gv]
 
 
 KERNELS = {
@@ -41,22 +29,7 @@ KERNELS = {
 
 def _blocks(func) -> dict[str, tuple]:
     """Block name -> (the block, the loops around it, outer first)."""
-    found = {}
-
-    def walk(stmt, around):
-        if isinstance(stmt, tirx.For):
-            walk(stmt.body, (*around, stmt))
-        elif isinstance(stmt, s_tir.SBlockRealize):
-            found[stmt.block.name_hint] = (stmt.block, around)
-            walk(stmt.block.body, around)
-        elif isinstance(stmt, tirx.SeqStmt):
-            for s in stmt.seq:
-                walk(s, around)
-        elif hasattr(stmt, "body"):
-            walk(stmt.body, around)
-
-    walk(func.body, ())
-    return found
+    return {b.name_hint: (b, around) for b, _, around in block_nests(func.body)}
 
 
 def _run(func, seed=0) -> list[np.ndarray]:
@@ -76,7 +49,7 @@ def test_each_row_is_reduced_a_vector_at_a_time(name, target):
     and indexes the row it reads with stride 1 (the lanes of one contiguous load), and the
     kernel computes what it did."""
     make, *shapes = KERNELS[name]
-    func = _kernel(make, *shapes)
+    func = legalized_kernel(make, *shapes)
     scheduled = default_schedule(func, target)
     partial = {n: b for n, b in _blocks(scheduled).items() if n.endswith("_rf")}
     assert partial
@@ -91,7 +64,7 @@ def test_each_row_is_reduced_a_vector_at_a_time(name, target):
 
 
 def test_a_matmul_does_not_reduce_along_the_rows_of_both_inputs():
-    func = _kernel(relax.op.matmul, (16, 32), (32, 48))
+    func = legalized_kernel(relax.op.matmul, (16, 32), (32, 48))
     (block,) = [b for b, _ in _blocks(func).values() if b.name_hint == "matmul"]
     assert not along_rows(block)
     assert not any(n.endswith("_rf") for n in _blocks(default_schedule(func, ONE_CORE)))
@@ -100,7 +73,7 @@ def test_a_matmul_does_not_reduce_along_the_rows_of_both_inputs():
 def test_a_vectorized_partial_is_a_run_of_lanes_in_memory():
     """The partial results' buffer has the lanes as its last dimension: a vector of them is
     one store, not ``lanes`` stores a row apart."""
-    func = default_schedule(_kernel(*KERNELS["softmax"][:1], (3, 24, 64)), TWO_CORES)
+    func = default_schedule(legalized_kernel(*KERNELS["softmax"][:1], (3, 24, 64)), TWO_CORES)
     block, loops = _blocks(func)["T_softmax_maxelem_rf"]
     (write,) = block.writes
     lanes = int(loops[-1].extent)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
+from factories import block_nests, legalized_kernel
 from tvm import relax, s_tir, te, tirx
 
 from autoplace.deploy.cpu_rules import vector_bits
@@ -20,7 +21,6 @@ from autoplace.deploy.tile_plan import (
     plan_reduction_tiles,
     plan_tiles,
 )
-from autoplace.frontend.relax import fuse
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
 from autoplace.runtime.layout import runtime_program
@@ -36,20 +36,8 @@ AVX512 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v4"}
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"}, host={"kind": "llvm"})
 
 
-def _nests(stmt, around=()):
-    """(block, its binding values, the loops around it, outer first) for every block."""
-    if isinstance(stmt, tirx.For):
-        return _nests(stmt.body, (*around, stmt))
-    if isinstance(stmt, s_tir.SBlockRealize):
-        inner = _nests(stmt.block.body, around)
-        return [(stmt.block, list(stmt.iter_values), around), *inner]
-    if isinstance(stmt, tirx.SeqStmt):
-        return [n for s in stmt.seq for n in _nests(s, around)]
-    return _nests(stmt.body, around) if hasattr(stmt, "body") else []
-
-
 def _loops(func: tirx.PrimFunc) -> list[tirx.For]:
-    """Every loop of ``func`` (TVM's own walk, independent of :func:`_nests`)."""
+    """Every loop of ``func`` (TVM's own walk, independent of :func:`block_nests`)."""
     found = []
     tvm_ffi.structural_walk(func.body, (tirx.For, found.append))
     return found
@@ -63,19 +51,6 @@ def _uses(expr, loop: tirx.For) -> bool:
     found = []
     tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v.same_as(loop.loop_var))))
     return any(found)
-
-
-def _legalized(make, *shapes) -> tirx.PrimFunc:
-    """The one kernel TVM legalizes and fuses ``make(*params)`` into (as a model's are)."""
-    bb = relax.BlockBuilder()
-    params = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(make(*params))
-        bb.emit_func_output(out)
-    mod = fuse(bb.finalize())
-    (gv,) = [gv for gv in mod.functions if gv.name_hint != "main"]
-    return mod[gv]
 
 
 def _conv_like():
@@ -99,31 +74,31 @@ def _total():
 
 
 KERNELS = {  # name -> a legalized operator, as in a model
-    "conv2d": lambda: _legalized(lambda x, w: relax.op.nn.conv2d(x, w, padding=1),
+    "conv2d": lambda: legalized_kernel(lambda x, w: relax.op.nn.conv2d(x, w, padding=1),
                                  (1, 32, 28, 28), (64, 32, 3, 3)),
-    "conv2d_bias_relu": lambda: _legalized(
+    "conv2d_bias_relu": lambda: legalized_kernel(
         lambda x, w, b: relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, w), b)),
         (1, 16, 30, 30), (32, 16, 3, 3), (1, 32, 1, 1)),
-    "conv2d_stride2": lambda: _legalized(lambda x, w: relax.op.nn.conv2d(x, w, strides=2),
+    "conv2d_stride2": lambda: legalized_kernel(lambda x, w: relax.op.nn.conv2d(x, w, strides=2),
                                          (1, 32, 56, 56), (64, 32, 1, 1)),
-    "grouped_conv2d": lambda: _legalized(  # (shufflenet's last: 4 groups of 136)
+    "grouped_conv2d": lambda: legalized_kernel(  # (shufflenet's last: 4 groups of 136)
         lambda x, w: relax.op.nn.conv2d(x, w, groups=4), (1, 544, 7, 7), (544, 136, 1, 1)),
-    "depthwise_conv2d": lambda: _legalized(
+    "depthwise_conv2d": lambda: legalized_kernel(
         lambda x, w: relax.op.nn.conv2d(x, w, padding=1, groups=32),
         (1, 32, 28, 28), (32, 1, 3, 3)),
-    "matmul": lambda: _legalized(relax.op.matmul, (4, 256), (256, 1000)),
-    "batch_matmul": lambda: _legalized(  # (attention: 6 heads of 32 x 48 times 48 x 64)
+    "matmul": lambda: legalized_kernel(relax.op.matmul, (4, 256), (256, 1000)),
+    "batch_matmul": lambda: legalized_kernel(  # (attention: 6 heads of 32 x 48 times 48 x 64)
         relax.op.matmul, (6, 32, 48), (6, 48, 64)),
-    "max_pool2d": lambda: _legalized(lambda x: relax.op.nn.max_pool2d(x, 3, 2),
+    "max_pool2d": lambda: legalized_kernel(lambda x: relax.op.nn.max_pool2d(x, 3, 2),
                                      (1, 64, 55, 55)),
-    "max_pool2d_nchw16c": lambda: _legalized(  # (resnet50's, as the runtime holds it)
+    "max_pool2d_nchw16c": lambda: legalized_kernel(  # (resnet50's, as the runtime holds it)
         lambda x: relax.op.nn.max_pool2d(x, 3, 2, padding=1, layout="NCHW16c"),
         (1, 4, 28, 28, 16)),
-    "max_pool2d_padded": lambda: _legalized(
+    "max_pool2d_padded": lambda: legalized_kernel(
         lambda x: relax.op.nn.max_pool2d(x, 3, 2, padding=1), (1, 8, 28, 28)),
-    "elementwise": lambda: _legalized(lambda x, y: relax.op.nn.relu(relax.op.add(x, y)),
+    "elementwise": lambda: legalized_kernel(lambda x, y: relax.op.nn.relu(relax.op.add(x, y)),
                                       (1, 64, 56, 56), (1, 64, 56, 56)),
-    "concat": lambda: _legalized(lambda x, y: relax.op.concat([x, y], axis=1),
+    "concat": lambda: legalized_kernel(lambda x, y: relax.op.concat([x, y], axis=1),
                                  (1, 64, 27, 27), (1, 64, 27, 27)),
     "conv_like": _conv_like,
     "total": _total,
@@ -160,7 +135,7 @@ def test_every_kernel_of_a_model_computes_what_it_did():
 @pytest.mark.parametrize("name", ["conv2d", "conv2d_bias_relu", "depthwise_conv2d", "matmul"])
 def test_a_reduction_accumulates_a_vector_inside_its_reduction_loops(name):
     func = default_schedule(KERNELS[name](), TWO_CORES)
-    reductions = [(b, v, a) for b, v, a in _nests(func.body)
+    reductions = [(b, v, a) for b, v, a in block_nests(func.body)
                   if any(iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)]
     assert reductions, "the reduction block is gone"
     for block, values, around in reductions:
@@ -169,7 +144,7 @@ def test_a_reduction_accumulates_a_vector_inside_its_reduction_loops(name):
             if iv.iter_type == tirx.IterVar.CommReduce:  # bound only by outer loops
                 assert not _uses(value, around[-1])
                 assert any(_uses(value, loop) for loop in around[:-1])
-    init = [a for b, _, a in _nests(func.body) if b.name_hint.endswith("_init")]
+    init = [a for b, _, a in block_nests(func.body) if b.name_hint.endswith("_init")]
     assert init and all(a[-1].kind == tirx.ForKind.VECTORIZED for a in init)
 
 
@@ -178,7 +153,7 @@ def test_a_batched_matmul_tiles_its_rows_in_registers_not_its_batch():
     columns: rows of one matrix, not matrices of the batch (heads), whose every one is
     another matrix to load."""
     func = default_schedule(KERNELS["batch_matmul"](), AVX512)
-    (update,) = [(b, v, a) for b, v, a in _nests(func.body) if b.name_hint == "matmul_update"]
+    (update,) = [(b, v, a) for b, v, a in block_nests(func.body) if b.name_hint == "matmul_update"]
     block, values, around = update
     unrolled = [loop for loop in around if loop.kind == tirx.ForKind.UNROLLED]
     assert len(unrolled) == 1 and int(unrolled[0].extent) == 8
@@ -194,7 +169,7 @@ def test_outer_loops_run_in_parallel_only_on_several_cores(name):
 
 def test_an_epilogue_is_computed_in_the_write_back_of_the_accumulator():
     func = default_schedule(KERNELS["conv2d_bias_relu"](), TWO_CORES)
-    names = [b.name_hint for b, _, _ in _nests(func.body)]
+    names = [b.name_hint for b, _, _ in block_nests(func.body)]
     assert names == ["root", "conv2d_nchw_init", "conv2d_nchw_update",
                      "conv2d_nchw_intermediate_local"]  # no separate add or relu nest
 
@@ -209,18 +184,18 @@ def test_a_concatenation_is_vectorised_and_a_padding_is_not():
     concat = default_schedule(KERNELS["concat"](), AVX512)
     assert [int(f.extent) for f in _loops(concat) if f.kind == tirx.ForKind.VECTORIZED] == [9]
     conv = default_schedule(KERNELS["conv2d"](), AVX512)
-    (pad,) = [a for b, _, a in _nests(conv.body) if b.name_hint == "pad_temp"]
+    (pad,) = [a for b, _, a in block_nests(conv.body) if b.name_hint == "pad_temp"]
     assert tirx.ForKind.VECTORIZED not in {loop.kind for loop in pad}
 
 
 def test_a_pooling_of_channel_blocks_reads_its_input_unpadded_in_vectors_of_the_block():
     func = default_schedule(KERNELS["max_pool2d_nchw16c"](), AVX512)
-    nests = {b.name_hint: (v, a) for b, v, a in _nests(func.body)}
+    nests = {b.name_hint: (v, a) for b, v, a in block_nests(func.body)}
     assert "pad_temp" not in nests  # inlined: the pooling reads the input itself
     for name in ("pool_max_init", "pool_max_update"):
         values, around = nests[name]
         assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 16
-    (block,) = [b for b, _, _ in _nests(func.body) if b.name_hint == "pool_max_update"]
+    (block,) = [b for b, _, _ in block_nests(func.body) if b.name_hint == "pool_max_update"]
     values, around = nests["pool_max_update"]
     kinds = [iv.iter_type for iv in block.iter_vars]
     spatial = [v for k, v in zip(kinds, values) if k == tirx.IterVar.DataPar]
@@ -234,7 +209,7 @@ def test_a_pooling_of_channel_blocks_reads_its_input_unpadded_in_vectors_of_the_
 
 def test_a_pooling_over_a_strided_width_is_not_vectorised_but_reads_its_input_unpadded():
     func = default_schedule(KERNELS["max_pool2d_padded"](), AVX512)
-    assert "pad_temp" not in {b.name_hint for b, _, _ in _nests(func.body)}
+    assert "pad_temp" not in {b.name_hint for b, _, _ in block_nests(func.body)}
     assert tirx.ForKind.VECTORIZED not in _kinds(func)  # a vector would gather every other
 
 
@@ -293,7 +268,7 @@ def test_a_narrow_vector_reduction_accumulates_channels_contiguously():
     one core: 110.0 ms -> 39.6 ms in all, against vectors over the width; resnet50's
     383.6 -> 248.8 ms.)"""
     func = default_schedule(KERNELS["conv2d_bias_relu"](), ONE_CORE)
-    reductions = [(b, v, a) for b, v, a in _nests(func.body)
+    reductions = [(b, v, a) for b, v, a in block_nests(func.body)
                   if any(iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)]
     block, values, around = reductions[0]
     assert around[-1].kind == tirx.ForKind.VECTORIZED and around[-1].extent == 4
@@ -330,7 +305,7 @@ def test_a_width_that_fills_its_registers_badly_gives_way_to_channels(extents, l
 
 
 #: squeezenet's first conv: 111 wide (3 x 37), no vector tile of 4 to 16 over its width
-FIRST_CONV = lambda: _legalized(  # noqa: E731
+FIRST_CONV = lambda: legalized_kernel(  # noqa: E731
     lambda x, w: relax.op.nn.conv2d(x, w, strides=2), (1, 3, 224, 224), (64, 3, 3, 3))
 AVX2 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
 
@@ -338,7 +313,7 @@ AVX2 = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
 def _update(func: tirx.PrimFunc):
     """The block of ``func``'s one reduction that accumulates, its binding values and the
     loops around it."""
-    ((block, values, around),) = [(b, v, a) for b, v, a in _nests(func.body)
+    ((block, values, around),) = [(b, v, a) for b, v, a in block_nests(func.body)
                                   if b.name_hint.endswith("_update")]
     return block, values, around
 
@@ -372,7 +347,7 @@ def test_a_13_wide_conv_on_avx2_holds_its_width_in_registers_and_computes_the_sa
     """Squeezenet's last convs (13 wide): vectors over 8 output channels, the 13 columns
     an unrolled register tile, on AVX2, the weights read packed (a vector's 8 channels
     contiguous); the outputs unchanged."""
-    conv = lambda: _legalized(relax.op.nn.conv2d, (1, 32, 13, 13), (64, 32, 1, 1))  # noqa: E731
+    conv = lambda: legalized_kernel(relax.op.nn.conv2d, (1, 32, 13, 13), (64, 32, 1, 1))  # noqa: E731
     func = default_schedule(conv(), AVX2)
     block, _, around = _update(func)
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 8
@@ -421,10 +396,10 @@ def test_a_strided_conv_runs_its_vectors_over_channels(strides, lanes, over):
     """A 1x1 conv onto a 28-wide output (resnet50's projections): of stride 1, 14-lane
     vectors over the width; of stride 2, where such a vector would read every other input,
     16 output channels (AVX-512) instead."""
-    func = default_schedule(_legalized(lambda x, w: relax.op.nn.conv2d(x, w, strides=strides),
+    func = default_schedule(legalized_kernel(lambda x, w: relax.op.nn.conv2d(x, w, strides=strides),
                                        (1, 32, 28 * strides, 28 * strides), (64, 32, 1, 1)),
                             AVX512)
-    block, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+    block, values, around = [(b, v, a) for b, v, a in block_nests(func.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == lanes
     channel, width = values[0], values[2]  # (channels, rows, width, reductions: batch 1)
@@ -439,9 +414,9 @@ def test_a_conv_over_the_width_runs_its_output_channels_outermost_on_a_small_inp
     """A 1x1 conv vectorised over the width: its output channels' block loop is the
     outermost (parallel) loop when its input fits :data:`REREAD_BYTES`, each block reading
     it all; the rows' and the width's loops are, when it does not; the outputs the same."""
-    conv = lambda: _legalized(relax.op.nn.conv2d, *shapes)  # noqa: E731
+    conv = lambda: legalized_kernel(relax.op.nn.conv2d, *shapes)  # noqa: E731
     func = default_schedule(conv(), AVX512)
-    _, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+    _, values, around = [(b, v, a) for b, v, a in block_nests(func.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert around[0].kind == tirx.ForKind.PARALLEL
     assert _uses(values[2], around[-1])  # (a vector over the width: the plan asked for)
@@ -474,10 +449,10 @@ def test_a_strided_reduction_is_planned_over_channels(extents, strided, vector):
 def test_a_strided_depthwise_conv_keeps_its_vectors_over_the_width():
     """A depthwise conv of stride 2 reads its input by output channel: over channels a
     vector would read 16 planes, so it stays over the width (as at stride 1)."""
-    func = default_schedule(_legalized(
+    func = default_schedule(legalized_kernel(
         lambda x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1, groups=64),
         (1, 64, 56, 56), (64, 1, 3, 3)), AVX512)
-    block, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+    block, values, around = [(b, v, a) for b, v, a in block_nests(func.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert around[-1].kind == tirx.ForKind.VECTORIZED
     assert _uses(values[2], around[-1]) and not _uses(values[0], around[-1])
@@ -497,7 +472,7 @@ def test_a_grouped_conv_reads_its_packed_weights_in_vectors_within_a_group():
     GFLOP/s); it takes 8, and its weight, which the vector's channels index (the input it
     indexes by group), is packed for them."""
     func = default_schedule(KERNELS["grouped_conv2d"](), AVX512)
-    block, values, around = [(b, v, a) for b, v, a in _nests(func.body) if any(
+    block, values, around = [(b, v, a) for b, v, a in block_nests(func.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 8
     assert _uses(values[0], around[-1])
@@ -537,7 +512,7 @@ def test_a_conv_onto_channel_blocks_holds_the_width_in_registers_and_reads_packe
     name = "fused_conv2d10_add6_relu6"
     func = kernel_func(program, name)
     scheduled = default_schedule(func, AVX512)
-    block, values, around = [(b, v, a) for b, v, a in _nests(scheduled.body) if any(
+    block, values, around = [(b, v, a) for b, v, a in block_nests(scheduled.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert around[-1].kind == tirx.ForKind.VECTORIZED and int(around[-1].extent) == 16
     assert around[-2].kind == tirx.ForKind.UNROLLED and int(around[-2].extent) == 13
@@ -559,7 +534,7 @@ def test_a_conv_onto_channel_blocks_holds_four_blocks_of_a_narrow_width_in_regis
     program = runtime_program(mod, graph, load_profile("host"))
     func = kernel_func(program, "fused_conv2d_add_relu")
     scheduled = default_schedule(func, AVX512)
-    block, values, around = [(b, v, a) for b, v, a in _nests(scheduled.body) if any(
+    block, values, around = [(b, v, a) for b, v, a in block_nests(scheduled.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
     assert [(loop.kind, int(loop.extent)) for loop in around[-3:]] == [
         (tirx.ForKind.UNROLLED, 4), (tirx.ForKind.UNROLLED, 3), (tirx.ForKind.VECTORIZED, 16)]
