@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from deploy.test_schedule import _nests, _run
+from deploy.test_schedule import _run
+from factories import block_nests
 from tvm import te, tirx
 from tvm.sym import Analyzer
 
@@ -38,7 +39,7 @@ def blocked_conv3x3():
 
 def _reduction(func: tirx.PrimFunc):
     """(block, binding values, loops around it) of ``func``'s reduction update."""
-    return [(b, v, a) for b, v, a in _nests(func.body) if any(
+    return [(b, v, a) for b, v, a in block_nests(func.body) if any(
         iv.iter_type == tirx.IterVar.CommReduce for iv in b.iter_vars)][0]
 
 
