@@ -3,10 +3,11 @@
 Every distinct kernel a unit may run (the kinds it accepts) is tuned for the unit's target
 by MetaSchedule's own tuner (its post-order-apply design space, evolutionary search, XGBoost
 cost model, builder and runner), locally or on a board reached through a TVM RPC tracker,
-for a budget of trials per kernel. Records go into a :class:`KernelDatabase` as MetaSchedule
-measures them, so a job stopped at any point keeps what it measured, and a job run again
-tunes each kernel only for the trials its budget still has (a kernel at its budget is
-skipped). Units sharing a target share their kernels' records.
+for a budget of trials per kernel, the kernels with the most work (flops over all their
+calls) first. Records go into a :class:`KernelDatabase` as MetaSchedule measures them, so a
+job stopped at any point keeps what it measured, and a job run again tunes each kernel only
+for the trials its budget still has (a kernel at its budget is skipped). Units sharing a
+target share their kernels' records.
 
 Each kernel's default schedule is measured too, once, by the same builder and runner, and
 recorded beside MetaSchedule's candidates (not counted in the budget): a build then takes
@@ -94,18 +95,21 @@ class KernelTask:
     cpus: tuple[int, ...] = ()  # the first unit's pinned CPUs (none: not pinned)
     #: what links its candidates for a board of another architecture (None: the host's)
     compiler: str | None = None
+    flops: float = 0.0  # of all its calls in the model (the graph's count)
 
 
 def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profile,
                  units: list[str] | None = None, *, on_board: bool = False,
                  cross_compiler: str | None = None) -> list[KernelTask]:
-    """The distinct kernels of ``graph`` per target of ``units`` (default: every unit), in
-    the order the model first calls them; a kernel is distinct by its structure, so two
-    names of one kernel are tuned once. ``on_board``: measured on a board (RPC), whose
-    architecture may differ from this host's: its candidates are then linked here by the
-    unit's cross compiler, else ``cross_compiler``, else by the board's RPC server (which
-    then needs a compiler). BuildError, naming the unit, for a target without ``num-cores``
-    (MetaSchedule needs it) and for one of another architecture to be measured here."""
+    """The distinct kernels of ``graph`` per target of ``units`` (default: every unit), the
+    most work first (:attr:`KernelTask.flops`; ties in the order the model first calls
+    them), so a job stopped early has tuned the kernels that weigh most; a kernel is
+    distinct by its structure, so two names of one kernel are tuned once. ``on_board``:
+    measured on a board (RPC), whose architecture may differ from this host's: its
+    candidates are then linked here by the unit's cross compiler, else ``cross_compiler``,
+    else by the board's RPC server (which then needs a compiler). BuildError, naming the
+    unit, for a target without ``num-cores`` (MetaSchedule needs it) and for one of another
+    architecture to be measured here."""
     names = units or [u.name for u in profile.units]
     per_target: dict[str, tuple[tvm.target.Target, list[str]]] = {}
     for name in names:
@@ -115,7 +119,8 @@ def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profi
     for target, on in per_target.values():
         unit = profile.unit(on[0])
         compiler = _compiler(unit, profile, on_board, cross_compiler)
-        tasks += _target_tasks(funcs, graph, profile, target, tuple(on), unit.cpus, compiler)
+        tasks += sorted(_target_tasks(funcs, graph, profile, target, tuple(on), unit.cpus,
+                                      compiler), key=lambda t: -t.flops)
     if not tasks:
         raise BuildError(f"no kernel to tune: units {', '.join(names)} accept none of "
                          f"{graph.name}'s ops")
@@ -147,10 +152,11 @@ def _target_tasks(funcs, graph, profile, target, units, cpus, compiler) -> list[
         h = tvm_ffi.structural_hash(workload(funcs[func]))
         if h in seen:
             t = tasks[seen[h]]
-            tasks[seen[h]] = replace(t, ops=t.ops + 1)
+            tasks[seen[h]] = replace(t, ops=t.ops + 1, flops=t.flops + op.flops)
             continue
         seen[h] = len(tasks)
-        tasks.append(KernelTask(func, funcs[func], target, units, 1, tuple(cpus), compiler))
+        tasks.append(KernelTask(func, funcs[func], target, units, 1, tuple(cpus), compiler,
+                                op.flops))
     return tasks
 
 

@@ -15,6 +15,7 @@ import json
 import shutil
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 from autoplace.graph import OpGraph
@@ -30,10 +31,31 @@ from autoplace.runtime.program import PROGRAM_FILE, WEIGHTS_FILE, Program, save_
 from autoplace.space import Placement
 from autoplace.space.problem import ErrorKind
 
+#: the remote functions each session has fetched, kept while the session lives. A remote
+#: handle's destructor asks the server to free it and waits for the answer, holding the
+#: GIL: a server frozen between answering a call and that request froze every thread of
+#: the process, the one that would abandon the server after its timeout too (CI, 7c59ca3)
+_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FUNCTIONS_LOCK = threading.Lock()
+
+
+def remote_function(sess, func: str):
+    """Remote function ``func`` of ``sess``, fetched once per session and never freed before
+    it (a call on a frozen server then blocks in the call, without the GIL)."""
+    with _FUNCTIONS_LOCK:
+        kept = _FUNCTIONS.setdefault(sess, {})
+        handle = kept.get(func)
+    if handle is None:
+        handle = sess.get_function(func)
+        with _FUNCTIONS_LOCK:
+            handle = kept.setdefault(func, handle)
+    return handle
+
 
 def remote_json(sess, func: str, *args) -> dict:
-    """Call remote function ``func``; its JSON answer, or RuntimeError with its error."""
-    answer = json.loads(str(sess.get_function(func)(*args)))
+    """Call remote function ``func`` (:func:`remote_function`); its JSON answer, or
+    RuntimeError with its error."""
+    answer = json.loads(str(remote_function(sess, func)(*args)))
     if "error" in answer and "detail" not in answer:
         raise RuntimeError(f"{func} on the server: {answer['error']}")
     return answer

@@ -132,6 +132,21 @@ def test_each_kernel_is_tuned_for_its_units_target(tuned):
         assert f"({whose}, timed again), {ran} trials" in line
 
 
+def test_kernels_are_tuned_the_most_work_first(tuned):
+    _, _, _, stdout, mod, graph = tuned
+    tasks = _tasks(mod, graph)
+    calls: dict[str, list] = {}
+    for op in graph.ops:
+        calls.setdefault(op.func or op.name, []).append(op)
+    assert [(t.ops, t.flops) for t in tasks] == [
+        (len(calls[t.func]), pytest.approx(sum(op.flops for op in calls[t.func])))
+        for t in tasks]
+    want = sorted(calls, key=lambda f: -sum(op.flops for op in calls[f]))  # (stable)
+    assert [t.func for t in tasks] == want != list(calls)  # the reshape, 0 flops, moved last
+    lines = [s for s in stdout.splitlines() if s.startswith("  [")]
+    assert [line.split()[1] for line in lines] == want
+
+
 def _finalists(db_dir, task) -> list[dict]:
     path = db_dir / target_dir_name(task.target) / FINALISTS
     key = format(tvm_ffi.structural_hash(workload(task.prim_func)), "x")

@@ -26,6 +26,7 @@ from autoplace.deploy.run import TimeSettings
 from autoplace.hardware.load import load_profile
 from autoplace.measure.base import ErrorKind
 from autoplace.measure.rpc import NoServerError, RPCMeasurer, simulate_chunks
+from autoplace.measure.rpc_runtime import remote_function, remote_json
 from autoplace.measure.server import (
     INFO_FUNC,
     LOAD_FUNC,
@@ -412,6 +413,19 @@ def _session(tracker: str, key: str):
 
 def _info(sess) -> dict:
     return json.loads(str(sess.get_function(INFO_FUNC)()))
+
+
+def test_a_sessions_remote_functions_are_fetched_once_and_kept(servers, tracker):
+    """A remote handle freed asks its server and waits, holding the GIL: the measurer's
+    calls keep theirs for the session's life, so a server that freezes after answering
+    leaves a call to block (and time out), not a destructor."""
+    servers.start(2)
+    one, two = _session(tracker, servers.key), _session(tracker, servers.key)
+    first = remote_function(one, INFO_FUNC)
+    assert remote_json(one, INFO_FUNC)["profile"] == "soc"
+    assert remote_function(one, INFO_FUNC) is first
+    assert remote_function(two, INFO_FUNC) is not first  # (a handle is one session's)
+    assert remote_json(two, INFO_FUNC)["pid"] != remote_json(one, INFO_FUNC)["pid"]
 
 
 def test_silent_connections_do_not_hold_off_a_session(servers, tracker):
