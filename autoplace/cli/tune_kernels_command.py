@@ -45,6 +45,9 @@ def register(sub) -> None:
     k.add_argument("--run-timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                    help="one candidate's run (MetaSchedule's runner)")
     k.add_argument("--seed", type=seed_arg, default=0, help="MetaSchedule's seed")
+    k.add_argument("--retime", action="store_true",
+                   help="time every kernel's finalists again, even those timed since their "
+                        "last trial (a database tuned on a busy machine, on a quiet one)")
     k.set_defaults(run=cmd_tune_kernels)
 
 
@@ -60,7 +63,7 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
         raise ValueError("--rpc-tracker and --rpc-key go together")
     tuning = KernelTuning(trials=args.trials, seed=args.seed, build_timeout=args.build_timeout,
                           run_timeout=args.run_timeout, tracker=args.rpc_tracker,
-                          key=args.rpc_key)
+                          key=args.rpc_key, retime=args.retime)
     profile = load_profile(args.hw)
     names = [u.name for u in profile.units]
     for unit in args.unit or []:

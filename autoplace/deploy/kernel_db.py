@@ -27,8 +27,9 @@ so a library built from other records is not taken from the cache.
 Records timed one at a time over a long job on a shared machine are not comparable (on a
 busy 2-core host they ran up to 2x high, the default schedule's among them): at the end of
 a kernel's tuning ``tune-kernels`` times its finalists again, back to back, and writes their
-times to :data:`FINALISTS` beside MetaSchedule's files (one JSON line per kernel, the last
-line of a kernel the one that counts). While the kernel's trials are what they were then,
+times, with the host's load average, to :data:`FINALISTS` beside MetaSchedule's files (one
+JSON line per kernel, the last line of a kernel the one that counts; ``--retime`` times them
+again on a quieter machine). While the kernel's trials are what they were then,
 its finalists alone are its records, ranked by those times.
 """
 
@@ -163,17 +164,25 @@ class KernelDatabase:
         return final is not None and final["trials"] == self.trials(func, target)
 
     def record_finalists(self, func: tirx.PrimFunc, target: tvm.target.Target,
-                         timed: list[tuple[object, float]]) -> None:
-        """Keep the re-timing of ``func``'s finalists on ``target`` (record, seconds): one
-        JSON line, appended and flushed."""
+                         timed: list[tuple[object, float]], load: float | None = None) -> None:
+        """Keep the re-timing of ``func``'s finalists on ``target`` (record, seconds), and
+        the load average of the host that ran them (None: a board's): one JSON line,
+        appended and flushed."""
         where, key = self.directory / target_dir_name(target), _kernel_key(func, target)
         line = {"workload": key[1], "trials": self.trials(func, target),
                 "finalists": [{"trace": self._digest(r.trace), "seconds": float(s)}
                               for r, s in timed]}
+        if load is not None:
+            line["load"] = round(float(load), 2)
         with open(where / FINALISTS, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
             fh.flush()
         self._finalists[key] = line
+
+    def retime_load(self, func: tirx.PrimFunc, target: tvm.target.Target) -> float | None:
+        """The host's load average when ``func``'s finalists on ``target`` were last timed
+        again (None: never, on a board, or not recorded)."""
+        return self._finalists.get(_kernel_key(func, target), {}).get("load")
 
     def trials(self, func: tirx.PrimFunc, target: tvm.target.Target) -> int:
         """How many of MetaSchedule's candidates of ``func`` on ``target`` the database
@@ -339,12 +348,13 @@ def _read_finalists(where: Path) -> dict[tuple[str, str], dict]:
             line = json.loads(text, parse_constant=_no_constant)
             ok = isinstance(line["workload"], str) and isinstance(line["trials"], int) and all(
                 isinstance(f["trace"], str) and float(f["seconds"]) > 0
-                for f in line["finalists"])
+                for f in line["finalists"]) and float(line.get("load", 0)) >= 0
         except (ValueError, KeyError, TypeError):
             ok = False
         if not ok:
             raise BuildError(f"kernel database {path}: line {n} is not a re-timing of "
-                             "finalists (workload, trials, finalists of trace and seconds)")
+                             "finalists (workload, trials, finalists of trace and seconds, "
+                             "a load of at least 0)")
         out[(where.name, line["workload"])] = line
     return out
 

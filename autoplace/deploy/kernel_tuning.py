@@ -26,6 +26,7 @@ two-core unit's kernels for one core).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -66,8 +67,11 @@ ROUNDS = 3
 @dataclass(frozen=True, kw_only=True)
 class KernelTuning:
     """How ``tune-kernels`` tunes: ``trials`` per kernel, the builder's and runner's
-    timeouts (s), MetaSchedule's seed, and the RPC tracker (``host:port``) and key of a
-    board to measure on (None: this host)."""
+    timeouts (s), MetaSchedule's seed, the RPC tracker (``host:port``) and key of a board
+    to measure on (None: this host), and whether to time every kernel's finalists again
+    (``retime``), even those timed since their last trial: times taken beside other load
+    rank nothing (a database tuned beside test runs kept kernels 3-10x slower than their
+    default schedules: experiments/results/bench_deployed_ms.md)."""
 
     trials: int
     seed: int = 0
@@ -75,6 +79,7 @@ class KernelTuning:
     run_timeout: float = 60.0
     tracker: str | None = None
     key: str | None = None
+    retime: bool = False
 
     def __post_init__(self):
         if self.trials < 1:
@@ -177,16 +182,16 @@ class KernelTuner:
     def tune(self, task: KernelTask) -> int:
         """Tune ``task`` for what is left of its budget, then measure its default schedule
         if it never was, then time its finalists again unless they were since its last
-        trial; the trials recorded now (fewer than that when MetaSchedule's search finds no
-        new candidate: an elementwise kernel's design space may be smaller than the
-        budget)."""
+        trial (and ``retime`` is off); the trials recorded now (fewer than that when
+        MetaSchedule's search finds no new candidate: an elementwise kernel's design space
+        may be smaller than the budget)."""
         before = self.db.trials(task.prim_func, task.target)
         left = self.tuning.trials - before
         if left > 0:
             self._search(task, left)
         if not self.db.has_default(task.prim_func, task.target):
             self._measure_default(task)
-        if not self.db.retimed(task.prim_func, task.target):
+        if self.tuning.retime or not self.db.retimed(task.prim_func, task.target):
             self._retime_finalists(task)
         return self.db.trials(task.prim_func, task.target) - before
 
@@ -238,8 +243,8 @@ class KernelTuner:
     def _retime_finalists(self, task: KernelTask) -> None:
         """Build the finalists of ``task`` (:meth:`KernelDatabase.finalists`) and run them
         :data:`ROUNDS` times in turn on one runner; record each one's fastest round (other
-        load only adds time). Finalists that fail are left out; nothing is recorded when
-        none runs."""
+        load only adds time), with this host's load average when they ran here. Finalists
+        that fail are left out; nothing is recorded when none runs."""
         from tvm.s_tir.meta_schedule.builder import BuilderInput
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
@@ -256,8 +261,9 @@ class KernelTuner:
                 secs = sum(float(x) for x in ran.run_secs) / len(ran.run_secs)
                 best[n % len(ok)] = min(best.get(n % len(ok), secs), secs)
         if best:
+            load = os.getloadavg()[0] if self.tuning.tracker is None else None
             self.db.record_finalists(task.prim_func, task.target,
-                                     [(ok[i][0], s) for i, s in sorted(best.items())])
+                                     [(ok[i][0], s) for i, s in sorted(best.items())], load)
 
     def builder(self, task: KernelTask):
         """The builder of ``task``'s candidates: one pool of worker processes per compiler
@@ -309,7 +315,10 @@ class KernelTuner:
         whose = ("the default schedule" if self.db.is_default(best[0], task.prim_func,
                                                                 task.target)
                  else "MetaSchedule's")
-        again = ", timed again" if self.db.retimed(task.prim_func, task.target) else ""
+        again = ""
+        if self.db.retimed(task.prim_func, task.target):
+            load = self.db.retime_load(task.prim_func, task.target)
+            again = ", timed again" + ("" if load is None else f" at load {load:.1f}")
         return f"best {record_seconds(best[0]) * 1e6:.1f} us ({whose}{again})"
 
 
@@ -370,8 +379,6 @@ def _remove_artefacts(built: list) -> None:
 
 
 def _cores() -> int:
-    import os
-
     return max(1, len(os.sched_getaffinity(0)))
 
 

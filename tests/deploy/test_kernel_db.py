@@ -129,7 +129,8 @@ def test_each_kernel_is_tuned_for_its_units_target(tuned):
         assert len(defaults) == 1 and len(db.records(task.prim_func, target)) == ran + 1
         whose = "the default schedule" if db.is_default(
             db.records(task.prim_func, target)[0], task.prim_func, target) else "MetaSchedule's"
-        assert f"({whose}, timed again), {ran} trials" in line
+        load = db.retime_load(task.prim_func, target)
+        assert f"({whose}, timed again at load {load:.1f}), {ran} trials" in line
 
 
 def test_kernels_are_tuned_the_most_work_first(tuned):
@@ -164,6 +165,7 @@ def test_finalists_are_timed_again_and_rank_the_kernel(tuned, tmp_path):
         (line,) = _finalists(db_dir, task)
         seconds = {x["trace"]: x["seconds"] for x in line["finalists"]}
         assert line["trials"] == db.trials(f, t) and db.retimed(f, t)
+        assert line["load"] >= 0 and db.retime_load(f, t) == line["load"]  # (this host's)
         assert 2 <= len(seconds) <= min(FINALISTS_KEPT, db.trials(f, t)) + 1  # + the default
         assert len(seconds) == len(line["finalists"])  # each schedule once
         if task == _conv(_tasks(mod, graph)):  # (a space with more candidates than trials)
@@ -256,6 +258,34 @@ def test_a_second_job_measures_only_what_the_budget_has_left(tuned, tmp_path):
     assert KernelDatabase(copy).trials(conv.prim_func, conv.target) == TRIALS
 
 
+def test_retime_times_every_kernels_finalists_again_and_tunes_nothing(tuned, tmp_path):
+    _, model, db_dir, _, mod, graph = tuned
+    copy = tmp_path / "kdb"
+    shutil.copytree(db_dir, copy)
+    records = next(copy.iterdir()) / RECORDS
+    finalists = records.parent / FINALISTS
+    before, timed = records.read_bytes(), finalists.read_bytes()
+    again = cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
+                "--unit", "core0", "--trials", TRIALS, "--kernel-db", copy, "--retime")
+    assert again.returncode == 0, again.stderr
+    assert records.read_bytes()[:len(before)] == before
+    tasks, db = _tasks(mod, graph), KernelDatabase(copy)
+    lines = finalists.read_bytes()[len(timed):].decode().splitlines()
+    assert finalists.read_bytes()[:len(timed)] == timed and len(lines) == len(tasks)
+    for task, line in zip(tasks, map(json.loads, lines)):  # each once, as the job went
+        old = _finalists(db_dir, task)[-1]
+        assert line["workload"] == old["workload"]
+        assert line["trials"] == db.trials(task.prim_func, task.target) >= old["trials"]
+        assert [record_seconds(r) for r in db.records(task.prim_func, task.target)] == \
+            sorted(f["seconds"] for f in line["finalists"])  # the new times rank it
+    conv = _conv(tasks)  # at its budget: no trial, the same finalists timed again
+    assert f"{conv.func} on core0 (1 ops)" in again.stdout
+    assert f"{TRIALS} trials (none now)" in again.stdout
+    assert {f["trace"] for f in _finalists(copy, conv)[-1]["finalists"]} == \
+        {f["trace"] for f in _finalists(db_dir, conv)[-1]["finalists"]}
+    assert again.stdout.count("timed again at load") == len(tasks)
+
+
 def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, metaschedule_only,
                                                            tmp_path):
     _, _, _, _, mod, graph = tuned
@@ -339,6 +369,10 @@ def test_bad_databases_and_units_are_one_line(tuned, tmp_path):
                          '"finalists": [{"trace": "a", "seconds": NaN}]}\n')
     one_line_error(cli(*compile_, "--kernel-db", bad), str(finalists),
                    "line", "is not a re-timing of finalists")
+    text = next(iter(finalists.read_text().splitlines()))
+    finalists.write_text(json.dumps({**json.loads(text), "load": -1.0}) + "\n")
+    one_line_error(cli(*compile_, "--kernel-db", bad), f"{finalists}: line 1 ",
+                   "a load of at least 0")
     one_line_error(cli("tune-kernels", model, "--input-shapes", SHAPES_ARG, "--hw", "host",
                        "--unit", "npu", "--kernel-db", tmp_path / "k"),
                    "--unit 'npu': profile 'host' has no such unit (its units: cpu, core0")
