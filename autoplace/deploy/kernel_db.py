@@ -24,13 +24,15 @@ the kernel was never tuned for the target or its default schedule is the fastest
 build then uses the default schedule); :meth:`KernelDatabase.tag` names what a build used,
 so a library built from other records is not taken from the cache.
 
-Records timed one at a time over a long job on a shared machine are not comparable (on a
-busy 2-core host they ran up to 2x high, the default schedule's among them): at the end of
-a kernel's tuning ``tune-kernels`` times its finalists again, back to back, and writes their
-times, with the host's load average, to :data:`FINALISTS` beside MetaSchedule's files (one
-JSON line per kernel, the last line of a kernel the one that counts; ``--retime`` times them
-again on a quieter machine). While the kernel's trials are what they were then,
-its finalists alone are its records, ranked by those times.
+Records timed one at a time over a long job on a shared machine are not comparable, the
+default schedule's among them: at the end of a kernel's tuning ``tune-kernels`` times its
+finalists again, back to back, and writes their times, with the host's load average, to
+:data:`FINALISTS` beside MetaSchedule's files (one JSON line per kernel, the last line of a
+kernel the one that counts). While the kernel's trials are what they were then, its
+finalists alone are its records, ranked by those times. A re-timing beside other load
+ranks nothing either (a database tuned beside test runs had its finalists timed at a median
+2.85x what they took quiet: experiments/results/bench_deployed_ms.md): ``tune-kernels
+--retime`` times them again, on a quieter machine.
 """
 
 from __future__ import annotations
