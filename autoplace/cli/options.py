@@ -48,6 +48,17 @@ def share(text: str) -> float:
     return value
 
 
+def part_of_one(text: str) -> float:
+    """A part of a whole: a finite number in (0, 1] (none of it is nothing to do)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0.0 < value <= 1.0:  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
+    return value
+
+
 def cache_arg(p: argparse.ArgumentParser) -> None:
     """``--cache-dir``: where the runtime's compiled kernel libraries are kept."""
     from pathlib import Path

@@ -10,6 +10,7 @@ import argparse
 from autoplace.cli.options import (
     cross_compiler_arg,
     input_shapes_arg,
+    part_of_one,
     positive_int,
     positive_seconds,
     seed_arg,
@@ -34,6 +35,10 @@ def register(sub) -> None:
     k.add_argument("--trials", type=positive_int, default=DEFAULT_TRIALS,
                    help=f"measured candidates per kernel and target (default "
                         f"{DEFAULT_TRIALS})")
+    k.add_argument("--flops-share", type=part_of_one, default=1.0, metavar="FRACTION",
+                   help="tune only the heaviest kernels that hold this share of each "
+                        "target's flops (0.95: a big model's few kernels that weigh most); "
+                        "the others keep their default schedules")
     k.add_argument("--unit", action="append", default=None,
                    help="tune for this unit's target only (repeatable; default: every unit)")
     k.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT",
@@ -53,7 +58,12 @@ def register(sub) -> None:
 
 def cmd_tune_kernels(args: argparse.Namespace) -> int:
     from autoplace.deploy.kernel_db import KernelDatabase
-    from autoplace.deploy.kernel_tuning import KernelTuner, KernelTuning, kernel_tasks
+    from autoplace.deploy.kernel_tuning import (
+        KernelTuner,
+        KernelTuning,
+        heaviest,
+        kernel_tasks,
+    )
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
     from autoplace.runtime.layout import runtime_program
@@ -75,12 +85,16 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     mod, graph = load_module(args.model, args.input_shapes)
     program = runtime_program(mod, graph, profile)
     funcs = {name: kernel_func(program, name) for name in program.funcs}
-    tasks = kernel_tasks(funcs, graph, profile, args.unit,
+    every = kernel_tasks(funcs, graph, profile, args.unit,
                          on_board=args.rpc_tracker is not None,
                          cross_compiler=args.cross_compiler)
+    tasks = heaviest(every, args.flops_share)
     db = KernelDatabase(args.kernel_db, create=True)
     where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
-    print(f"tuning {len(tasks)} kernels of {graph.name} for {_targets(tasks)} on {where}, "
+    which = (f"{len(tasks)} kernels" if len(tasks) == len(every) else
+             f"the {len(tasks)} heaviest of {len(every)} kernels "
+             f"({_share(tasks, every):.1%} of the flops)")
+    print(f"tuning {which} of {graph.name} for {_targets(tasks)} on {where}, "
           f"{args.trials} trials each, into {db.directory}", flush=True)
     KernelTuner(db, tuning).tune_all(tasks, progress=lambda s: print(s, flush=True))
     print(f"next: autoplace calibrate --hw {args.hw} --model {args.model} --kernel-db "
@@ -104,3 +118,9 @@ def _board_is_there(tracker: str, key: str) -> None:
 def _targets(tasks) -> str:
     units = sorted({", ".join(t.units) for t in tasks})
     return f"{len(units)} target{'s' if len(units) != 1 else ''} ({'; '.join(units)})"
+
+
+def _share(tasks, every) -> float:
+    """The share of ``every`` kernel's flops that ``tasks`` hold (of all targets)."""
+    total = sum(t.flops for t in every)
+    return sum(t.flops for t in tasks) / total if total > 0 else 1.0

@@ -25,6 +25,7 @@ two-core unit's kernels for one core).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Callable
@@ -130,6 +131,29 @@ def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profi
         raise BuildError(f"no kernel to tune: units {', '.join(names)} accept none of "
                          f"{graph.name}'s ops")
     return tasks
+
+
+def heaviest(tasks: list[KernelTask], share: float) -> list[KernelTask]:
+    """Of each target's ``tasks`` (the most work first, as :func:`kernel_tasks` lists
+    them), the fewest that hold at least ``share`` of that target's flops: the kernels
+    worth tuning when not all are; every one when ``share`` is 1 or the target's kernels
+    count no flops."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"a share of the flops is in (0, 1], got {share}")
+    kept: list[KernelTask] = []
+    for _, group in itertools.groupby(tasks, key=lambda t: target_key(t.target)):
+        group = list(group)
+        total = sum(t.flops for t in group)
+        if share == 1.0 or total <= 0.0:
+            kept += group
+            continue
+        held = 0.0
+        for task in group:
+            if held >= share * total:
+                break
+            kept.append(task)
+            held += task.flops
+    return kept
 
 
 def _compiler(unit, profile: Profile, on_board: bool, default: str | None) -> str | None:

@@ -38,7 +38,7 @@ from autoplace.deploy.kernel_db import (
     target_dir_name,
     workload,
 )
-from autoplace.deploy.kernel_tuning import KernelTuner, KernelTuning, kernel_tasks
+from autoplace.deploy.kernel_tuning import KernelTuner, KernelTuning, heaviest, kernel_tasks
 from autoplace.deploy.schedule import default_schedule
 from autoplace.deploy.targets import target_key, unit_target
 from autoplace.hardware.load import load_profile
@@ -146,6 +146,26 @@ def test_kernels_are_tuned_the_most_work_first(tuned):
     assert [t.func for t in tasks] == want != list(calls)  # the reshape, 0 flops, moved last
     lines = [s for s in stdout.splitlines() if s.startswith("  [")]
     assert [line.split()[1] for line in lines] == want
+
+
+def test_a_flops_share_keeps_each_targets_heaviest_kernels(tuned):
+    """Of each target's kernels, the fewest of the heaviest that hold the share."""
+    _, _, _, _, mod, graph = tuned
+    tasks = _tasks(mod, graph, units=("cpu", "core0"))
+    targets = {target_key(t.target) for t in tasks}
+    assert len(targets) == 2 and heaviest(tasks, 1.0) == tasks  # (0-flop reshape kept)
+    assert len(heaviest(tasks, 0.5)) == len(targets)  # the conv of each: a share per target
+    for share in (0.5, 0.99, 0.999999):
+        kept = heaviest(tasks, share)
+        for target in targets:
+            mine = [t for t in tasks if target_key(t.target) == target]
+            held = [t for t in kept if target_key(t.target) == target]
+            total = sum(t.flops for t in mine)
+            assert held == mine[:len(held)] and len(held) < len(mine)
+            assert sum(t.flops for t in held) >= share * total > \
+                sum(t.flops for t in held[:-1])
+    with pytest.raises(ValueError, match="in \\(0, 1\\]"):
+        heaviest(tasks, 0.0)
 
 
 def _finalists(db_dir, task) -> list[dict]:
@@ -284,6 +304,20 @@ def test_retime_times_every_kernels_finalists_again(tuned, tmp_path):
     assert {f["trace"] for f in _finalists(copy, conv)[-1]["finalists"]} == \
         {f["trace"] for f in _finalists(db_dir, conv)[-1]["finalists"]}
     assert stdout.count("timed again at load") == len(tasks)
+
+
+def test_a_job_with_a_flops_share_tunes_only_the_heaviest_kernels(tuned, tmp_path):
+    _, _, _, _, mod, graph = tuned
+    stdout, lines = _second_job(tuned, tmp_path / "kdb", "--flops-share", "0.9", "--retime")
+    tasks = _tasks(mod, graph)
+    conv = _conv(tasks)
+    share = conv.flops / sum(t.flops for t in tasks)
+    assert 0.9 <= share < 1 and conv is tasks[0]
+    assert f"tuning the 1 heaviest of {len(tasks)} kernels ({share:.1%} of the flops)" in stdout
+    assert [s.split()[:2] for s in stdout.splitlines() if s.startswith("  [")] == \
+        [["[1/1]", conv.func]]
+    assert [json.loads(line)["workload"] for line in lines] == \
+        [format(tvm_ffi.structural_hash(workload(conv.prim_func)), "x")]  # only it retimed
 
 
 def test_a_build_uses_the_best_record_and_keeps_the_outputs(tuned, metaschedule_only,
@@ -464,6 +498,9 @@ def test_what_tune_kernels_cannot_do_here_is_one_line(tmp_path):
             "--kernel-db", tmp_path / "k")
     one_line_error(cli(*args), "unit 'cpu': MetaSchedule tunes for a number of cores",
                    "board.toml")
+    for share in ("0", "nan", "1.5", "half"):
+        one_line_error(cli(*args, "--flops-share", share), "--flops-share", "(0, 1]",
+                       start="autoplace tune-kernels: error:")
     board.write_text(board_toml(target='kind = "llvm", mtriple = "aarch64-linux-gnu", '
                                        'num-cores = 4'))
     one_line_error(cli(*args), "unit 'cpu' builds for aarch64", "on the board (--rpc-tracker")
