@@ -25,7 +25,6 @@ two-core unit's kernels for one core).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 from collections.abc import Callable
@@ -134,22 +133,22 @@ def kernel_tasks(funcs: dict[str, tirx.PrimFunc], graph: OpGraph, profile: Profi
 
 
 def heaviest(tasks: list[KernelTask], share: float) -> list[KernelTask]:
-    """Of each target's ``tasks`` (the most work first, as :func:`kernel_tasks` lists
-    them), the fewest that hold at least ``share`` of that target's flops: the kernels
-    worth tuning when not all are; every one when ``share`` is 1 or the target's kernels
-    count no flops."""
+    """Of each target's ``tasks``, the fewest of the heaviest (:attr:`KernelTask.flops`)
+    that hold at least ``share`` of that target's flops, the most work first (ties in the
+    order given): the kernels worth tuning when not all are; every one when ``share`` is 1
+    or the target's kernels count no flops."""
     if not 0.0 < share <= 1.0:
         raise ValueError(f"a share of the flops is in (0, 1], got {share}")
+    per_target: dict[str, list[KernelTask]] = {}
+    for task in tasks:
+        per_target.setdefault(target_key(task.target), []).append(task)
     kept: list[KernelTask] = []
-    for _, group in itertools.groupby(tasks, key=lambda t: target_key(t.target)):
-        group = list(group)
+    for group in per_target.values():
+        group.sort(key=lambda t: -t.flops)
         total = sum(t.flops for t in group)
-        if share == 1.0 or total <= 0.0:
-            kept += group
-            continue
         held = 0.0
         for task in group:
-            if held >= share * total:
+            if share < 1.0 and total > 0.0 and held >= share * total:
                 break
             kept.append(task)
             held += task.flops
