@@ -54,9 +54,9 @@ from autoplace.space.capability import capable
 
 #: MetaSchedule measures this many candidates per round (fewer when the budget is smaller):
 #: its own default. A round's evolutionary search costs about the same whatever it measures
-#: (~10 s for a conv on 2 cores, 5/6 of a 16-candidate round), so 64 trials of a squeezenet
-#: conv took 49 s in one round against 116 s in four of 16 (experiments/results/
-#: bench_deployed_ms.md)
+#: (30-90 s for squeezenet's convs on 2 cores, more than half of a 64-candidate round), so
+#: 64 trials of a squeezenet conv took 49 s in one round against 116 s in four of 16
+#: (experiments/results/bench_deployed_ms.md)
 TRIALS_PER_ROUND = 64
 #: the evolutionary search's population per candidate a round measures (512 from 16 up)
 POPULATION_PER_TRIAL = 32
