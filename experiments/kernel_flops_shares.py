@@ -11,26 +11,23 @@ from __future__ import annotations
 
 import argparse
 
-from autoplace.deploy.kernel_tuning import heaviest, kernel_tasks
+from autoplace.deploy.kernel_tuning import flops_share, heaviest, kernel_tasks
 from autoplace.hardware.load import load_profile
 from autoplace.models import load_module
 from autoplace.runtime.layout import runtime_program
-from autoplace.runtime.libraries import kernel_func
+from autoplace.runtime.libraries import kernel_funcs
 
 MODELS = ("squeezenet", "resnet50", "inception_v1", "densenet121", "bert_base")
 
 
-def row(model: str, unit: str, shares: list[float]) -> list[str]:
-    profile = load_profile("host")
+def row(model: str, profile, unit: str, shares: list[float]) -> list[str]:
     mod, graph = load_module(model, None)
     program = runtime_program(mod, graph, profile)
-    funcs = {name: kernel_func(program, name) for name in program.funcs}
-    tasks = kernel_tasks(funcs, graph, profile, [unit])
-    total = sum(t.flops for t in tasks)
+    tasks = kernel_tasks(kernel_funcs(program), graph, profile, [unit])
     cells = []
     for share in shares:
         kept = heaviest(tasks, share)
-        cells.append(f"{len(kept)} ({sum(t.flops for t in kept) / total:.1%})")
+        cells.append(f"{len(kept)} ({flops_share(kept, tasks):.1%})")
     return [model, str(len(tasks)), *cells]
 
 
@@ -43,8 +40,10 @@ def main() -> None:
     head = ["model", "kernels", *(f"--flops-share {s:g}" for s in args.shares)]
     print(f"`python experiments/kernel_flops_shares.py` (host profile, unit {args.unit})\n")
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    profile = load_profile("host")
     for model in args.models:
-        print("| " + " | ".join(row(model, args.unit, args.shares)) + " |", flush=True)
+        print("| " + " | ".join(row(model, profile, args.unit, args.shares)) + " |",
+              flush=True)
 
 
 if __name__ == "__main__":

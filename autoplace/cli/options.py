@@ -37,26 +37,28 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def share(text: str) -> float:
-    """A share: a finite number in [0, 1]."""
+def _number_in(text: str, interval: str, low: float, high: float, *, low_in: bool) -> float:
+    """``text`` as a finite number in ``interval`` (from ``low``, in it when ``low_in``, to
+    ``high``, in it)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:  # (NaN fails too)
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {text!r}") \
+            from None
+    above = low <= value if low_in else low < value
+    if not (above and value <= high):  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be in {interval}, got {text!r}")
     return value
+
+
+def share(text: str) -> float:
+    """A share: a finite number in [0, 1]."""
+    return _number_in(text, "[0, 1]", 0.0, 1.0, low_in=True)
 
 
 def part_of_one(text: str) -> float:
     """A part of a whole: a finite number in (0, 1] (none of it is nothing to do)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0.0 < value <= 1.0:  # (NaN fails too)
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
-    return value
+    return _number_in(text, "(0, 1]", 0.0, 1.0, low_in=False)
 
 
 def cache_arg(p: argparse.ArgumentParser) -> None:

@@ -61,13 +61,14 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     from autoplace.deploy.kernel_tuning import (
         KernelTuner,
         KernelTuning,
+        flops_share,
         heaviest,
         kernel_tasks,
     )
     from autoplace.hardware.load import load_profile
     from autoplace.models import load_module
     from autoplace.runtime.layout import runtime_program
-    from autoplace.runtime.libraries import kernel_func
+    from autoplace.runtime.libraries import kernel_funcs
 
     if bool(args.rpc_tracker) != bool(args.rpc_key):
         raise ValueError("--rpc-tracker and --rpc-key go together")
@@ -84,8 +85,7 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
         _board_is_there(args.rpc_tracker, args.rpc_key)
     mod, graph = load_module(args.model, args.input_shapes)
     program = runtime_program(mod, graph, profile)
-    funcs = {name: kernel_func(program, name) for name in program.funcs}
-    every = kernel_tasks(funcs, graph, profile, args.unit,
+    every = kernel_tasks(kernel_funcs(program), graph, profile, args.unit,
                          on_board=args.rpc_tracker is not None,
                          cross_compiler=args.cross_compiler)
     tasks = heaviest(every, args.flops_share)
@@ -93,7 +93,7 @@ def cmd_tune_kernels(args: argparse.Namespace) -> int:
     where = f"{args.rpc_tracker} key {args.rpc_key}" if args.rpc_tracker else "this host"
     which = (f"{len(tasks)} kernels" if len(tasks) == len(every) else
              f"the {len(tasks)} heaviest of {len(every)} kernels "
-             f"({_share(tasks, every):.1%} of the flops)")
+             f"({flops_share(tasks, every):.1%} of the flops)")
     print(f"tuning {which} of {graph.name} for {_targets(tasks)} on {where}, "
           f"{args.trials} trials each, into {db.directory}", flush=True)
     KernelTuner(db, tuning).tune_all(tasks, progress=lambda s: print(s, flush=True))
@@ -119,8 +119,3 @@ def _targets(tasks) -> str:
     units = sorted({", ".join(t.units) for t in tasks})
     return f"{len(units)} target{'s' if len(units) != 1 else ''} ({'; '.join(units)})"
 
-
-def _share(tasks, every) -> float:
-    """The share of ``every`` kernel's flops that ``tasks`` hold (of all targets)."""
-    total = sum(t.flops for t in every)
-    return sum(t.flops for t in tasks) / total if total > 0 else 1.0

@@ -155,6 +155,12 @@ def heaviest(tasks: list[KernelTask], share: float) -> list[KernelTask]:
     return kept
 
 
+def flops_share(tasks: list[KernelTask], of: list[KernelTask]) -> float:
+    """The share of the flops of ``of`` that ``tasks`` hold (1 when ``of`` counts none)."""
+    total = sum(t.flops for t in of)
+    return sum(t.flops for t in tasks) / total if total > 0 else 1.0
+
+
 def _compiler(unit, profile: Profile, on_board: bool, default: str | None) -> str | None:
     """The compiler that links ``unit``'s candidates (None: the host's); refusals first."""
     if "num-cores" not in unit.target:

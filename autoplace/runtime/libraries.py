@@ -92,6 +92,11 @@ def kernel_func(program: Program, name: str):
     return mark_weights(program.funcs[name], program.weight_params(name))
 
 
+def kernel_funcs(program: Program) -> dict:
+    """Every kernel of ``program`` by name, as :func:`kernel_func` gives it."""
+    return {name: kernel_func(program, name) for name in program.funcs}
+
+
 def split_kernel(program: Program, name: str, target: tvm.target.Target,
                  kernels: KernelDatabase | None = None, schedule=None) -> tuple:
     """Kernel ``name`` of ``program`` as a library holds it for ``target``

@@ -45,7 +45,7 @@ from autoplace.hardware.load import load_profile
 from autoplace.measure.server import wait_registered
 from autoplace.models import load_module
 from autoplace.runtime import Runtime
-from autoplace.runtime.libraries import KernelLibraries, kernel_func
+from autoplace.runtime.libraries import KernelLibraries, kernel_funcs
 from autoplace.runtime.program import read_program
 from autoplace.space import SearchSpace
 
@@ -99,8 +99,7 @@ def metaschedule_only(tuned, tmp_path_factory):
 def _tasks(mod, graph, units=("core0",)):
     """The kernels ``tune-kernels`` tunes: as a library compiles them (weights marked)."""
     program = read_program(mod)
-    funcs = {name: kernel_func(program, name) for name in program.funcs}
-    return kernel_tasks(funcs, graph, load_profile("host"), list(units))
+    return kernel_tasks(kernel_funcs(program), graph, load_profile("host"), list(units))
 
 
 def _conv(tasks):
